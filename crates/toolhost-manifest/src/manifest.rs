@@ -1,0 +1,864 @@
+//! `plugin.toml`: parsing and per-plugin validation.
+//!
+//! The file is read as a plain TOML table and walked by hand rather than
+//! deserialized with serde: serde stops at the first error, and an author
+//! fixing a manifest wants every problem at once. Each accessor below
+//! records what it finds wrong and carries on.
+
+use crate::naming;
+use crate::problem::{Problem, Rule};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Component, Path, PathBuf};
+use toml::Table;
+use toolhost_validate::{CompiledSchema, UnknownArguments, is_identifier_like};
+
+/// The manifest file name inside a plugin directory.
+pub const MANIFEST_FILE: &str = "plugin.toml";
+/// At most this many tools per plugin.
+pub const MAX_TOOLS: usize = 32;
+/// Default and bounds of a tool's `timeout_ms`.
+pub const DEFAULT_TOOL_TIMEOUT_MS: u32 = 30_000;
+/// The largest `timeout_ms`.
+pub const MAX_TOOL_TIMEOUT_MS: u32 = 300_000;
+/// Default `startup_timeout_ms`.
+pub const DEFAULT_STARTUP_TIMEOUT_MS: u64 = 10_000;
+const MAX_STARTUP_TIMEOUT_MS: u64 = 600_000;
+const MAX_DESCRIPTION: usize = 1024;
+const MAX_TITLE: usize = 128;
+/// Environment variables toolhost sets for the plugin; a manifest may not.
+pub const RESERVED_ENV: [&str; 3] = [
+    "KANDEV_PLUGIN",
+    "PLUGIN_PROTOCOL_VERSIONS",
+    "KANDEV_PLUGIN_DATA_DIR",
+];
+
+/// A validated plugin manifest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Manifest {
+    /// The plugin directory.
+    pub dir: PathBuf,
+    /// `id`, e.g. `acme.notes`.
+    pub id: String,
+    /// `version`.
+    pub version: semver::Version,
+    /// Display name.
+    pub name: String,
+    /// Plugin description (may be empty).
+    pub description: String,
+    /// How to start the plugin.
+    pub runtime: Runtime,
+    /// The declared tools, in file order.
+    pub tools: Vec<ToolDecl>,
+}
+
+/// `[runtime]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Runtime {
+    /// The executable, resolved against the plugin directory.
+    pub command: PathBuf,
+    /// Arguments.
+    pub args: Vec<String>,
+    /// Extra environment.
+    pub env: BTreeMap<String, String>,
+    /// How long the plugin has to print its handshake and become healthy.
+    pub startup_timeout_ms: u64,
+}
+
+/// One `[[tools]]` entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDecl {
+    /// Local name, unique in the plugin.
+    pub name: String,
+    /// Human title.
+    pub title: Option<String>,
+    /// What the tool does, for the model.
+    pub description: String,
+    /// Where the tool is offered.
+    pub surfaces: Vec<String>,
+    /// Per-call deadline.
+    pub timeout_ms: u32,
+    /// Input schema, exactly as declared.
+    pub input_schema: Value,
+    /// Output schema, exactly as declared.
+    pub output_schema: Option<Value>,
+    /// Behaviour hints.
+    pub annotations: Annotations,
+    /// alias -> canonical property.
+    pub aliases: BTreeMap<String, String>,
+    /// What to do with undeclared top-level arguments.
+    pub unknown_arguments: UnknownArguments,
+}
+
+/// The four MCP behaviour hints. Omitted hints take the conservative value:
+/// a tool is assumed to write, destroy, not be idempotent and reach the
+/// outside world until its author says otherwise. `destructive` is only
+/// meaningful for a tool that writes, so a read-only tool defaults to
+/// non-destructive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Annotations {
+    /// Does not modify its environment.
+    pub read_only: bool,
+    /// May perform destructive updates.
+    pub destructive: bool,
+    /// Repeating a call with the same arguments has no further effect.
+    pub idempotent: bool,
+    /// Interacts with an open world of external entities.
+    pub open_world: bool,
+}
+
+impl Default for Annotations {
+    fn default() -> Self {
+        Self {
+            read_only: false,
+            destructive: true,
+            idempotent: false,
+            open_world: true,
+        }
+    }
+}
+
+/// Whether `id` matches `^[a-z0-9][a-z0-9._-]{0,63}$`.
+#[must_use]
+pub fn is_valid_plugin_id(id: &str) -> bool {
+    let mut b = id.bytes();
+    matches!(b.next(), Some(c) if c.is_ascii_lowercase() || c.is_ascii_digit())
+        && id.len() <= 64
+        && b.all(|c| {
+            c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'.' | b'_' | b'-')
+        })
+}
+
+/// Whether `name` matches `^[a-z0-9][a-z0-9_]{0,31}$`.
+#[must_use]
+pub fn is_valid_tool_name(name: &str) -> bool {
+    let mut b = name.bytes();
+    matches!(b.next(), Some(c) if c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name.len() <= 32
+        && b.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_')
+}
+
+/// Whether `s` matches `^[a-z][a-z0-9-]{0,31}$`.
+#[must_use]
+pub fn is_valid_surface(s: &str) -> bool {
+    let mut b = s.bytes();
+    matches!(b.next(), Some(c) if c.is_ascii_lowercase())
+        && s.len() <= 32
+        && b.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+}
+
+/// Whether a tool description is 1..=1024 bytes and not blank.
+#[must_use]
+pub fn is_valid_description(d: &str) -> bool {
+    !d.trim().is_empty() && d.len() <= MAX_DESCRIPTION
+}
+
+/// Collects problems for one file, and optionally one tool.
+struct Ctx<'a> {
+    file: &'a Path,
+    tool: Option<String>,
+    problems: &'a mut Vec<Problem>,
+}
+
+impl Ctx<'_> {
+    fn report(&mut self, rule: Rule, message: impl Into<String>) {
+        self.problems.push(Problem {
+            file: self.file.to_path_buf(),
+            tool: self.tool.clone(),
+            rule,
+            message: message.into(),
+        });
+    }
+
+    fn unknown_keys(&mut self, table: &Table, section: &str, allowed: &[&str]) {
+        for key in table.keys() {
+            if !allowed.contains(&key.as_str()) {
+                let mut msg = format!("unknown key `{key}` in {section}");
+                if let Some(near) = allowed.iter().find(|a| strsim_close(a, key)) {
+                    msg.push_str(&format!(" (did you mean `{near}`?)"));
+                }
+                msg.push_str(&format!("; allowed keys: {}", allowed.join(", ")));
+                self.report(Rule::UnknownField, msg);
+            }
+        }
+    }
+
+    fn string(&mut self, t: &Table, key: &str, required: bool) -> Option<String> {
+        match t.get(key) {
+            None if required => {
+                self.report(Rule::MissingField, format!("`{key}` is required"));
+                None
+            }
+            None => None,
+            Some(toml::Value::String(s)) => Some(s.clone()),
+            Some(v) => {
+                self.report(
+                    Rule::WrongType,
+                    format!("`{key}` must be a string, not {}", v.type_str()),
+                );
+                None
+            }
+        }
+    }
+
+    fn integer(&mut self, t: &Table, key: &str) -> Option<i64> {
+        match t.get(key)? {
+            toml::Value::Integer(i) => Some(*i),
+            v => {
+                self.report(
+                    Rule::WrongType,
+                    format!("`{key}` must be an integer, not {}", v.type_str()),
+                );
+                None
+            }
+        }
+    }
+
+    fn boolean(&mut self, t: &Table, key: &str) -> Option<bool> {
+        match t.get(key)? {
+            toml::Value::Boolean(b) => Some(*b),
+            v => {
+                self.report(
+                    Rule::WrongType,
+                    format!("`{key}` must be true or false, not {}", v.type_str()),
+                );
+                None
+            }
+        }
+    }
+
+    fn table<'t>(&mut self, t: &'t Table, key: &str) -> Option<&'t Table> {
+        match t.get(key)? {
+            toml::Value::Table(inner) => Some(inner),
+            v => {
+                self.report(
+                    Rule::WrongType,
+                    format!("`{key}` must be a table, not {}", v.type_str()),
+                );
+                None
+            }
+        }
+    }
+
+    fn strings(&mut self, t: &Table, key: &str) -> Option<Vec<String>> {
+        match t.get(key)? {
+            toml::Value::Array(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for item in items {
+                    match item {
+                        toml::Value::String(s) => out.push(s.clone()),
+                        v => {
+                            self.report(
+                                Rule::WrongType,
+                                format!(
+                                    "`{key}` must be a list of strings; found {}",
+                                    v.type_str()
+                                ),
+                            );
+                            return None;
+                        }
+                    }
+                }
+                Some(out)
+            }
+            v => {
+                self.report(
+                    Rule::WrongType,
+                    format!("`{key}` must be a list of strings, not {}", v.type_str()),
+                );
+                None
+            }
+        }
+    }
+
+    fn string_map(&mut self, t: &Table, key: &str) -> Option<BTreeMap<String, String>> {
+        let table = self.table(t, key)?;
+        let mut out = BTreeMap::new();
+        for (k, v) in table {
+            match v {
+                toml::Value::String(s) => {
+                    out.insert(k.clone(), s.clone());
+                }
+                v => {
+                    self.report(
+                        Rule::WrongType,
+                        format!("`{key}.{k}` must be a string, not {}", v.type_str()),
+                    );
+                }
+            }
+        }
+        Some(out)
+    }
+}
+
+fn strsim_close(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    // Cheap edit-distance-1-or-2 test for short key names: same length with
+    // at most two differing bytes, or one insertion/deletion.
+    if a.len() == b.len() {
+        return a.iter().zip(b).filter(|(x, y)| x != y).count() <= 2;
+    }
+    let (short, long) = if a.len() < b.len() { (a, b) } else { (b, a) };
+    if long.len() - short.len() != 1 {
+        return false;
+    }
+    let i = short.iter().zip(long).take_while(|(x, y)| x == y).count();
+    short[i..] == long[i + 1..]
+}
+
+const TOP_KEYS: [&str; 6] = ["id", "version", "name", "description", "runtime", "tools"];
+const RUNTIME_KEYS: [&str; 4] = ["command", "args", "env", "startup_timeout_ms"];
+const TOOL_KEYS: [&str; 12] = [
+    "name",
+    "title",
+    "description",
+    "surfaces",
+    "timeout_ms",
+    "input_schema_file",
+    "input_schema",
+    "output_schema_file",
+    "output_schema",
+    "annotations",
+    "aliases",
+    "unknown_arguments",
+];
+const ANNOTATION_KEYS: [&str; 4] = ["read_only", "destructive", "idempotent", "open_world"];
+
+impl Manifest {
+    /// Reads and validates `dir/plugin.toml` and the schema files it names.
+    pub fn load(dir: &Path) -> Result<Self, Vec<Problem>> {
+        let file = dir.join(MANIFEST_FILE);
+        let text = match std::fs::read_to_string(&file) {
+            Ok(t) => t,
+            Err(e) => {
+                return Err(vec![Problem {
+                    file,
+                    tool: None,
+                    rule: Rule::NotAPlugin,
+                    message: format!("cannot read the manifest: {e}"),
+                }]);
+            }
+        };
+        Self::parse(dir, &text)
+    }
+
+    /// Validates manifest `text` as if it were `dir/plugin.toml`. Schema
+    /// files are read relative to `dir`.
+    pub fn parse(dir: &Path, text: &str) -> Result<Self, Vec<Problem>> {
+        let file = dir.join(MANIFEST_FILE);
+        let mut problems = Vec::new();
+        let root: Table = match text.parse() {
+            Ok(t) => t,
+            Err(e) => {
+                let message = format!("not valid TOML: {}", e.message());
+                let at = e
+                    .span()
+                    .map(|s| {
+                        let line = text.get(..s.start).map_or(0, |p| p.lines().count().max(1));
+                        format!(" (line {line})")
+                    })
+                    .unwrap_or_default();
+                return Err(vec![Problem {
+                    file,
+                    tool: None,
+                    rule: Rule::TomlSyntax,
+                    message: format!("{message}{at}"),
+                }]);
+            }
+        };
+        let mut cx = Ctx {
+            file: &file,
+            tool: None,
+            problems: &mut problems,
+        };
+        cx.unknown_keys(&root, "the manifest", &TOP_KEYS);
+
+        let id = cx.string(&root, "id", true).unwrap_or_default();
+        if !id.is_empty() && !is_valid_plugin_id(&id) {
+            cx.report(
+                Rule::PluginId,
+                format!(
+                    "id {id:?} must be 1 to 64 characters of lowercase letters, digits, `.`, `_` and `-`, \
+                     starting with a letter or digit"
+                ),
+            );
+        }
+        let version = cx
+            .string(&root, "version", true)
+            .and_then(|v| match semver::Version::parse(&v) {
+                Ok(parsed) => Some(parsed),
+                Err(e) => {
+                    cx.report(
+                        Rule::Version,
+                        format!("version {v:?} is not semver (like \"1.2.0\"): {e}"),
+                    );
+                    None
+                }
+            });
+        let name = cx.string(&root, "name", true).unwrap_or_default();
+        if root.contains_key("name") && (name.trim().is_empty() || name.len() > MAX_TITLE) {
+            cx.report(
+                Rule::DisplayName,
+                format!("name must be 1 to {MAX_TITLE} bytes and not blank"),
+            );
+        }
+        let description = cx.string(&root, "description", false).unwrap_or_default();
+        if description.len() > MAX_DESCRIPTION {
+            cx.report(
+                Rule::PluginDescription,
+                format!("the plugin description must be at most {MAX_DESCRIPTION} bytes"),
+            );
+        }
+        let runtime = runtime(&mut cx, &root, dir);
+        let tools = tools(&mut cx, &root, dir);
+
+        match (problems.is_empty(), version, runtime) {
+            (true, Some(version), Some(runtime)) => Ok(Self {
+                dir: dir.to_path_buf(),
+                id,
+                version,
+                name,
+                description,
+                runtime,
+                tools,
+            }),
+            _ => Err(problems),
+        }
+    }
+
+    /// `(local, exposed)` for every tool, in declaration order.
+    #[must_use]
+    pub fn exposed_names(&self, prefix: &str) -> Vec<(String, String)> {
+        self.tools
+            .iter()
+            .map(|t| (t.name.clone(), naming::exposed(prefix, &self.id, &t.name)))
+            .collect()
+    }
+}
+
+fn runtime(cx: &mut Ctx<'_>, root: &Table, dir: &Path) -> Option<Runtime> {
+    let Some(t) = cx.table(root, "runtime") else {
+        if !root.contains_key("runtime") {
+            cx.report(
+                Rule::MissingField,
+                "`[runtime]` is required: it says how to start the plugin",
+            );
+        }
+        return None;
+    };
+    cx.unknown_keys(t, "[runtime]", &RUNTIME_KEYS);
+    let command = cx.string(t, "command", true).and_then(|c| {
+        if c.trim().is_empty() {
+            cx.report(Rule::Command, "runtime.command is empty");
+            return None;
+        }
+        let path = if Path::new(&c).is_absolute() {
+            PathBuf::from(&c)
+        } else {
+            dir.join(&c)
+        };
+        match std::fs::metadata(&path) {
+            Ok(m) if m.is_file() && is_executable(&m) => Some(path),
+            Ok(m) if m.is_file() => {
+                cx.report(Rule::Command, format!("runtime.command {c:?} is not executable (chmod +x it)"));
+                None
+            }
+            Ok(_) => {
+                cx.report(Rule::Command, format!("runtime.command {c:?} is not a file"));
+                None
+            }
+            Err(_) => {
+                cx.report(
+                    Rule::Command,
+                    format!("runtime.command {c:?} does not exist (it is resolved against the plugin directory)"),
+                );
+                None
+            }
+        }
+    });
+    let args = cx.strings(t, "args").unwrap_or_default();
+    let env = cx.string_map(t, "env").unwrap_or_default();
+    for k in env.keys() {
+        if RESERVED_ENV.contains(&k.as_str()) {
+            cx.report(
+                Rule::ReservedEnv,
+                format!("runtime.env may not set {k}: toolhost sets it"),
+            );
+        }
+    }
+    let startup_timeout_ms = match cx.integer(t, "startup_timeout_ms") {
+        None => DEFAULT_STARTUP_TIMEOUT_MS,
+        Some(ms) => match u64::try_from(ms) {
+            Ok(ms) if (1..=MAX_STARTUP_TIMEOUT_MS).contains(&ms) => ms,
+            _ => {
+                cx.report(
+                    Rule::StartupTimeout,
+                    format!("runtime.startup_timeout_ms must be 1 to {MAX_STARTUP_TIMEOUT_MS}"),
+                );
+                DEFAULT_STARTUP_TIMEOUT_MS
+            }
+        },
+    };
+    Some(Runtime {
+        command: command?,
+        args,
+        env,
+        startup_timeout_ms,
+    })
+}
+
+#[cfg(unix)]
+fn is_executable(m: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    m.permissions().mode() & 0o111 != 0
+}
+
+#[cfg(not(unix))]
+fn is_executable(_: &std::fs::Metadata) -> bool {
+    true
+}
+
+fn tools(cx: &mut Ctx<'_>, root: &Table, dir: &Path) -> Vec<ToolDecl> {
+    let items = match root.get("tools") {
+        None => return Vec::new(),
+        Some(toml::Value::Array(items)) => items,
+        Some(v) => {
+            cx.report(
+                Rule::WrongType,
+                format!(
+                    "`tools` must be an array of tables ([[tools]]), not {}",
+                    v.type_str()
+                ),
+            );
+            return Vec::new();
+        }
+    };
+    if items.len() > MAX_TOOLS {
+        cx.report(
+            Rule::TooManyTools,
+            format!(
+                "{} tools declared; at most {MAX_TOOLS} are allowed",
+                items.len()
+            ),
+        );
+    }
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let Some(t) = item.as_table() else {
+            cx.report(Rule::WrongType, format!("tools[{i}] must be a table"));
+            continue;
+        };
+        let label = t
+            .get("name")
+            .and_then(toml::Value::as_str)
+            .map_or_else(|| format!("#{}", i + 1), str::to_owned);
+        let mut tcx = Ctx {
+            file: cx.file,
+            tool: Some(label),
+            problems: &mut *cx.problems,
+        };
+        if let Some(name) = t.get("name").and_then(toml::Value::as_str)
+            && !seen.insert(name.to_owned())
+        {
+            tcx.report(
+                Rule::DuplicateTool,
+                format!("another tool is already named `{name}`"),
+            );
+        }
+        if let Some(decl) = tool(&mut tcx, t, dir) {
+            out.push(decl);
+        }
+    }
+    out
+}
+
+fn tool(cx: &mut Ctx<'_>, t: &Table, dir: &Path) -> Option<ToolDecl> {
+    let before = cx.problems.len();
+    cx.unknown_keys(t, "the tool", &TOOL_KEYS);
+    let name = cx.string(t, "name", true).unwrap_or_default();
+    if t.contains_key("name") && !is_valid_tool_name(&name) {
+        cx.report(
+            Rule::ToolName,
+            format!(
+                "tool name {name:?} must be 1 to 32 characters of lowercase letters, digits and `_`, \
+                 starting with a letter or digit"
+            ),
+        );
+    }
+    let title = cx.string(t, "title", false);
+    if let Some(title) = &title
+        && (title.trim().is_empty() || title.len() > MAX_TITLE)
+    {
+        cx.report(
+            Rule::Title,
+            format!("title must be 1 to {MAX_TITLE} bytes and not blank"),
+        );
+    }
+    let description = cx.string(t, "description", true).unwrap_or_default();
+    if t.contains_key("description") && !is_valid_description(&description) {
+        cx.report(
+            Rule::ToolDescription,
+            format!(
+                "description must be 1 to {MAX_DESCRIPTION} bytes and not blank ({} given)",
+                description.len()
+            ),
+        );
+    }
+    let surfaces = match cx.strings(t, "surfaces") {
+        None => {
+            if !t.contains_key("surfaces") {
+                cx.report(
+                    Rule::MissingField,
+                    "`surfaces` is required: where may agents use this tool?",
+                );
+            }
+            Vec::new()
+        }
+        Some(s) => {
+            if s.is_empty() {
+                cx.report(Rule::Surfaces, "surfaces must list at least one surface");
+            }
+            let mut seen = BTreeSet::new();
+            for surface in &s {
+                if !is_valid_surface(surface) {
+                    cx.report(
+                        Rule::Surfaces,
+                        format!("surface {surface:?} must be 1 to 32 characters of lowercase letters, digits and `-`, starting with a letter"),
+                    );
+                }
+                if !seen.insert(surface) {
+                    cx.report(
+                        Rule::Surfaces,
+                        format!("surface {surface:?} is listed twice"),
+                    );
+                }
+            }
+            s
+        }
+    };
+    let timeout_ms = match cx.integer(t, "timeout_ms") {
+        None => DEFAULT_TOOL_TIMEOUT_MS,
+        Some(ms) => match u32::try_from(ms) {
+            Ok(ms) if (1..=MAX_TOOL_TIMEOUT_MS).contains(&ms) => ms,
+            _ => {
+                cx.report(
+                    Rule::Timeout,
+                    format!("timeout_ms must be 1 to {MAX_TOOL_TIMEOUT_MS}"),
+                );
+                DEFAULT_TOOL_TIMEOUT_MS
+            }
+        },
+    };
+    let input = schema(cx, t, dir, "input_schema", true);
+    let output = schema(cx, t, dir, "output_schema", false);
+
+    let mut annotations = Annotations::default();
+    if let Some(a) = cx.table(t, "annotations") {
+        cx.unknown_keys(a, "annotations", &ANNOTATION_KEYS);
+        annotations.read_only = cx.boolean(a, "read_only").unwrap_or(false);
+        annotations.destructive = cx
+            .boolean(a, "destructive")
+            .unwrap_or(!annotations.read_only);
+        annotations.idempotent = cx.boolean(a, "idempotent").unwrap_or(false);
+        annotations.open_world = cx.boolean(a, "open_world").unwrap_or(true);
+        if annotations.read_only && annotations.destructive {
+            cx.report(
+                Rule::Annotations,
+                "read_only and destructive cannot both be true: a read-only tool destroys nothing",
+            );
+        }
+    }
+
+    let unknown_arguments = match cx.string(t, "unknown_arguments", false).as_deref() {
+        None | Some("reject") => UnknownArguments::Reject,
+        Some("report") => {
+            if !annotations.read_only {
+                cx.report(
+                    Rule::UnknownArguments,
+                    "unknown_arguments = \"report\" is only allowed with annotations.read_only = true: \
+                     a tool that changes things must not run on arguments it did not understand",
+                );
+            }
+            UnknownArguments::Report
+        }
+        Some(other) => {
+            cx.report(
+                Rule::UnknownArguments,
+                format!("unknown_arguments must be \"reject\" or \"report\", not {other:?}"),
+            );
+            UnknownArguments::Reject
+        }
+    };
+
+    let aliases = cx.string_map(t, "aliases").unwrap_or_default();
+    if let Some((_, Some(compiled))) = &input {
+        let declared = compiled.declared_properties();
+        for (alias, canonical) in &aliases {
+            if !is_identifier_like(alias) {
+                cx.report(Rule::Aliases, format!("alias {alias:?} must be 1 to 64 characters of letters, digits, `_`, `.`, `-`"));
+            }
+            if declared.contains(alias) {
+                cx.report(
+                    Rule::Aliases,
+                    format!("alias `{alias}` is a declared property of the input schema; an alias must be a name the schema does not declare"),
+                );
+            }
+            if !declared.contains(canonical) {
+                cx.report(
+                    Rule::Aliases,
+                    format!("alias `{alias}` points to `{canonical}`, which the input schema does not declare"),
+                );
+            }
+        }
+    }
+
+    if cx.problems.len() > before {
+        return None;
+    }
+    let (input_schema, _) = input?;
+    Some(ToolDecl {
+        name,
+        title,
+        description,
+        surfaces,
+        timeout_ms,
+        input_schema,
+        output_schema: output.map(|(s, _)| s),
+        annotations,
+        aliases,
+        unknown_arguments,
+    })
+}
+
+/// Reads `<key>_file` or inline `<key>` and applies the schema rules. The
+/// compiled form is returned when the schema is sound, for alias checks.
+fn schema(
+    cx: &mut Ctx<'_>,
+    t: &Table,
+    dir: &Path,
+    key: &str,
+    required: bool,
+) -> Option<(Value, Option<CompiledSchema>)> {
+    let file_key = format!("{key}_file");
+    let which = if key == "input_schema" {
+        "input"
+    } else {
+        "output"
+    };
+    let (value, file) = match (t.get(&file_key), t.get(key)) {
+        (Some(_), Some(_)) => {
+            cx.report(
+                Rule::SchemaSource,
+                format!("give either `{file_key}` or `{key}`, not both"),
+            );
+            return None;
+        }
+        (None, None) => {
+            if required {
+                cx.report(
+                    Rule::SchemaSource,
+                    format!("an {which} schema is required: set `{file_key}` (a JSON file) or an inline `{key}` table"),
+                );
+            }
+            return None;
+        }
+        (Some(_), None) => {
+            let rel = cx.string(t, &file_key, true)?;
+            let path = dir.join(&rel);
+            if Path::new(&rel).is_absolute()
+                || Path::new(&rel)
+                    .components()
+                    .any(|c| matches!(c, Component::ParentDir))
+            {
+                cx.report(
+                    Rule::SchemaFile,
+                    format!(
+                        "{file_key} {rel:?} must be a relative path inside the plugin directory"
+                    ),
+                );
+                return None;
+            }
+            let text = match std::fs::read_to_string(&path) {
+                Ok(text) => text,
+                Err(e) => {
+                    cx.report(
+                        Rule::SchemaFile,
+                        format!("{file_key} {rel:?} cannot be read: {e}"),
+                    );
+                    return None;
+                }
+            };
+            match serde_json::from_str::<Value>(&text) {
+                Ok(v) => (v, Some(path)),
+                Err(e) => {
+                    schema_file_problem(
+                        cx,
+                        &path,
+                        Rule::SchemaFile,
+                        format!("not valid JSON: {e}"),
+                    );
+                    return None;
+                }
+            }
+        }
+        (None, Some(inline)) => match serde_json::to_value(inline) {
+            Ok(v) if v.is_object() => (v, None),
+            _ => {
+                cx.report(
+                    Rule::WrongType,
+                    format!("`{key}` must be a table holding a JSON Schema"),
+                );
+                return None;
+            }
+        },
+    };
+    match CompiledSchema::compile(&value) {
+        Ok(c) => Some((value, Some(c))),
+        Err(problems) => {
+            for p in problems {
+                let msg = format!("{which} schema: {}", p.message);
+                match &file {
+                    Some(path) => schema_file_problem(cx, path, Rule::Schema(p.rule), msg),
+                    None => cx.report(Rule::Schema(p.rule), msg),
+                }
+            }
+            Some((value, None))
+        }
+    }
+}
+
+/// A problem inside a schema file names that file, not the manifest.
+fn schema_file_problem(cx: &mut Ctx<'_>, path: &Path, rule: Rule, message: String) {
+    cx.problems.push(Problem {
+        file: path.to_path_buf(),
+        tool: cx.tool.clone(),
+        rule,
+        message,
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns() {
+        assert!(is_valid_plugin_id("task-tags.v1"));
+        assert!(!is_valid_plugin_id("Task"));
+        assert!(!is_valid_plugin_id("-x"));
+        assert!(!is_valid_plugin_id(&"a".repeat(65)));
+        assert!(is_valid_tool_name("add_note"));
+        assert!(!is_valid_tool_name("add-note"));
+        assert!(!is_valid_tool_name(&"a".repeat(33)));
+        assert!(is_valid_surface("kanban-task"));
+        assert!(!is_valid_surface("1task"));
+    }
+
+    #[test]
+    fn near_keys() {
+        assert!(strsim_close("surfaces", "surface"));
+        assert!(strsim_close("timeout_ms", "timeout_sm"));
+        assert!(!strsim_close("name", "aliases"));
+    }
+}

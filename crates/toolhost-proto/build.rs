@@ -1,0 +1,18 @@
+//! Compiles `proto/` with protox (pure Rust), so no system `protoc` is needed.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    let files = [
+        root.join("kandev/plugin/v1/plugin.proto"),
+        root.join("toolhost/admin/v1/admin.proto"),
+    ];
+    let fds = protox::compile(&files, [&root])?;
+    tonic_prost_build::configure()
+        .build_server(true)
+        .build_client(true)
+        .compile_fds(fds)?;
+    for f in &files {
+        println!("cargo:rerun-if-changed={}", f.display());
+    }
+    Ok(())
+}

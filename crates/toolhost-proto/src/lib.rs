@@ -1,0 +1,21 @@
+//! The wire contracts of toolhost, generated at build time from `proto/` with
+//! protox (no `protoc` needed), plus the one conversion both sides of the
+//! plugin hop need: `google.protobuf.Struct` to and from JSON.
+//!
+//! This crate owns no behaviour. It must not grow logic beyond data
+//! conversion: the daemon's crates and the plugin SDK both depend on it, and
+//! anything here is paid for by every plugin author.
+
+#![allow(missing_docs)] // generated code carries the .proto comments, not rustdoc on every item
+
+/// `kandev.plugin.v1`: the service every plugin serves (SPEC section 9).
+pub mod plugin {
+    tonic::include_proto!("kandev.plugin.v1");
+}
+
+/// `toolhost.admin.v1`: the backend-facing admin API (SPEC section 11).
+pub mod admin {
+    tonic::include_proto!("toolhost.admin.v1");
+}
+
+pub mod json;

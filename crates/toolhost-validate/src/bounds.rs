@@ -1,0 +1,196 @@
+//! Step 2 of the pipeline: cheap structural limits, checked in one pass
+//! before the schema sees the value.
+//!
+//! The serialized size is counted, not produced: the walk adds up the bytes
+//! compact JSON would take (escapes included) and stops at the first limit it
+//! crosses, so a hostile 100 MiB argument costs no more than the first MiB.
+
+use serde_json::{Map, Value};
+use std::fmt::Write as _;
+
+/// Largest accepted argument object, serialized compactly.
+pub const MAX_ARGUMENT_BYTES: usize = 1024 * 1024;
+/// Deepest accepted nesting; the argument object itself is depth 1.
+pub const MAX_ARGUMENT_DEPTH: usize = 64;
+
+/// Which bound an argument value broke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BoundError {
+    /// The arguments are not a JSON object.
+    NotAnObject,
+    /// More than [`MAX_ARGUMENT_BYTES`] serialized.
+    TooLarge,
+    /// Nested deeper than [`MAX_ARGUMENT_DEPTH`].
+    TooDeep,
+}
+
+/// Applies the bounds: `None` is `{}`; anything else must be an object within
+/// the size and depth limits.
+pub fn bound(arguments: Option<Value>) -> Result<Map<String, Value>, BoundError> {
+    let map = match arguments {
+        None => return Ok(Map::new()),
+        Some(Value::Object(map)) => map,
+        Some(_) => return Err(BoundError::NotAnObject),
+    };
+    measure(&map, MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH)?;
+    Ok(map)
+}
+
+/// Walks `root` iteratively (no recursion, so no stack to exhaust) and fails
+/// as soon as either limit is crossed.
+pub fn measure(
+    root: &Map<String, Value>,
+    max_bytes: usize,
+    max_depth: usize,
+) -> Result<(), BoundError> {
+    enum Item<'a> {
+        Obj(&'a Map<String, Value>),
+        Val(&'a Value),
+    }
+    let mut bytes = 0usize;
+    let mut stack: Vec<(Item<'_>, usize)> = vec![(Item::Obj(root), 1)];
+    while let Some((item, depth)) = stack.pop() {
+        let value = match item {
+            Item::Obj(map) => {
+                if depth > max_depth {
+                    return Err(BoundError::TooDeep);
+                }
+                bytes += 2 + map.len().saturating_sub(1);
+                for (k, v) in map {
+                    bytes += string_len(k) + 1;
+                    stack.push((Item::Val(v), depth + 1));
+                }
+                if bytes > max_bytes {
+                    return Err(BoundError::TooLarge);
+                }
+                continue;
+            }
+            Item::Val(v) => v,
+        };
+        match value {
+            Value::Null | Value::Bool(true) => bytes += 4,
+            Value::Bool(false) => bytes += 5,
+            Value::Number(n) => bytes += number_len(n),
+            Value::String(s) => bytes += string_len(s),
+            Value::Array(items) => {
+                if depth > max_depth {
+                    return Err(BoundError::TooDeep);
+                }
+                bytes += 2 + items.len().saturating_sub(1);
+                stack.extend(items.iter().map(|v| (Item::Val(v), depth + 1)));
+            }
+            Value::Object(map) => stack.push((Item::Obj(map), depth)),
+        }
+        if bytes > max_bytes {
+            return Err(BoundError::TooLarge);
+        }
+    }
+    Ok(())
+}
+
+/// Bytes of `s` as a JSON string literal, quotes and escapes included.
+fn string_len(s: &str) -> usize {
+    let mut n = s.len() + 2;
+    for b in s.bytes() {
+        n += match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 1,
+            0x00..=0x1f => 5,
+            _ => 0,
+        };
+    }
+    n
+}
+
+fn number_len(n: &serde_json::Number) -> usize {
+    struct Count(usize);
+    impl std::fmt::Write for Count {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            self.0 += s.len();
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    // Writing to a counter cannot fail.
+    let _ = write!(c, "{n}");
+    c.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn obj(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        }
+    }
+
+    #[test]
+    fn absent_is_empty_object() {
+        assert_eq!(bound(None), Ok(Map::new()));
+    }
+
+    #[test]
+    fn non_objects_are_refused() {
+        for v in [json!(null), json!([1]), json!("x"), json!(3), json!(true)] {
+            assert_eq!(bound(Some(v)), Err(BoundError::NotAnObject));
+        }
+    }
+
+    #[test]
+    fn depth_64_passes_65_fails() {
+        let mut v = json!({});
+        for _ in 0..63 {
+            v = json!({ "a": v });
+        }
+        assert_eq!(measure(&obj(v.clone()), usize::MAX, 64), Ok(()));
+        let v = json!({ "a": v });
+        assert_eq!(measure(&obj(v), usize::MAX, 64), Err(BoundError::TooDeep));
+        let mut arr = json!([]);
+        for _ in 0..70 {
+            arr = json!([arr]);
+        }
+        assert_eq!(bound(Some(json!({ "a": arr }))), Err(BoundError::TooDeep));
+    }
+
+    #[test]
+    fn just_over_a_mebibyte_fails() {
+        let fits = "x".repeat(MAX_ARGUMENT_BYTES - 8); // {"a":"…"} adds 8 bytes
+        assert!(bound(Some(json!({ "a": fits }))).is_ok());
+        let over = "x".repeat(MAX_ARGUMENT_BYTES - 7);
+        assert_eq!(bound(Some(json!({ "a": over }))), Err(BoundError::TooLarge));
+    }
+
+    fn arb_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| json!(f)),
+            any::<String>().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(5, 64, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::btree_map(any::<String>(), inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// The counted size is exactly serde_json's compact output.
+        #[test]
+        fn counted_size_is_exact(v in arb_json()) {
+            let m = obj(json!({ "root": v }));
+            let real = serde_json::to_string(&m).map(|s| s.len()).unwrap_or(0);
+            prop_assert_eq!(measure(&m, real, usize::MAX), Ok(()));
+            prop_assert_eq!(measure(&m, real - 1, usize::MAX), Err(BoundError::TooLarge));
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! The checking steps, in pipeline order, and the error they produce.
+
+use crate::bounds::{self, BoundError};
+use crate::is_identifier_like;
+use crate::render;
+use crate::schema::CompiledSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// What a tool does with top-level keys its schema does not declare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnknownArguments {
+    /// Refuse the call, naming the key where it looks like an identifier.
+    #[default]
+    Reject,
+    /// Drop the keys and list them in the result as `unknown_args`. Only for
+    /// read-only tools: a mutation never runs on a guess.
+    Report,
+}
+
+/// The per-tool settings that are not part of the schema.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolPolicy<'a> {
+    /// alias -> canonical property.
+    pub aliases: &'a BTreeMap<String, String>,
+    /// The unknown-argument policy.
+    pub unknown: UnknownArguments,
+}
+
+/// Arguments that passed every check, ready to dispatch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checked {
+    /// The arguments with aliases renamed and, under `report`, unknown keys
+    /// dropped.
+    pub arguments: Map<String, Value>,
+    /// Under `report`: the dropped keys (identifier-like ones by name, any
+    /// other as `"*"`), sorted.
+    pub unknown_args: Vec<String>,
+}
+
+/// One reason the arguments were refused. Every field is either a location,
+/// a schema keyword, or something the *schema* declares; none is ever taken
+/// from an argument value.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct Violation {
+    /// JSON pointer to the offending place; `""` is the argument object
+    /// itself. Segments that do not look like identifiers show as `*`.
+    pub location: String,
+    /// The schema keyword (or toolhost rule) that was broken.
+    pub constraint: String,
+    /// For `required`: every missing property at this location, sorted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missing: Option<Vec<String>>,
+    /// For `type`: the declared type(s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected: Option<Vec<String>>,
+    /// For `enum` and `const`: the declared values.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed: Option<Value>,
+    /// For `pattern`: the declared pattern.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    /// For `format`: the declared format.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
+    /// For bounds (`maximum`, `minLength`, ...): the declared bound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<Value>,
+    /// For unexpected keys: their names, where they look like identifiers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unexpected: Option<Vec<String>>,
+    /// A declared property close to an unexpected key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub did_you_mean: Option<String>,
+    /// The sentence for a person or a model.
+    pub message: String,
+}
+
+/// Refused arguments: a summary sentence and the violations behind it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct ArgumentError {
+    /// One text for the model, naming every violation.
+    pub message: String,
+    /// The violations, in a stable order.
+    pub violations: Vec<Violation>,
+}
+
+impl ArgumentError {
+    pub(crate) fn new(violations: Vec<Violation>) -> Self {
+        let parts: Vec<&str> = violations.iter().map(|v| v.message.as_str()).collect();
+        let message = format!("Invalid arguments: {}.", parts.join("; "));
+        Self {
+            message,
+            violations,
+        }
+    }
+}
+
+fn bound_violation(e: BoundError) -> Violation {
+    let (constraint, message) = match e {
+        BoundError::NotAnObject => ("type", "the arguments must be a JSON object".to_owned()),
+        BoundError::TooLarge => (
+            "maxSize",
+            format!(
+                "the arguments are larger than {} bytes serialized",
+                bounds::MAX_ARGUMENT_BYTES
+            ),
+        ),
+        BoundError::TooDeep => (
+            "maxDepth",
+            format!(
+                "the arguments are nested deeper than {} levels",
+                bounds::MAX_ARGUMENT_DEPTH
+            ),
+        ),
+    };
+    Violation {
+        location: String::new(),
+        constraint: constraint.to_owned(),
+        expected: (e == BoundError::NotAnObject).then(|| vec!["object".to_owned()]),
+        message,
+        ..Violation::default()
+    }
+}
+
+/// Steps 2 to 4 of the pipeline. Total: any value in, a verdict out.
+pub fn check_arguments(
+    schema: &CompiledSchema,
+    policy: &ToolPolicy<'_>,
+    arguments: Option<Value>,
+) -> Result<Checked, ArgumentError> {
+    let mut args =
+        bounds::bound(arguments).map_err(|e| ArgumentError::new(vec![bound_violation(e)]))?;
+    let mut violations = Vec::new();
+
+    // Step 3: aliases.
+    for (alias, canonical) in policy.aliases {
+        if !args.contains_key(alias) {
+            continue;
+        }
+        if args.contains_key(canonical) {
+            violations.push(Violation {
+                location: format!("/{}", render::escape_pointer(alias)),
+                constraint: "alias".to_owned(),
+                message: format!(
+                    "`{alias}` is an alias of `{canonical}` and both were given; send only `{canonical}`"
+                ),
+                ..Violation::default()
+            });
+        } else if let Some(v) = args.remove(alias) {
+            args.insert(canonical.clone(), v);
+        }
+    }
+
+    // Step 4a: the closed root. Unknown keys leave the instance either way,
+    // so the schema's own root `additionalProperties: false` cannot report
+    // them a second time.
+    let mut unknown: Vec<String> = Vec::new();
+    if !schema.root.open {
+        let strays: Vec<String> = args
+            .keys()
+            .filter(|k| !schema.root.admits(k))
+            .cloned()
+            .collect();
+        for key in strays {
+            args.remove(&key);
+            unknown.push(key);
+        }
+    }
+    let mut unknown_args = Vec::new();
+    if !unknown.is_empty() {
+        match policy.unknown {
+            UnknownArguments::Report => {
+                unknown_args = unknown
+                    .iter()
+                    .map(|k| {
+                        if is_identifier_like(k) {
+                            k.clone()
+                        } else {
+                            "*".to_owned()
+                        }
+                    })
+                    .collect();
+                unknown_args.sort();
+            }
+            UnknownArguments::Reject => violations.extend(unknown_key_violations(schema, &unknown)),
+        }
+    }
+
+    // Step 4b: the schema. The fast path costs one `is_valid`.
+    let instance = Value::Object(args);
+    if !schema.validator.is_valid(&instance) {
+        violations.extend(render::violations(schema.validator.iter_errors(&instance)));
+    }
+    if !violations.is_empty() {
+        return Err(ArgumentError::new(violations));
+    }
+    let Value::Object(arguments) = instance else {
+        // The instance was built as an object three lines up.
+        return Err(ArgumentError::new(vec![bound_violation(
+            BoundError::NotAnObject,
+        )]));
+    };
+    Ok(Checked {
+        arguments,
+        unknown_args,
+    })
+}
+
+fn unknown_key_violations(schema: &CompiledSchema, unknown: &[String]) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut unnamed = 0usize;
+    let mut names: Vec<&String> = unknown.iter().collect();
+    names.sort();
+    for key in names {
+        if !is_identifier_like(key) {
+            unnamed += 1;
+            continue;
+        }
+        let hint = schema.root.near_miss(key).map(str::to_owned);
+        let message = match &hint {
+            Some(h) => format!("unexpected argument `{key}` (did you mean `{h}`?)"),
+            None => format!("unexpected argument `{key}`"),
+        };
+        out.push(Violation {
+            location: format!("/{key}"),
+            constraint: "additionalProperties".to_owned(),
+            unexpected: Some(vec![key.clone()]),
+            did_you_mean: hint,
+            message,
+            ..Violation::default()
+        });
+    }
+    if unnamed > 0 {
+        out.push(Violation {
+            location: String::new(),
+            constraint: "additionalProperties".to_owned(),
+            message: format!(
+                "{unnamed} unexpected argument(s) whose names are not shown (not identifier-like)"
+            ),
+            ..Violation::default()
+        });
+    }
+    out
+}

@@ -1,0 +1,227 @@
+//! jsonschema errors -> [`Violation`]s, built from the error's kind and
+//! location only. `ValidationError`'s `Display` quotes the instance and is
+//! deliberately never called here.
+
+use crate::check::Violation;
+use crate::is_identifier_like;
+use jsonschema::ValidationError;
+use jsonschema::error::{TypeKind, ValidationErrorKind as K};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Escapes one JSON pointer segment (RFC 6901).
+pub(crate) fn escape_pointer(segment: &str) -> String {
+    segment.replace('~', "~0").replace('/', "~1")
+}
+
+/// Keeps a pointer's segments that look like identifiers (array indexes
+/// included) and masks the rest as `*`: keys of open maps are data.
+fn mask_pointer(pointer: &str) -> String {
+    if pointer.is_empty() {
+        return String::new();
+    }
+    pointer
+        .split('/')
+        .skip(1)
+        .map(|seg| if is_identifier_like(seg) { seg } else { "*" })
+        .fold(String::new(), |mut acc, seg| {
+            acc.push('/');
+            acc.push_str(seg);
+            acc
+        })
+}
+
+fn at(location: &str) -> String {
+    if location.is_empty() {
+        "the arguments".to_owned()
+    } else {
+        format!("`{location}`")
+    }
+}
+
+fn type_names(kind: &TypeKind) -> Vec<String> {
+    match kind {
+        TypeKind::Single(t) => vec![t.to_string()],
+        TypeKind::Multiple(set) => set.iter().map(|t| t.to_string()).collect(),
+    }
+}
+
+/// Converts errors, merging `required` errors per location (jsonschema
+/// reports one per missing property) into one violation listing all names.
+pub(crate) fn violations<'a>(errors: impl Iterator<Item = ValidationError<'a>>) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut missing: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for e in errors {
+        let location = mask_pointer(e.instance_path().as_str());
+        if let K::Required { property } = e.kind() {
+            missing
+                .entry(location)
+                .or_default()
+                .push(property.as_str().unwrap_or("*").to_owned());
+            continue;
+        }
+        out.push(one(e.kind(), location));
+    }
+    for (location, mut names) in missing {
+        names.sort();
+        names.dedup();
+        let list = names
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        out.push(Violation {
+            message: format!("{} is missing required properties: {list}", at(&location)),
+            location,
+            constraint: "required".to_owned(),
+            missing: Some(names),
+            ..Violation::default()
+        });
+    }
+    out.sort_by(|a, b| (&a.location, &a.constraint).cmp(&(&b.location, &b.constraint)));
+    out
+}
+
+fn one(kind: &K, location: String) -> Violation {
+    let place = at(&location);
+    let mut v = Violation {
+        constraint: kind.keyword().to_owned(),
+        ..Violation::default()
+    };
+    v.message = match kind {
+        K::Type { kind } => {
+            let names = type_names(kind);
+            let m = format!("{place} must be of type {}", names.join(" or "));
+            v.expected = Some(names);
+            m
+        }
+        K::Enum { options } => {
+            v.allowed = Some((**options).clone());
+            format!("{place} must be one of the declared values: {options}")
+        }
+        K::Constant { expected_value } => {
+            v.allowed = Some((**expected_value).clone());
+            format!("{place} must be exactly {expected_value}")
+        }
+        K::Pattern { pattern } => {
+            v.pattern = Some(pattern.clone());
+            format!("{place} must match the pattern {pattern:?}")
+        }
+        K::Format { format } => {
+            v.format = Some(format.clone());
+            format!("{place} must be a valid {format:?}")
+        }
+        K::MaxLength { limit } => {
+            bound(&mut v, *limit, &place, "must be at most", "characters long")
+        }
+        K::MinLength { limit } => bound(
+            &mut v,
+            *limit,
+            &place,
+            "must be at least",
+            "characters long",
+        ),
+        K::MaxItems { limit } => bound(&mut v, *limit, &place, "must have at most", "items"),
+        K::MinItems { limit } => bound(&mut v, *limit, &place, "must have at least", "items"),
+        K::MaxProperties { limit } => {
+            bound(&mut v, *limit, &place, "must have at most", "properties")
+        }
+        K::MinProperties { limit } => {
+            bound(&mut v, *limit, &place, "must have at least", "properties")
+        }
+        K::Maximum { limit } => value_bound(&mut v, limit, &place, "at most"),
+        K::Minimum { limit } => value_bound(&mut v, limit, &place, "at least"),
+        K::ExclusiveMaximum { limit } => value_bound(&mut v, limit, &place, "less than"),
+        K::ExclusiveMinimum { limit } => value_bound(&mut v, limit, &place, "greater than"),
+        K::MultipleOf { multiple_of } => {
+            v.limit = serde_json::Number::from_f64(*multiple_of).map(Value::Number);
+            format!("{place} must be a multiple of {multiple_of}")
+        }
+        K::UniqueItems => format!("{place} must not contain duplicate items"),
+        K::Contains => {
+            format!("{place} must contain an item matching the declared `contains` schema")
+        }
+        K::AdditionalItems { limit } => {
+            bound(&mut v, *limit as u64, &place, "must have at most", "items")
+        }
+        K::AdditionalProperties { unexpected } | K::UnevaluatedProperties { unexpected } => {
+            unexpected_keys(&mut v, unexpected, &place)
+        }
+        K::UnevaluatedItems { .. } => format!("{place} has items the schema does not allow"),
+        K::PropertyNames { .. } => format!("{place} has a property name the schema does not allow"),
+        K::AnyOf { context } => format!(
+            "{place} matches none of the {} alternatives (anyOf)",
+            context.len()
+        ),
+        K::OneOfNotValid { context } => format!(
+            "{place} matches none of the {} alternatives (oneOf)",
+            context.len()
+        ),
+        K::OneOfMultipleValid { .. } => {
+            format!("{place} matches more than one alternative (oneOf)")
+        }
+        K::Not { .. } => format!("{place} matches a schema it must not match (not)"),
+        K::FalseSchema => format!("{place} is not allowed here"),
+        K::ContentEncoding { content_encoding } => {
+            format!("{place} must be encoded as {content_encoding:?}")
+        }
+        K::ContentMediaType { content_media_type } => {
+            format!("{place} must be of media type {content_media_type:?}")
+        }
+        K::FromUtf8 { .. } => format!("{place} does not decode to UTF-8"),
+        K::BacktrackLimitExceeded { .. } | K::RegexEngineFailure { .. } => {
+            format!("{place} could not be checked against the declared pattern")
+        }
+        K::Required { .. } | K::Custom { .. } | K::Referencing(_) => {
+            format!("{place} does not satisfy `{}`", kind.keyword())
+        }
+    };
+    v.location = location;
+    v
+}
+
+fn bound(v: &mut Violation, limit: u64, place: &str, verb: &str, unit: &str) -> String {
+    v.limit = Some(Value::from(limit));
+    format!("{place} {verb} {limit} {unit}")
+}
+
+fn value_bound(v: &mut Violation, limit: &Value, place: &str, relation: &str) -> String {
+    v.limit = Some(limit.clone());
+    format!("{place} must be {relation} {limit}")
+}
+
+fn unexpected_keys(v: &mut Violation, unexpected: &[String], place: &str) -> String {
+    let named: Vec<String> = unexpected
+        .iter()
+        .filter(|k| is_identifier_like(k))
+        .cloned()
+        .collect();
+    let hidden = unexpected.len() - named.len();
+    let mut m = format!("{place} has unexpected properties");
+    if !named.is_empty() {
+        let list = named
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        m.push_str(&format!(": {list}"));
+    }
+    if hidden > 0 {
+        m.push_str(&format!(" ({hidden} not shown)"));
+    }
+    v.unexpected = Some(named);
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pointers_are_masked_segment_by_segment() {
+        assert_eq!(mask_pointer(""), "");
+        assert_eq!(mask_pointer("/tags/3"), "/tags/3");
+        assert_eq!(mask_pointer("/settings/has space/x"), "/settings/*/x");
+        assert_eq!(mask_pointer("/a~1b"), "/*");
+    }
+}

@@ -1,0 +1,285 @@
+//! Tool schemas: the install-time rules (SPEC section 3) and compilation.
+//!
+//! A schema is compiled once, by the catalog, and shared behind an `Arc` by
+//! every revision that declares the same canonical schema. Compilation never
+//! touches the network: a `$ref` must point inside the schema itself.
+
+use crate::known::RootKeys;
+use jsonschema::{Draft, Validator};
+use serde_json::Value;
+use std::fmt;
+
+/// Largest accepted schema, serialized compactly.
+pub const MAX_SCHEMA_BYTES: usize = 64 * 1024;
+
+/// Which schema rule was broken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SchemaRule {
+    /// Over [`MAX_SCHEMA_BYTES`].
+    TooLarge,
+    /// The root is not `"type": "object"`.
+    RootNotObject,
+    /// `$schema` names a draft jsonschema does not know.
+    UnknownDraft,
+    /// A `$ref` that points outside the schema.
+    RemoteRef,
+    /// The schema is not valid against its meta-schema, or a keyword is
+    /// malformed (a bad regex, say).
+    DoesNotCompile,
+}
+
+impl SchemaRule {
+    /// A short stable code, used in messages and tests.
+    #[must_use]
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::TooLarge => "schema-size",
+            Self::RootNotObject => "schema-root-object",
+            Self::UnknownDraft => "schema-draft",
+            Self::RemoteRef => "schema-remote-ref",
+            Self::DoesNotCompile => "schema-compiles",
+        }
+    }
+}
+
+/// One broken schema rule, described for a plugin author.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaProblem {
+    /// The rule.
+    pub rule: SchemaRule,
+    /// What is wrong and how to fix it. May quote the schema (it is the
+    /// author's own declaration), never an argument.
+    pub message: String,
+}
+
+impl fmt::Display for SchemaProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+fn problem(rule: SchemaRule, message: impl Into<String>) -> SchemaProblem {
+    SchemaProblem {
+        rule,
+        message: message.into(),
+    }
+}
+
+/// The draft a schema declares with `$schema`; 2020-12 when it declares none.
+fn draft_of(schema: &Value) -> Result<Draft, SchemaProblem> {
+    let Some(uri) = schema.get("$schema") else {
+        return Ok(Draft::Draft202012);
+    };
+    let Some(uri) = uri.as_str() else {
+        return Err(problem(
+            SchemaRule::UnknownDraft,
+            "`$schema` must be a string URI",
+        ));
+    };
+    let bare = uri
+        .trim_end_matches('#')
+        .trim_start_matches("https://")
+        .trim_start_matches("http://");
+    match bare {
+        "json-schema.org/draft-04/schema" => Ok(Draft::Draft4),
+        "json-schema.org/draft-06/schema" => Ok(Draft::Draft6),
+        "json-schema.org/draft-07/schema" => Ok(Draft::Draft7),
+        "json-schema.org/draft/2019-09/schema" => Ok(Draft::Draft201909),
+        "json-schema.org/draft/2020-12/schema" => Ok(Draft::Draft202012),
+        _ => Err(problem(
+            SchemaRule::UnknownDraft,
+            format!(
+                "`$schema` is {uri:?}; supported drafts are 4, 6, 7, 2019-09 and 2020-12 \
+                 (omit `$schema` for 2020-12)"
+            ),
+        )),
+    }
+}
+
+/// Every `$ref`/`$dynamicRef` that does not start with `#`: those would need
+/// a fetch, and a schema is never fetched.
+fn remote_refs(schema: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![schema];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Object(map) => {
+                for (k, v) in map {
+                    if matches!(k.as_str(), "$ref" | "$dynamicRef" | "$recursiveRef")
+                        && let Some(r) = v.as_str()
+                        && !r.starts_with('#')
+                    {
+                        found.push(r.to_owned());
+                    }
+                    stack.push(v);
+                }
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    found
+}
+
+/// Applies every install rule to one schema and returns all broken ones.
+/// On success the schema also compiles; use [`CompiledSchema::compile`] to
+/// keep the compiled form.
+pub fn check_schema(schema: &Value) -> Result<(), Vec<SchemaProblem>> {
+    CompiledSchema::compile(schema).map(|_| ())
+}
+
+/// A schema compiled for argument checking: the validator plus what the
+/// closed-root rule needs to know about the root's declared keys.
+pub struct CompiledSchema {
+    pub(crate) validator: Validator,
+    pub(crate) root: RootKeys,
+}
+
+impl fmt::Debug for CompiledSchema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompiledSchema")
+            .field("root", &self.root)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CompiledSchema {
+    /// Checks the install rules and compiles. All broken rules are returned
+    /// at once, except that a schema failing a structural rule is not also
+    /// compiled (its compile error would only repeat the cause).
+    pub fn compile(schema: &Value) -> Result<Self, Vec<SchemaProblem>> {
+        let mut problems = Vec::new();
+        let size = serde_json::to_vec(schema).map_or(usize::MAX, |b| b.len());
+        if size > MAX_SCHEMA_BYTES {
+            problems.push(problem(
+                SchemaRule::TooLarge,
+                format!("the schema is {size} bytes serialized; the limit is {MAX_SCHEMA_BYTES} (64 KiB)"),
+            ));
+        }
+        if schema.get("type").and_then(Value::as_str) != Some("object") {
+            problems.push(problem(
+                SchemaRule::RootNotObject,
+                "the schema's root must declare \"type\": \"object\" (tool arguments are a JSON object)",
+            ));
+        }
+        let draft = match draft_of(schema) {
+            Ok(d) => Some(d),
+            Err(p) => {
+                problems.push(p);
+                None
+            }
+        };
+        for r in remote_refs(schema) {
+            problems.push(problem(
+                SchemaRule::RemoteRef,
+                format!(
+                    "`$ref` {r:?} points outside the schema; only local references (\"#/$defs/...\") \
+                     are allowed, schemas are never fetched"
+                ),
+            ));
+        }
+        let Some(draft) = draft else {
+            return Err(problems);
+        };
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        let validator = jsonschema::options()
+            .with_draft(draft)
+            .should_validate_formats(true)
+            .build(schema)
+            .map_err(|e| {
+                vec![problem(
+                    SchemaRule::DoesNotCompile,
+                    format!("the schema does not compile: {}", e.masked()),
+                )]
+            })?;
+        let root = RootKeys::of(schema, draft)
+            .map_err(|m| vec![problem(SchemaRule::DoesNotCompile, m)])?;
+        Ok(Self { validator, root })
+    }
+
+    /// The top-level property names the schema declares, sorted. Used for
+    /// alias checks at install and "did you mean" hints at call time.
+    #[must_use]
+    pub fn declared_properties(&self) -> &std::collections::BTreeSet<String> {
+        &self.root.declared
+    }
+
+    /// `jsonschema`'s own verdict, for benchmarks that compare against the
+    /// floor. The pipeline uses [`crate::check_arguments`].
+    #[must_use]
+    pub fn is_valid_raw(&self, instance: &Value) -> bool {
+        self.validator.is_valid(instance)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rules(schema: Value) -> Vec<SchemaRule> {
+        match CompiledSchema::compile(&schema) {
+            Ok(_) => vec![],
+            Err(p) => p.into_iter().map(|p| p.rule).collect(),
+        }
+    }
+
+    #[test]
+    fn accepts_a_plain_object_schema() {
+        assert_eq!(
+            rules(json!({"type":"object","properties":{"a":{"type":"string"}}})),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn every_rule_fires() {
+        assert_eq!(
+            rules(json!({"type":"array"})),
+            vec![SchemaRule::RootNotObject]
+        );
+        assert_eq!(
+            rules(json!({"type":"object","$schema":"https://example.com/mine"})),
+            vec![SchemaRule::UnknownDraft]
+        );
+        assert_eq!(
+            rules(
+                json!({"type":"object","properties":{"a":{"$ref":"https://example.com/a.json"}}})
+            ),
+            vec![SchemaRule::RemoteRef]
+        );
+        assert_eq!(
+            rules(json!({"type":"object","properties":{"a":{"$ref":"other.json#/x"}}})),
+            vec![SchemaRule::RemoteRef]
+        );
+        assert_eq!(
+            rules(json!({"type":"object","properties":{"a":{"type":12}}})),
+            vec![SchemaRule::DoesNotCompile]
+        );
+        let big: serde_json::Map<String, Value> = (0..4000)
+            .map(|i| (format!("p{i:05}"), json!({"type":"string"})))
+            .collect();
+        assert_eq!(
+            rules(json!({"type":"object","properties":big})),
+            vec![SchemaRule::TooLarge]
+        );
+    }
+
+    #[test]
+    fn local_refs_compile() {
+        let s = json!({
+            "type":"object",
+            "$defs":{"tag":{"type":"string"}},
+            "properties":{"t":{"$ref":"#/$defs/tag"}}
+        });
+        assert_eq!(rules(s), vec![]);
+    }
+
+    #[test]
+    fn drafts_are_honoured() {
+        let d7 = json!({"$schema":"http://json-schema.org/draft-07/schema#","type":"object"});
+        assert_eq!(rules(d7), vec![]);
+    }
+}

@@ -1,0 +1,122 @@
+//! `toolhost check PATH...`: install validation without installing.
+
+use crate::Format;
+use anyhow::Result;
+use serde_json::json;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use toolhost_manifest::{Annotations, check_set, expand_plugin_dirs, naming};
+
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// Plugin directories, or directories of plugin directories.
+    #[arg(value_name = "PATH")]
+    paths: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    format: Format,
+    /// The exposed-name prefix.
+    #[arg(long, default_value = naming::DEFAULT_PREFIX)]
+    prefix: String,
+}
+
+fn hints(a: &Annotations) -> String {
+    [
+        if a.read_only { "read-only" } else { "writes" },
+        if a.destructive {
+            "destructive"
+        } else {
+            "non-destructive"
+        },
+        if a.idempotent {
+            "idempotent"
+        } else {
+            "not idempotent"
+        },
+        if a.open_world {
+            "open world"
+        } else {
+            "closed world"
+        },
+    ]
+    .join(", ")
+}
+
+pub fn run(args: &CheckArgs) -> Result<ExitCode> {
+    if !naming::is_valid_prefix(&args.prefix) {
+        eprintln!(
+            "toolhost check: --prefix must be 1 to 16 lowercase letters and digits, starting with a letter"
+        );
+        return Ok(ExitCode::from(2));
+    }
+    let paths = if args.paths.is_empty() {
+        crate::default_plugin_paths()
+    } else {
+        args.paths.clone()
+    };
+    let (dirs, mut problems) = expand_plugin_dirs(&paths);
+    let set = check_set(&args.prefix, &dirs);
+    problems.extend(set.problems);
+    let valid = problems.is_empty();
+
+    match args.format {
+        Format::Json => {
+            let plugins: Vec<_> = set
+                .plugins
+                .iter()
+                .map(|m| {
+                    let tools: Vec<_> = m
+                        .tools
+                        .iter()
+                        .map(|t| {
+                            json!({
+                                "local": t.name,
+                                "exposed": naming::exposed(&args.prefix, &m.id, &t.name),
+                                "surfaces": t.surfaces,
+                                "annotations": {
+                                    "read_only": t.annotations.read_only,
+                                    "destructive": t.annotations.destructive,
+                                    "idempotent": t.annotations.idempotent,
+                                    "open_world": t.annotations.open_world,
+                                },
+                            })
+                        })
+                        .collect();
+                    json!({ "id": m.id, "version": m.version.to_string(), "dir": m.dir, "tools": tools })
+                })
+                .collect();
+            let problems: Vec<_> = problems
+                .iter()
+                .map(|p| json!({ "file": p.file, "tool": p.tool, "rule": p.rule.code(), "message": p.message }))
+                .collect();
+            println!(
+                "{}",
+                json!({ "valid": valid, "plugins": plugins, "problems": problems })
+            );
+        }
+        Format::Text => {
+            for m in &set.plugins {
+                println!("{} {} ({})", m.id, m.version, m.dir.display());
+                for t in &m.tools {
+                    println!("  {}", naming::exposed(&args.prefix, &m.id, &t.name));
+                    println!("      surfaces: {}", t.surfaces.join(", "));
+                    println!("      hints:    {}", hints(&t.annotations));
+                }
+            }
+            for p in &problems {
+                eprintln!("error: {p}");
+            }
+            if valid {
+                let tools: usize = set.plugins.iter().map(|m| m.tools.len()).sum();
+                println!("ok: {} plugin(s), {tools} tool(s)", set.plugins.len());
+            } else {
+                eprintln!("{} problem(s) found", problems.len());
+            }
+        }
+    }
+    Ok(if valid {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

@@ -1,0 +1,57 @@
+//! `toolhost`: the daemon and its operator commands.
+//!
+//! This crate is the edge: it parses flags and the config file, wires the
+//! library crates together, and turns their typed errors into exit codes and
+//! messages (`anyhow` lives here and nowhere else). It must not contain
+//! product logic of its own: a rule enforced only here is a rule the tests
+//! of the library crates cannot see.
+
+mod check;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Runs plugin processes and serves their tools to AI agents over MCP.
+#[derive(Debug, Parser)]
+#[command(name = "toolhost", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Validate plugin directories as one installed set and print their
+    /// exposed tool names. Exit 0 when valid, 1 when not, 2 on usage errors.
+    Check(check::CheckArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Check(args) => check::run(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("toolhost: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Output formats shared by the reporting commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
+pub enum Format {
+    /// For people.
+    #[default]
+    Text,
+    /// For machines: one JSON document on stdout.
+    Json,
+}
+
+/// The directories a command reads plugins from, when none are given.
+fn default_plugin_paths() -> Vec<PathBuf> {
+    vec![PathBuf::from("plugins")]
+}

@@ -1,0 +1,2 @@
+//! The notes example plugin.
+fn main() {}

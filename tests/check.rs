@@ -1,0 +1,89 @@
+//! `toolhost check`, through the real binary.
+
+use std::process::Command;
+use toolhost_e2e::{bin, workspace_root};
+
+fn check(args: &[&str]) -> (i32, String, String) {
+    let out = match Command::new(bin("toolhost"))
+        .arg("check")
+        .args(args)
+        .current_dir(workspace_root())
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) => panic!("cannot run toolhost: {e}"),
+    };
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_example_plugins_are_valid_and_named() {
+    let (code, out, err) = check(&["plugins-example/notes"]);
+    assert_eq!(code, 0, "{out}{err}");
+    for name in [
+        "kandev_notes_add_note",
+        "kandev_notes_search_notes",
+        "kandev_notes_configure",
+        "kandev_notes_ping",
+    ] {
+        assert!(out.contains(name), "{name} missing from:\n{out}");
+    }
+}
+
+#[test]
+fn a_directory_of_plugins_is_one_set() {
+    let (code, out, err) = check(&["plugins-example"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("kandev_notes_ping"));
+}
+
+#[test]
+fn json_output_is_machine_readable() {
+    let (code, out, _) = check(&["--format", "json", "plugins-example/notes"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+    assert_eq!(v["valid"], true);
+    assert_eq!(v["plugins"][0]["tools"][3]["exposed"], "kandev_notes_ping");
+    assert_eq!(
+        v["plugins"][0]["tools"][1]["annotations"]["read_only"],
+        true
+    );
+}
+
+#[test]
+fn broken_plugins_exit_1_with_every_problem() {
+    let (code, out, err) = check(&[
+        "--format",
+        "json",
+        "crates/toolhost-manifest/tests/broken/many-problems",
+        "crates/toolhost-manifest/tests/broken-sets/collision",
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+    let rules: Vec<&str> = v["problems"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["rule"].as_str())
+        .collect();
+    for want in [
+        "plugin-id",
+        "version",
+        "tool-name",
+        "surfaces",
+        "schema-root-object",
+        "exposed-name-collision",
+    ] {
+        assert!(rules.contains(&want), "{want} not in {rules:?}");
+    }
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    assert_eq!(check(&["--no-such-flag"]).0, 2);
+    assert_eq!(check(&["--prefix", "Bad_Prefix", "plugins-example"]).0, 2);
+}

@@ -1,0 +1,2 @@
+//! Test plugin.
+fn main() {}
