@@ -1,2 +1,88 @@
-//! Benchmarks (filled in by the catalog issue).
-fn main() {}
+//! The catalog at scale: applying a 10,000-tool snapshot from cold, and
+//! applying a revision of it that changes one tool.
+//!
+//! Run: `cargo bench -p toolhost-catalog --bench catalog`
+
+#![allow(missing_docs)] // criterion_group! generates undocumented items
+
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use serde_json::json;
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use toolhost_catalog::{Descriptor, Outcome, Snapshot, Store};
+use toolhost_manifest::{Annotations, naming};
+use toolhost_validate::UnknownArguments;
+
+const TOOLS: usize = 10_000;
+
+fn tool(i: usize) -> Descriptor {
+    let plugin = format!("plugin{}", i / 32);
+    let local = format!("tool_{i}");
+    Descriptor {
+        exposed_name: naming::exposed("kandev", &plugin, &local),
+        plugin_id: plugin,
+        plugin_version: "1.0.0".to_owned(),
+        local_name: local,
+        title: Some(format!("Tool {i}")),
+        description: format!("Does thing number {i} for the task."),
+        surfaces: vec!["chat".to_owned(), format!("surface-{}", i % 8)],
+        // Distinct schemas: the worst case for compilation.
+        input_schema: json!({
+            "type": "object",
+            "properties": {
+                format!("arg_{i}"): { "type": "string", "maxLength": 100 },
+                "count": { "type": "integer", "minimum": 0 }
+            },
+            "required": [format!("arg_{i}")]
+        }),
+        output_schema: None,
+        annotations: Annotations::default(),
+        timeout_ms: 30_000,
+        aliases: BTreeMap::new(),
+        unknown_arguments: UnknownArguments::Reject,
+    }
+}
+
+fn snapshot(revision: u64) -> Snapshot {
+    Snapshot {
+        generation: "g".to_owned(),
+        revision,
+        tools: (0..TOOLS).map(tool).collect(),
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("catalog");
+    g.sample_size(10);
+    g.bench_function("apply_10k_from_cold", |b| {
+        b.iter_batched(
+            || (Store::new("kandev"), snapshot(1)),
+            |(store, snap)| {
+                assert_eq!(store.offer(snap).outcome, Outcome::Accepted);
+                store
+            },
+            BatchSize::PerIteration,
+        );
+    });
+
+    let store = Store::new("kandev");
+    assert_eq!(store.offer(snapshot(1)).outcome, Outcome::Accepted);
+    let revision = Cell::new(1u64);
+    g.sample_size(50);
+    g.bench_function("apply_10k_one_tool_changed", |b| {
+        b.iter_batched(
+            || {
+                revision.set(revision.get() + 1);
+                let mut s = snapshot(revision.get());
+                s.tools[4321].description = format!("changed in revision {}", revision.get());
+                s
+            },
+            |snap| assert_eq!(store.offer(snap).outcome, Outcome::Accepted),
+            BatchSize::PerIteration,
+        );
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,1 +1,27 @@
-//! placeholder
+//! The catalog: which tools are on offer, as immutable snapshots replaced
+//! atomically (SPEC section 5).
+//!
+//! A [`Snapshot`] is plain data: a generation, a revision and tool
+//! [`Descriptor`]s, built from installed manifests or pushed by a backend.
+//! The [`Store`] decides whether an offered snapshot replaces the current one
+//! ([`Outcome`]: accepted, unchanged, stale, conflict, invalid), compiles what
+//! the calls will need, and publishes the result as a [`Catalog`] behind an
+//! `ArcSwap`, so readers (every `tools/list`, every `tools/call`) never lock.
+//!
+//! Compiled schemas are cached by a digest of the canonical schema and shared
+//! across revisions: a revision that changes one tool of ten thousand
+//! compiles one schema. A descriptor whose schema does not compile is kept as
+//! a [`Defect`]: withheld from listings, failing closed when called, and
+//! reported, while the rest of the snapshot is served.
+//!
+//! What this crate must not do: know about processes, sessions or MCP. It
+//! answers "what is declared, and is it sound", never "is it running" or
+//! "may this caller use it"; those are asked again at call time.
+
+mod catalog;
+mod descriptor;
+mod store;
+
+pub use catalog::{Catalog, Defect, Entry};
+pub use descriptor::{Descriptor, Snapshot, canonical_digest};
+pub use store::{OfferResult, Outcome, Store};

@@ -1,9 +1,13 @@
 //! Step 2 of the pipeline: cheap structural limits, checked in one pass
 //! before the schema sees the value.
 //!
-//! The serialized size is counted, not produced: the walk adds up the bytes
-//! compact JSON would take (escapes included) and stops at the first limit it
-//! crosses, so a hostile 100 MiB argument costs no more than the first MiB.
+//! The serialized size is counted, not produced. The usual case is cheap: one
+//! pass finds the depth and a lower and an upper bound of the size (a string
+//! takes between its length and six times its length once escaped, a number
+//! between 1 and 24 bytes) without looking inside strings or formatting
+//! numbers. Only when the limit falls between the two bounds does an exact
+//! count run ([`measure`]). Both passes stop at the first limit crossed, so a
+//! hostile 100 MiB argument costs no more than its first MiB.
 
 use serde_json::{Map, Value};
 use std::fmt::Write as _;
@@ -32,12 +36,72 @@ pub fn bound(arguments: Option<Value>) -> Result<Map<String, Value>, BoundError>
         Some(Value::Object(map)) => map,
         Some(_) => return Err(BoundError::NotAnObject),
     };
-    measure(&map, MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH)?;
+    let mut size = Bounds::default();
+    walk_object(&map, 1, &mut size)?;
+    if size.upper > MAX_ARGUMENT_BYTES {
+        measure(&map, MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH)?;
+    }
     Ok(map)
 }
 
-/// Walks `root` iteratively (no recursion, so no stack to exhaust) and fails
-/// as soon as either limit is crossed.
+/// Lower and upper bounds of the serialized size.
+#[derive(Default)]
+struct Bounds {
+    lower: usize,
+    upper: usize,
+}
+
+impl Bounds {
+    fn add(&mut self, lower: usize, upper: usize) -> Result<(), BoundError> {
+        self.lower += lower;
+        self.upper = self.upper.saturating_add(upper);
+        if self.lower > MAX_ARGUMENT_BYTES {
+            return Err(BoundError::TooLarge);
+        }
+        Ok(())
+    }
+}
+
+/// Recursion is safe: it stops at `MAX_ARGUMENT_DEPTH`.
+fn walk_object(
+    map: &Map<String, Value>,
+    depth: usize,
+    size: &mut Bounds,
+) -> Result<(), BoundError> {
+    if depth > MAX_ARGUMENT_DEPTH {
+        return Err(BoundError::TooDeep);
+    }
+    let commas = map.len().saturating_sub(1);
+    size.add(2 + commas, 2 + commas)?;
+    for (k, v) in map {
+        size.add(k.len() + 3, k.len().saturating_mul(6) + 3)?;
+        walk_value(v, depth + 1, size)?;
+    }
+    Ok(())
+}
+
+fn walk_value(v: &Value, depth: usize, size: &mut Bounds) -> Result<(), BoundError> {
+    match v {
+        Value::Null | Value::Bool(true) => size.add(4, 4),
+        Value::Bool(false) => size.add(5, 5),
+        Value::Number(_) => size.add(1, 24),
+        Value::String(s) => size.add(s.len() + 2, s.len().saturating_mul(6) + 2),
+        Value::Array(items) => {
+            if depth > MAX_ARGUMENT_DEPTH {
+                return Err(BoundError::TooDeep);
+            }
+            let commas = items.len().saturating_sub(1);
+            size.add(2 + commas, 2 + commas)?;
+            items
+                .iter()
+                .try_for_each(|i| walk_value(i, depth + 1, size))
+        }
+        Value::Object(map) => walk_object(map, depth, size),
+    }
+}
+
+/// The exact count: walks `root` iteratively (no recursion, so any depth is
+/// safe) and fails as soon as either limit is crossed.
 pub fn measure(
     root: &Map<String, Value>,
     max_bytes: usize,
@@ -164,6 +228,18 @@ mod tests {
         assert_eq!(bound(Some(json!({ "a": over }))), Err(BoundError::TooLarge));
     }
 
+    #[test]
+    fn escapes_count_near_the_limit() {
+        // Short as text, over the limit once escaped: the exact pass decides.
+        let quotes = "\"".repeat(MAX_ARGUMENT_BYTES / 2);
+        assert_eq!(
+            bound(Some(json!({ "a": quotes }))),
+            Err(BoundError::TooLarge)
+        );
+        let fits = "\"".repeat(MAX_ARGUMENT_BYTES / 2 - 8);
+        assert!(bound(Some(json!({ "a": fits }))).is_ok());
+    }
+
     fn arb_json() -> impl Strategy<Value = Value> {
         let leaf = prop_oneof![
             Just(Value::Null),
@@ -191,6 +267,17 @@ mod tests {
             let real = serde_json::to_string(&m).map(|s| s.len()).unwrap_or(0);
             prop_assert_eq!(measure(&m, real, usize::MAX), Ok(()));
             prop_assert_eq!(measure(&m, real - 1, usize::MAX), Err(BoundError::TooLarge));
+        }
+
+        /// The fast bounds bracket the exact size.
+        #[test]
+        fn fast_bounds_bracket_the_exact_size(v in arb_json()) {
+            let m = obj(json!({ "root": v }));
+            let real = serde_json::to_string(&m).map(|s| s.len()).unwrap_or(0);
+            let mut b = Bounds::default();
+            if walk_object(&m, 1, &mut b).is_ok() {
+                prop_assert!(b.lower <= real && real <= b.upper, "{} <= {} <= {}", b.lower, real, b.upper);
+            }
         }
     }
 }

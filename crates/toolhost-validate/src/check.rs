@@ -155,6 +155,26 @@ pub fn check_arguments(
         }
     }
 
+    // Fast path: when the compiled validator closes the root itself, one
+    // `is_valid` decides a valid call. Only a refusal (or, under `report`,
+    // an unknown key) takes the long way below, which says why.
+    if schema.closed_by_validator {
+        let instance = Value::Object(args);
+        if violations.is_empty() && schema.validator.is_valid(&instance) {
+            let Value::Object(arguments) = instance else {
+                unreachable_object()
+            };
+            return Ok(Checked {
+                arguments,
+                unknown_args: Vec::new(),
+            });
+        }
+        let Value::Object(back) = instance else {
+            unreachable_object()
+        };
+        args = back;
+    }
+
     // Step 4a: the closed root. Unknown keys leave the instance either way,
     // so the schema's own root `additionalProperties: false` cannot report
     // them a second time.
@@ -208,6 +228,13 @@ pub fn check_arguments(
         arguments,
         unknown_args,
     })
+}
+
+/// `Value::Object(map)` was built a few lines earlier; matching it back out
+/// cannot fail.
+#[cold]
+fn unreachable_object() -> ! {
+    unreachable!("an instance built as an object is an object")
 }
 
 fn unknown_key_violations(schema: &CompiledSchema, unknown: &[String]) -> Vec<Violation> {

@@ -131,8 +131,54 @@ pub fn check_schema(schema: &Value) -> Result<(), Vec<SchemaProblem>> {
 /// A schema compiled for argument checking: the validator plus what the
 /// closed-root rule needs to know about the root's declared keys.
 pub struct CompiledSchema {
+    /// For a closable root, compiled with `"additionalProperties": false`
+    /// added at the root, so one `is_valid` also enforces the closed root.
     pub(crate) validator: Validator,
     pub(crate) root: RootKeys,
+    /// Whether `validator` itself closes the root (see [`closable`]).
+    pub(crate) closed_by_validator: bool,
+}
+
+/// Keywords at the root after which `additionalProperties: false` would not
+/// mean "only the declared keys": composition and references (whose
+/// properties that keyword ignores), and an explicit openness declaration.
+const NOT_CLOSABLE: [&str; 15] = [
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "not",
+    "$ref",
+    "$dynamicRef",
+    "$recursiveRef",
+    "if",
+    "then",
+    "else",
+    "dependentSchemas",
+    "dependencies",
+    "additionalProperties",
+    "unevaluatedProperties",
+    "patternProperties",
+];
+
+/// Whether adding `"additionalProperties": false` at the root admits exactly
+/// the keys the closed-root rule admits: the root declares its keys only in
+/// `properties` (and lists no `required` name outside them).
+fn closable(schema: &Value) -> bool {
+    let Some(root) = schema.as_object() else {
+        return false;
+    };
+    if NOT_CLOSABLE.iter().any(|k| root.contains_key(*k)) {
+        return false;
+    }
+    let props = root.get("properties").and_then(Value::as_object);
+    match root.get("required") {
+        None => true,
+        Some(Value::Array(req)) => req.iter().all(|r| {
+            r.as_str()
+                .is_some_and(|r| props.is_some_and(|p| p.contains_key(r)))
+        }),
+        Some(_) => false,
+    }
 }
 
 impl fmt::Debug for CompiledSchema {
@@ -184,10 +230,22 @@ impl CompiledSchema {
         if !problems.is_empty() {
             return Err(problems);
         }
+        let closed_by_validator = closable(schema);
+        let closed;
+        let to_compile = if closed_by_validator {
+            let mut c = schema.clone();
+            if let Some(root) = c.as_object_mut() {
+                root.insert("additionalProperties".to_owned(), Value::Bool(false));
+            }
+            closed = c;
+            &closed
+        } else {
+            schema
+        };
         let validator = jsonschema::options()
             .with_draft(draft)
             .should_validate_formats(true)
-            .build(schema)
+            .build(to_compile)
             .map_err(|e| {
                 vec![problem(
                     SchemaRule::DoesNotCompile,
@@ -196,7 +254,11 @@ impl CompiledSchema {
             })?;
         let root = RootKeys::of(schema, draft)
             .map_err(|m| vec![problem(SchemaRule::DoesNotCompile, m)])?;
-        Ok(Self { validator, root })
+        Ok(Self {
+            validator,
+            root,
+            closed_by_validator,
+        })
     }
 
     /// The top-level property names the schema declares, sorted. Used for
@@ -204,6 +266,37 @@ impl CompiledSchema {
     #[must_use]
     pub fn declared_properties(&self) -> &std::collections::BTreeSet<String> {
         &self.root.declared
+    }
+
+    /// Checks a value against the schema exactly as declared (no closed
+    /// root, no aliases): how a plugin's structured result is checked against
+    /// its output schema. Violations carry no values, as for arguments.
+    pub fn check_value(&self, value: &Value) -> Result<(), crate::ArgumentError> {
+        // The closed variant would reject undeclared result keys; results
+        // are checked as declared, so compile-time closing is undone here by
+        // tolerating only root additionalProperties failures.
+        if self.closed_by_validator {
+            let errors: Vec<_> = self
+                .validator
+                .iter_errors(value)
+                .filter(|e| {
+                    !(e.instance_path().as_str().is_empty()
+                        && e.kind().keyword() == "additionalProperties")
+                })
+                .collect();
+            if errors.is_empty() {
+                return Ok(());
+            }
+            return Err(crate::ArgumentError::new(crate::render::violations(
+                errors.into_iter(),
+            )));
+        }
+        if self.validator.is_valid(value) {
+            return Ok(());
+        }
+        Err(crate::ArgumentError::new(crate::render::violations(
+            self.validator.iter_errors(value),
+        )))
     }
 
     /// `jsonschema`'s own verdict, for benchmarks that compare against the

@@ -1,0 +1,164 @@
+//! The published, compiled catalog that readers load.
+
+use crate::descriptor::Descriptor;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::Arc;
+use toolhost_validate::CompiledSchema;
+
+/// One tool as the pipeline needs it: its declaration and compiled schemas.
+#[derive(Debug)]
+pub struct Entry {
+    /// The declaration.
+    pub descriptor: Descriptor,
+    /// The compiled input schema, or why it did not compile.
+    pub input: Result<Arc<CompiledSchema>, String>,
+    /// The compiled output schema, if one is declared, or why it did not
+    /// compile.
+    pub output: Option<Result<Arc<CompiledSchema>, String>>,
+    /// Digests of the canonical input and output schemas: the keys of the
+    /// store's compiled-schema cache.
+    pub(crate) schema_digests: ([u8; 32], Option<[u8; 32]>),
+}
+
+impl Entry {
+    /// Whether the tool can be listed and called: every declared schema
+    /// compiled.
+    #[must_use]
+    pub fn is_sound(&self) -> bool {
+        self.input.is_ok() && !matches!(self.output, Some(Err(_)))
+    }
+
+    /// The reason the entry is withheld, if it is.
+    #[must_use]
+    pub fn defect(&self) -> Option<&str> {
+        match (&self.input, &self.output) {
+            (Err(e), _) | (_, Some(Err(e))) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// A descriptor withheld from the catalog, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Defect {
+    /// The exposed name.
+    pub tool: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// The body of a catalog: shared between revisions whose content is equal,
+/// so recording a new revision of the same content copies nothing.
+#[derive(Debug, Default)]
+pub(crate) struct Body {
+    /// Sorted by exposed name.
+    pub entries: Vec<Arc<Entry>>,
+    /// exposed name -> index in `entries`. Shared with the previous body
+    /// when the names are the same.
+    pub index: Arc<HashMap<String, usize>>,
+    /// surface -> indexes of sound entries visible there, in name order.
+    /// Shared when no entry's visibility changed.
+    pub by_surface: Arc<HashMap<String, Vec<usize>>>,
+    /// surface -> the change sequence at which its visible list last
+    /// changed. A session remembers the epoch it last listed at and is
+    /// notified when its surface's epoch moves.
+    pub surface_epochs: HashMap<String, u64>,
+    /// Bumped by every accepted change.
+    pub change_seq: u64,
+}
+
+/// A published catalog: a version and its compiled tools. Immutable; the
+/// store swaps in a new one.
+#[derive(Debug, Default)]
+pub struct Catalog {
+    pub(crate) generation: String,
+    pub(crate) revision: u64,
+    pub(crate) body: Arc<Body>,
+}
+
+impl Catalog {
+    /// The generation ("" before any snapshot was accepted).
+    #[must_use]
+    pub fn generation(&self) -> &str {
+        &self.generation
+    }
+
+    /// The revision.
+    #[must_use]
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// Every entry, sound or not, in name order.
+    pub fn entries(&self) -> impl Iterator<Item = &Arc<Entry>> {
+        self.body.entries.iter()
+    }
+
+    /// The number of entries, sound or not.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.body.entries.len()
+    }
+
+    /// Whether the catalog has no entries.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.body.entries.is_empty()
+    }
+
+    /// The entry exposed as `name`, sound or not, on any surface.
+    #[must_use]
+    pub fn get(&self, name: &str) -> Option<&Arc<Entry>> {
+        self.body
+            .index
+            .get(name)
+            .and_then(|i| self.body.entries.get(*i))
+    }
+
+    /// The entry exposed as `name` if it is offered on `surface` (sound or
+    /// not: an unsound one must fail closed as unavailable, not vanish).
+    #[must_use]
+    pub fn resolve(&self, surface: &str, name: &str) -> Option<&Arc<Entry>> {
+        self.get(name).filter(|e| e.descriptor.on_surface(surface))
+    }
+
+    /// The sound entries visible on `surface`, in name order: a listing.
+    pub fn visible(&self, surface: &str) -> impl Iterator<Item = &Arc<Entry>> {
+        self.body
+            .by_surface
+            .get(surface)
+            .into_iter()
+            .flatten()
+            .filter_map(|i| self.body.entries.get(*i))
+    }
+
+    /// The change sequence at which `surface`'s visible list last changed.
+    #[must_use]
+    pub fn surface_epoch(&self, surface: &str) -> u64 {
+        self.body.surface_epochs.get(surface).copied().unwrap_or(0)
+    }
+
+    /// Every withheld descriptor and why.
+    #[must_use]
+    pub fn defects(&self) -> Vec<Defect> {
+        self.entries()
+            .filter_map(|e| {
+                e.defect().map(|r| Defect {
+                    tool: e.descriptor.exposed_name.clone(),
+                    reason: r.to_owned(),
+                })
+            })
+            .collect()
+    }
+
+    /// The catalog as a snapshot (for `GetCatalog` and `toolhost tools`).
+    #[must_use]
+    pub fn to_snapshot(&self) -> crate::Snapshot {
+        crate::Snapshot {
+            generation: self.generation.clone(),
+            revision: self.revision,
+            tools: self.entries().map(|e| e.descriptor.clone()).collect(),
+        }
+    }
+}

@@ -1,0 +1,279 @@
+//! Descriptors and snapshots: the data a catalog is made of.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet};
+use toolhost_manifest::manifest::{
+    MAX_TOOL_TIMEOUT_MS, is_valid_description, is_valid_plugin_id, is_valid_surface,
+    is_valid_tool_name,
+};
+use toolhost_manifest::{Annotations, Manifest, ToolDecl, naming};
+use toolhost_validate::{UnknownArguments, is_identifier_like};
+
+/// Everything toolhost knows about one exposed tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Descriptor {
+    /// The plugin that implements it.
+    pub plugin_id: String,
+    /// That plugin's version.
+    pub plugin_version: String,
+    /// The plugin's name for the tool (what the plugin is called with).
+    pub local_name: String,
+    /// The name agents see: `naming::exposed(prefix, plugin_id, local_name)`.
+    pub exposed_name: String,
+    /// Human title.
+    pub title: Option<String>,
+    /// For the model.
+    pub description: String,
+    /// Where the tool is offered; sorted and unique once normalized.
+    pub surfaces: Vec<String>,
+    /// As declared.
+    pub input_schema: Value,
+    /// As declared.
+    pub output_schema: Option<Value>,
+    /// Behaviour hints.
+    #[serde(with = "annotations_serde")]
+    pub annotations: Annotations,
+    /// Per-call deadline.
+    pub timeout_ms: u32,
+    /// alias -> canonical property.
+    pub aliases: BTreeMap<String, String>,
+    /// Undeclared top-level arguments: reject or report.
+    pub unknown_arguments: UnknownArguments,
+}
+
+mod annotations_serde {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use toolhost_manifest::Annotations;
+
+    #[derive(Serialize, Deserialize)]
+    struct Wire {
+        read_only: bool,
+        destructive: bool,
+        idempotent: bool,
+        open_world: bool,
+    }
+
+    pub fn serialize<S: Serializer>(a: &Annotations, s: S) -> Result<S::Ok, S::Error> {
+        Wire {
+            read_only: a.read_only,
+            destructive: a.destructive,
+            idempotent: a.idempotent,
+            open_world: a.open_world,
+        }
+        .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Annotations, D::Error> {
+        let w = Wire::deserialize(d)?;
+        Ok(Annotations {
+            read_only: w.read_only,
+            destructive: w.destructive,
+            idempotent: w.idempotent,
+            open_world: w.open_world,
+        })
+    }
+}
+
+impl Descriptor {
+    /// The descriptor of one declared tool of an installed plugin.
+    #[must_use]
+    pub fn from_decl(prefix: &str, m: &Manifest, t: &ToolDecl) -> Self {
+        let mut d = Self {
+            plugin_id: m.id.clone(),
+            plugin_version: m.version.to_string(),
+            local_name: t.name.clone(),
+            exposed_name: naming::exposed(prefix, &m.id, &t.name),
+            title: t.title.clone(),
+            description: t.description.clone(),
+            surfaces: t.surfaces.clone(),
+            input_schema: t.input_schema.clone(),
+            output_schema: t.output_schema.clone(),
+            annotations: t.annotations,
+            timeout_ms: t.timeout_ms,
+            aliases: t.aliases.clone(),
+            unknown_arguments: t.unknown_arguments,
+        };
+        d.surfaces.sort();
+        d.surfaces.dedup();
+        d
+    }
+
+    /// Whether the descriptor is visible on `surface`.
+    #[must_use]
+    pub fn on_surface(&self, surface: &str) -> bool {
+        self.surfaces
+            .binary_search_by(|s| s.as_str().cmp(surface))
+            .is_ok()
+    }
+
+    /// Shape rules a pushed descriptor must satisfy (the same rules a
+    /// manifest satisfies, plus a name consistent with its parts). Schema
+    /// soundness is not checked here: an unsound schema is a defect, not an
+    /// invalid snapshot.
+    pub(crate) fn shape_problems(&self, prefix: &str, out: &mut Vec<String>) {
+        let who = &self.exposed_name;
+        let mut bad = |m: String| out.push(format!("{who}: {m}"));
+        if !is_valid_plugin_id(&self.plugin_id) {
+            bad(format!(
+                "plugin_id {:?} is not a valid plugin id",
+                self.plugin_id
+            ));
+        }
+        if semver::Version::parse(&self.plugin_version).is_err() {
+            bad("plugin_version is not semver".to_owned());
+        }
+        if !is_valid_tool_name(&self.local_name) {
+            bad(format!(
+                "local_name {:?} is not a valid tool name",
+                self.local_name
+            ));
+        }
+        let expected = naming::exposed(prefix, &self.plugin_id, &self.local_name);
+        if self.exposed_name != expected {
+            bad(format!(
+                "exposed_name should be {expected:?} for its plugin and local name"
+            ));
+        }
+        if !is_valid_description(&self.description) {
+            bad("description must be 1 to 1024 bytes and not blank".to_owned());
+        }
+        if let Some(t) = &self.title
+            && (t.trim().is_empty() || t.len() > 128)
+        {
+            bad("title must be 1 to 128 bytes and not blank".to_owned());
+        }
+        if self.surfaces.is_empty() || !self.surfaces.iter().all(|s| is_valid_surface(s)) {
+            bad("surfaces must be a non-empty list of valid surface names".to_owned());
+        }
+        if self.surfaces.iter().collect::<BTreeSet<_>>().len() != self.surfaces.len() {
+            bad("surfaces are listed twice".to_owned());
+        }
+        if self.timeout_ms == 0 || self.timeout_ms > MAX_TOOL_TIMEOUT_MS {
+            bad(format!("timeout_ms must be 1 to {MAX_TOOL_TIMEOUT_MS}"));
+        }
+        if self.annotations.read_only && self.annotations.destructive {
+            bad("read_only and destructive are both true".to_owned());
+        }
+        if self.unknown_arguments == UnknownArguments::Report && !self.annotations.read_only {
+            bad("unknown_arguments = report needs read_only".to_owned());
+        }
+        if !self.aliases.keys().all(|a| is_identifier_like(a)) {
+            bad("an alias is not identifier-like".to_owned());
+        }
+    }
+}
+
+/// A catalog as data: what a backend pushes, or what the embedded authority
+/// builds from installed plugins.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// Which authority epoch this belongs to. A generation that has been
+    /// replaced never comes back.
+    pub generation: String,
+    /// Ordering within a generation.
+    pub revision: u64,
+    /// The tools.
+    pub tools: Vec<Descriptor>,
+}
+
+impl Snapshot {
+    /// The snapshot of every tool of every given plugin.
+    #[must_use]
+    pub fn from_manifests<'a>(
+        prefix: &str,
+        generation: impl Into<String>,
+        revision: u64,
+        plugins: impl IntoIterator<Item = &'a Manifest>,
+    ) -> Self {
+        let tools = plugins
+            .into_iter()
+            .flat_map(|m| {
+                m.tools
+                    .iter()
+                    .map(move |t| Descriptor::from_decl(prefix, m, t))
+            })
+            .collect();
+        let mut s = Self {
+            generation: generation.into(),
+            revision,
+            tools,
+        };
+        s.normalize();
+        s
+    }
+
+    /// Puts the snapshot in its canonical order: tools by exposed name,
+    /// surfaces sorted. Two snapshots with the same content are equal after
+    /// this, whatever order they arrived in.
+    pub fn normalize(&mut self) {
+        for t in &mut self.tools {
+            t.surfaces.sort();
+        }
+        self.tools
+            .sort_by(|a, b| a.exposed_name.cmp(&b.exposed_name));
+    }
+}
+
+/// SHA-256 of a JSON value in canonical form (object keys sorted at every
+/// level, compact). Equal schemas get equal digests whatever their key order.
+#[must_use]
+pub fn canonical_digest(v: &Value) -> [u8; 32] {
+    let mut h = Sha256::new();
+    feed(&mut h, v);
+    h.finalize().into()
+}
+
+fn feed(h: &mut Sha256, v: &Value) {
+    match v {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            h.update(b"{");
+            for k in keys {
+                feed(h, &Value::String(k.clone()));
+                h.update(b":");
+                if let Some(inner) = map.get(k) {
+                    feed(h, inner);
+                }
+                h.update(b",");
+            }
+            h.update(b"}");
+        }
+        Value::Array(items) => {
+            h.update(b"[");
+            for i in items {
+                feed(h, i);
+                h.update(b",");
+            }
+            h.update(b"]");
+        }
+        other => h.update(other.to_string().as_bytes()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn digest_ignores_key_order() {
+        let a = json!({"type":"object","properties":{"a":{"type":"string"},"b":{}}});
+        let b: Value = serde_json::from_str(
+            r#"{"properties":{"b":{},"a":{"type":"string"}},"type":"object"}"#,
+        )
+        .unwrap_or_default();
+        assert_eq!(canonical_digest(&a), canonical_digest(&b));
+        assert_ne!(
+            canonical_digest(&a),
+            canonical_digest(&json!({"type":"object"}))
+        );
+        // Strings that look like structure do not collide with structure.
+        assert_ne!(
+            canonical_digest(&json!(["a,"])),
+            canonical_digest(&json!(["a", ""]))
+        );
+    }
+}

@@ -1,0 +1,448 @@
+//! The store: offers, outcomes and the atomic swap.
+//!
+//! Writers (offers) take one mutex, so offers are linearizable: the result
+//! is as if they ran one at a time, in lock order. Readers never take it:
+//! they `load` the current [`Catalog`] from an `ArcSwap`. Each swap happens
+//! under the writer lock and only ever installs a newer version, so no reader
+//! can observe the version go backwards.
+
+use crate::catalog::{Body, Catalog, Defect, Entry};
+use crate::descriptor::{Descriptor, Snapshot, canonical_digest};
+use arc_swap::ArcSwap;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use tokio::sync::watch;
+use toolhost_validate::CompiledSchema;
+
+/// Most tools a snapshot may hold.
+pub const MAX_TOOLS: usize = 100_000;
+
+/// What the store did with an offered snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// It is now the current catalog; sessions whose lists changed are told.
+    Accepted,
+    /// Same content as the current one: the new version was recorded,
+    /// nothing rebuilt, nobody notified.
+    Unchanged,
+    /// Older than the current one, or from a retired generation: ignored.
+    Stale,
+    /// Same generation and revision as the current one with different
+    /// content: ignored, and worth an operator's look.
+    Conflict,
+    /// Malformed: ignored; `reasons` says why.
+    Invalid,
+}
+
+impl Outcome {
+    /// Lowercase name, for logs and the CLI.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Accepted => "accepted",
+            Self::Unchanged => "unchanged",
+            Self::Stale => "stale",
+            Self::Conflict => "conflict",
+            Self::Invalid => "invalid",
+        }
+    }
+}
+
+/// The answer to an offer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OfferResult {
+    /// What happened.
+    pub outcome: Outcome,
+    /// The current generation after the offer.
+    pub generation: String,
+    /// The current revision after the offer.
+    pub revision: u64,
+    /// Why the snapshot was invalid, stale or in conflict.
+    pub reasons: Vec<String>,
+    /// Descriptors of the current catalog withheld as unsound.
+    pub defects: Vec<Defect>,
+    /// Surfaces whose visible tool list changed (accepted offers only).
+    pub changed_surfaces: Vec<String>,
+}
+
+/// Compiled schemas by canonical digest, kept across revisions.
+#[derive(Default)]
+struct Writer {
+    retired: HashSet<String>,
+    schemas: HashMap<[u8; 32], Arc<CompiledSchema>>,
+    compilations: u64,
+}
+
+/// The catalog store. Cheap to share behind an `Arc`.
+pub struct Store {
+    prefix: String,
+    current: ArcSwap<Catalog>,
+    writer: Mutex<Writer>,
+    changes: watch::Sender<u64>,
+    reaper: Reaper,
+}
+
+/// Frees what an offer leaves behind (the incoming copies of descriptors
+/// that matched live entries, replaced catalogs) on a thread of its own:
+/// for a 10,000-tool snapshot that is some 100,000 allocations, and the new
+/// catalog is live before any of them needs freeing.
+struct Reaper(Mutex<Option<std::sync::mpsc::Sender<Box<dyn Send>>>>);
+
+impl Reaper {
+    fn new() -> Self {
+        let (tx, rx) = std::sync::mpsc::channel::<Box<dyn Send>>();
+        let spawned = std::thread::Builder::new()
+            .name("catalog-reaper".to_owned())
+            .spawn(move || while rx.recv().is_ok() {});
+        // Without a thread, garbage is dropped in place (see `reap`).
+        Self(Mutex::new(spawned.ok().map(|_| tx)))
+    }
+
+    fn reap(&self, garbage: Box<dyn Send>) {
+        let tx = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(tx) = tx {
+            // The thread only stops when the sender is gone; if it died,
+            // the garbage comes back and is dropped here.
+            let _ = tx.send(garbage);
+        }
+    }
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let c = self.current.load();
+        f.debug_struct("Store")
+            .field("generation", &c.generation)
+            .field("revision", &c.revision)
+            .field("tools", &c.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where a normalized snapshot's tools come from: reused from the current
+/// catalog, or new.
+enum Planned {
+    Reuse(Arc<Entry>),
+    New(Box<Descriptor>),
+}
+
+impl Planned {
+    fn name(&self) -> &str {
+        match self {
+            Self::Reuse(e) => &e.descriptor.exposed_name,
+            Self::New(d) => &d.exposed_name,
+        }
+    }
+}
+
+impl Store {
+    /// An empty store for exposed names with `prefix`.
+    #[must_use]
+    pub fn new(prefix: impl Into<String>) -> Self {
+        Self {
+            prefix: prefix.into(),
+            current: ArcSwap::from_pointee(Catalog::default()),
+            writer: Mutex::new(Writer::default()),
+            changes: watch::channel(0).0,
+            reaper: Reaper::new(),
+        }
+    }
+
+    /// The current catalog. Lock-free; hold the `Arc` as long as needed.
+    #[must_use]
+    pub fn current(&self) -> Arc<Catalog> {
+        self.current.load_full()
+    }
+
+    /// Fires after every accepted change with the new change sequence; read
+    /// [`Catalog::surface_epoch`] to see whether a surface was affected.
+    #[must_use]
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// Offers a snapshot (SPEC section 5).
+    pub fn offer(&self, mut snapshot: Snapshot) -> OfferResult {
+        snapshot.normalize();
+        let mut w = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let cur = self.current.load_full();
+        // Shape rules are pure per descriptor: one equal to an entry of the
+        // current catalog passed them when it was accepted, so only new
+        // descriptors are checked.
+        let (plan, same_content, duplicates) = plan(&cur.body, snapshot.tools);
+        self.reaper.reap(Box::new(duplicates));
+        let reasons = self.shape_problems(&snapshot.generation, &plan);
+        let answer = |outcome, reasons, cur: &Catalog, changed| OfferResult {
+            outcome,
+            generation: cur.generation.clone(),
+            revision: cur.revision,
+            reasons,
+            defects: cur.defects(),
+            changed_surfaces: changed,
+        };
+        if !reasons.is_empty() {
+            return answer(Outcome::Invalid, reasons, &cur, vec![]);
+        }
+        if w.retired.contains(&snapshot.generation) {
+            let why = format!("generation {:?} was retired", snapshot.generation);
+            return answer(Outcome::Stale, vec![why], &cur, vec![]);
+        }
+
+        let same_generation = snapshot.generation == cur.generation;
+        if same_generation && snapshot.revision <= cur.revision {
+            return if snapshot.revision == cur.revision && !same_content {
+                let why = format!(
+                    "revision {} has different content than the current one",
+                    cur.revision
+                );
+                answer(Outcome::Conflict, vec![why], &cur, vec![])
+            } else {
+                let why = format!(
+                    "revision {} is not newer than {}",
+                    snapshot.revision, cur.revision
+                );
+                answer(Outcome::Stale, vec![why], &cur, vec![])
+            };
+        }
+        if !same_generation && !cur.generation.is_empty() {
+            w.retired.insert(cur.generation.clone());
+        }
+
+        if same_content {
+            let next = Catalog {
+                generation: snapshot.generation,
+                revision: snapshot.revision,
+                body: Arc::clone(&cur.body),
+            };
+            self.current.store(Arc::new(next));
+            return answer(Outcome::Unchanged, vec![], &self.current.load(), vec![]);
+        }
+
+        let (body, changed) = self.build(&mut w, &cur.body, plan);
+        let seq = body.change_seq;
+        let next = Catalog {
+            generation: snapshot.generation,
+            revision: snapshot.revision,
+            body: Arc::new(body),
+        };
+        let replaced = self.current.swap(Arc::new(next));
+        self.changes.send_replace(seq);
+        self.reaper.reap(Box::new((replaced, cur)));
+        answer(Outcome::Accepted, vec![], &self.current.load(), changed)
+    }
+
+    fn shape_problems(&self, generation: &str, plan: &[Planned]) -> Vec<String> {
+        let mut out = Vec::new();
+        if generation.is_empty() || generation.len() > 128 {
+            out.push("generation must be 1 to 128 bytes".to_owned());
+        }
+        if plan.len() > MAX_TOOLS {
+            out.push(format!("{} tools; at most {MAX_TOOLS}", plan.len()));
+        }
+        for p in plan {
+            if let Planned::New(d) = p {
+                d.shape_problems(&self.prefix, &mut out);
+            }
+        }
+        for pair in plan.windows(2) {
+            if pair[0].name() == pair[1].name() {
+                out.push(format!("{}: listed twice", pair[0].name()));
+            }
+        }
+        out
+    }
+
+    /// Builds the new body: reused entries as they are, new ones compiled
+    /// (through the cache), and the surfaces whose visible list changed.
+    fn build(&self, w: &mut Writer, cur: &Body, plan: Vec<Planned>) -> (Body, Vec<String>) {
+        let mut changed: BTreeSet<String> = BTreeSet::new();
+        let mut entries = Vec::with_capacity(plan.len());
+        // Whether every name sits where it sat before, and whether every
+        // replaced entry keeps its surfaces and soundness: then the index and
+        // the per-surface lists of the current body still hold.
+        let mut same_names = plan.len() == cur.entries.len();
+        let mut same_visibility = same_names;
+        for (i, p) in plan.into_iter().enumerate() {
+            match p {
+                Planned::Reuse(e) => {
+                    same_names &= cur.entries.get(i).is_some_and(|o| Arc::ptr_eq(o, &e));
+                    entries.push(e);
+                }
+                Planned::New(d) => {
+                    let old = cur
+                        .index
+                        .get(&d.exposed_name)
+                        .and_then(|j| cur.entries.get(*j));
+                    if let Some(old) = old {
+                        changed.extend(old.descriptor.surfaces.iter().cloned());
+                    }
+                    changed.extend(d.surfaces.iter().cloned());
+                    let entry = compile_entry(w, *d);
+                    let in_place = cur.index.get(&entry.descriptor.exposed_name) == Some(&i);
+                    same_names &= in_place;
+                    same_visibility &= in_place
+                        && old.is_some_and(|o| {
+                            o.descriptor.surfaces == entry.descriptor.surfaces
+                                && o.is_sound() == entry.is_sound()
+                        });
+                    entries.push(Arc::new(entry));
+                }
+            }
+        }
+        let index = if same_names {
+            Arc::clone(&cur.index)
+        } else {
+            let mut index = HashMap::with_capacity(entries.len());
+            for (i, e) in entries.iter().enumerate() {
+                index.insert(e.descriptor.exposed_name.clone(), i);
+            }
+            for old in &cur.entries {
+                if !index.contains_key(&old.descriptor.exposed_name) {
+                    changed.extend(old.descriptor.surfaces.iter().cloned());
+                }
+            }
+            Arc::new(index)
+        };
+        let by_surface = if same_names && same_visibility {
+            Arc::clone(&cur.by_surface)
+        } else {
+            let mut by_surface: HashMap<String, Vec<usize>> = HashMap::new();
+            for (i, e) in entries.iter().enumerate() {
+                if e.is_sound() {
+                    for s in &e.descriptor.surfaces {
+                        by_surface.entry(s.clone()).or_default().push(i);
+                    }
+                }
+            }
+            Arc::new(by_surface)
+        };
+        let change_seq = cur.change_seq + 1;
+        let mut surface_epochs = cur.surface_epochs.clone();
+        for s in &changed {
+            surface_epochs.insert(s.clone(), change_seq);
+        }
+        // Keep the cache to what is live, once it has grown well past it.
+        if w.schemas.len() > 2 * entries.len() + 64 {
+            let live: HashSet<[u8; 32]> = entries
+                .iter()
+                .flat_map(|e| std::iter::once(e.schema_digests.0).chain(e.schema_digests.1))
+                .collect();
+            w.schemas.retain(|k, _| live.contains(k));
+        }
+        let body = Body {
+            entries,
+            index,
+            by_surface,
+            surface_epochs,
+            change_seq,
+        };
+        (body, changed.into_iter().collect())
+    }
+}
+
+/// Matches a normalized tool list against the current body: equal
+/// descriptors reuse their compiled entry. Returns the plan, whether the
+/// content is the same as the current one, and the incoming descriptors
+/// made redundant by reuse (garbage).
+fn plan(cur: &Body, tools: Vec<Descriptor>) -> (Vec<Planned>, bool, Vec<Descriptor>) {
+    let mut same = tools.len() == cur.entries.len();
+    let mut duplicates = Vec::with_capacity(tools.len());
+    let plan = tools
+        .into_iter()
+        .enumerate()
+        .map(|(i, d)| {
+            // Same position first: the common case is an unchanged list.
+            let old = match cur.entries.get(i) {
+                Some(o) if o.descriptor.exposed_name == d.exposed_name => Some(o),
+                _ => cur
+                    .index
+                    .get(&d.exposed_name)
+                    .and_then(|j| cur.entries.get(*j)),
+            };
+            match old {
+                Some(old) if old.descriptor == d => {
+                    duplicates.push(d);
+                    Planned::Reuse(Arc::clone(old))
+                }
+                _ => {
+                    same = false;
+                    Planned::New(Box::new(d))
+                }
+            }
+        })
+        .collect();
+    (plan, same, duplicates)
+}
+
+fn compile_cached(
+    w: &mut Writer,
+    schema: &serde_json::Value,
+) -> ([u8; 32], Result<Arc<CompiledSchema>, String>) {
+    let digest = canonical_digest(schema);
+    if let Some(c) = w.schemas.get(&digest) {
+        return (digest, Ok(Arc::clone(c)));
+    }
+    w.compilations += 1;
+    match CompiledSchema::compile(schema) {
+        Ok(c) => {
+            let c = Arc::new(c);
+            w.schemas.insert(digest, Arc::clone(&c));
+            (digest, Ok(c))
+        }
+        Err(problems) => {
+            let why = problems
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ");
+            (digest, Err(why))
+        }
+    }
+}
+
+fn compile_entry(w: &mut Writer, d: Descriptor) -> Entry {
+    let (in_digest, input) = compile_cached(w, &d.input_schema);
+    let input = input.map_err(|e| format!("input schema: {e}"));
+    let (out_digest, output) = match &d.output_schema {
+        None => (None, None),
+        Some(s) => {
+            let (digest, r) = compile_cached(w, s);
+            (
+                Some(digest),
+                Some(r.map_err(|e| format!("output schema: {e}"))),
+            )
+        }
+    };
+    Entry {
+        descriptor: d,
+        input,
+        output,
+        schema_digests: (in_digest, out_digest),
+    }
+}
+
+impl Store {
+    /// How many schema compilations the store has run in its life (for
+    /// tests and metrics: reuse shows as this number not moving).
+    #[must_use]
+    pub fn compilations(&self) -> u64 {
+        self.writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .compilations
+    }
+
+    /// How many compiled schemas the cache holds (for tests and metrics).
+    #[must_use]
+    pub fn compiled_schema_count(&self) -> usize {
+        self.writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .schemas
+            .len()
+    }
+}

@@ -1,0 +1,383 @@
+//! The store's rules (SPEC section 5), one test per rule, then a model-based
+//! property test over random offer sequences and a concurrent one.
+
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use toolhost_catalog::{Descriptor, Outcome, Snapshot, Store};
+use toolhost_manifest::{Annotations, naming};
+use toolhost_validate::UnknownArguments;
+
+fn tool(plugin: &str, local: &str, surfaces: &[&str], schema: Value) -> Descriptor {
+    Descriptor {
+        plugin_id: plugin.to_owned(),
+        plugin_version: "1.0.0".to_owned(),
+        local_name: local.to_owned(),
+        exposed_name: naming::exposed("kandev", plugin, local),
+        title: None,
+        description: format!("{local} of {plugin}"),
+        surfaces: surfaces.iter().map(|s| (*s).to_owned()).collect(),
+        input_schema: schema,
+        output_schema: None,
+        annotations: Annotations::default(),
+        timeout_ms: 1000,
+        aliases: BTreeMap::new(),
+        unknown_arguments: UnknownArguments::Reject,
+    }
+}
+
+fn obj() -> Value {
+    json!({ "type": "object" })
+}
+
+fn snap(generation: &str, revision: u64, tools: Vec<Descriptor>) -> Snapshot {
+    Snapshot {
+        generation: generation.to_owned(),
+        revision,
+        tools,
+    }
+}
+
+fn base() -> Vec<Descriptor> {
+    vec![
+        tool(
+            "notes",
+            "add",
+            &["chat", "task"],
+            json!({ "type": "object", "properties": { "text": { "type": "string" } } }),
+        ),
+        tool("notes", "ping", &["chat"], obj()),
+        tool(
+            "tags",
+            "tag",
+            &["task"],
+            json!({ "type": "object", "properties": { "t": {} } }),
+        ),
+    ]
+}
+
+#[test]
+fn first_offer_is_accepted_and_readable() {
+    let s = Store::new("kandev");
+    let r = s.offer(snap("g1", 1, base()));
+    assert_eq!(r.outcome, Outcome::Accepted);
+    assert_eq!((r.generation.as_str(), r.revision), ("g1", 1));
+    assert_eq!(r.changed_surfaces, vec!["chat", "task"]);
+    let c = s.current();
+    let chat: Vec<&str> = c
+        .visible("chat")
+        .map(|e| e.descriptor.exposed_name.as_str())
+        .collect();
+    assert_eq!(chat, ["kandev_notes_add", "kandev_notes_ping"]);
+    assert!(
+        c.resolve("task", "kandev_notes_ping").is_none(),
+        "not offered on task"
+    );
+}
+
+#[test]
+fn invalid_shapes_are_rejected_and_the_current_catalog_stays() {
+    let s = Store::new("kandev");
+    s.offer(snap("g1", 1, base()));
+    let mut wrong_name = base();
+    wrong_name[0].exposed_name = "kandev_something_else".to_owned();
+    let mut dup = base();
+    dup.push(dup[0].clone());
+    let mut bounds = base();
+    bounds[1].timeout_ms = 0;
+    bounds[2].surfaces = vec![];
+    for (what, tools) in [("name", wrong_name), ("duplicate", dup), ("bounds", bounds)] {
+        let r = s.offer(snap("g1", 2, tools));
+        assert_eq!(r.outcome, Outcome::Invalid, "{what}");
+        assert!(!r.reasons.is_empty(), "{what}");
+        assert_eq!(s.current().revision(), 1, "{what}");
+    }
+    assert_eq!(s.offer(snap("", 9, base())).outcome, Outcome::Invalid);
+}
+
+#[test]
+fn older_or_equal_revisions_are_stale_and_equal_revision_with_other_content_conflicts() {
+    let s = Store::new("kandev");
+    s.offer(snap("g1", 5, base()));
+    assert_eq!(s.offer(snap("g1", 4, vec![])).outcome, Outcome::Stale);
+    assert_eq!(s.offer(snap("g1", 5, base())).outcome, Outcome::Stale);
+    let r = s.offer(snap("g1", 5, vec![]));
+    assert_eq!(r.outcome, Outcome::Conflict);
+    assert_eq!(s.current().len(), 3);
+}
+
+#[test]
+fn a_new_generation_retires_the_old_one_for_good() {
+    let s = Store::new("kandev");
+    s.offer(snap("g1", 5, base()));
+    assert_eq!(s.offer(snap("g2", 1, vec![])).outcome, Outcome::Accepted);
+    assert_eq!(s.offer(snap("g1", 99, base())).outcome, Outcome::Stale);
+    assert_eq!(s.offer(snap("g3", 0, base())).outcome, Outcome::Accepted);
+    assert_eq!(s.offer(snap("g2", 50, base())).outcome, Outcome::Stale);
+    assert_eq!(s.current().generation(), "g3");
+}
+
+#[test]
+fn equal_content_records_the_revision_without_rebuilding_or_notifying() {
+    let s = Store::new("kandev");
+    s.offer(snap("g1", 1, base()));
+    let before = s.current();
+    let mut rx = s.subscribe();
+    rx.borrow_and_update();
+    let compiled = s.compilations();
+    let mut shuffled = base();
+    shuffled.reverse();
+    shuffled[0].surfaces.reverse();
+    let r = s.offer(snap("g1", 2, shuffled));
+    assert_eq!(r.outcome, Outcome::Unchanged);
+    assert_eq!(s.current().revision(), 2);
+    assert_eq!(s.compilations(), compiled);
+    assert!(
+        !rx.has_changed().unwrap_or(true),
+        "no notification for equal content"
+    );
+    let after = s.current();
+    let (a, b) = (before.entries().next(), after.entries().next());
+    assert!(
+        matches!((a, b), (Some(a), Some(b)) if Arc::ptr_eq(a, b)),
+        "entries are shared, not rebuilt"
+    );
+    // Unchanged under a new generation still retires the old one.
+    assert_eq!(s.offer(snap("g2", 0, base())).outcome, Outcome::Unchanged);
+    assert_eq!(s.offer(snap("g1", 3, base())).outcome, Outcome::Stale);
+}
+
+#[test]
+fn a_change_notifies_and_names_exactly_the_affected_surfaces() {
+    let s = Store::new("kandev");
+    s.offer(snap("g1", 1, base()));
+    let mut rx = s.subscribe();
+    rx.borrow_and_update();
+    let task_epoch = s.current().surface_epoch("task");
+    let mut next = base();
+    next[1].description = "pings, differently".to_owned(); // chat only
+    let r = s.offer(snap("g1", 2, next));
+    assert_eq!(r.outcome, Outcome::Accepted);
+    assert_eq!(r.changed_surfaces, vec!["chat"]);
+    assert!(rx.has_changed().unwrap_or(false));
+    let c = s.current();
+    assert_eq!(c.surface_epoch("task"), task_epoch);
+    assert!(c.surface_epoch("chat") > task_epoch);
+    // Removing a tool changes its surfaces too.
+    let r = s.offer(snap(
+        "g1",
+        3,
+        base()
+            .into_iter()
+            .filter(|d| d.local_name != "tag")
+            .collect(),
+    ));
+    assert_eq!(r.changed_surfaces, vec!["chat", "task"]);
+}
+
+#[test]
+fn one_changed_tool_compiles_one_schema() {
+    let s = Store::new("kandev");
+    let many: Vec<Descriptor> = (0..200)
+        .map(|i| {
+            tool(
+                "bulk",
+                &format!("t{i}"),
+                &["chat"],
+                json!({ "type": "object", "properties": { format!("p{i}"): {} } }),
+            )
+        })
+        .collect();
+    s.offer(snap("g1", 1, many.clone()));
+    assert_eq!(s.compilations(), 200);
+    let mut next = many;
+    next[7].input_schema = json!({ "type": "object", "properties": { "changed": {} } });
+    assert_eq!(s.offer(snap("g1", 2, next)).outcome, Outcome::Accepted);
+    assert_eq!(s.compilations(), 201);
+}
+
+#[test]
+fn identical_schemas_compile_once() {
+    let s = Store::new("kandev");
+    let tools: Vec<Descriptor> = (0..50)
+        .map(|i| tool("p", &format!("t{i}"), &["chat"], obj()))
+        .collect();
+    s.offer(snap("g1", 1, tools));
+    assert_eq!(s.compilations(), 1);
+}
+
+#[test]
+fn an_unsound_schema_is_a_defect_and_the_rest_is_served() {
+    let s = Store::new("kandev");
+    let mut tools = base();
+    tools.push(tool(
+        "bad",
+        "remote",
+        &["chat"],
+        json!({ "type": "object", "properties": { "a": { "$ref": "https://example.com/x" } } }),
+    ));
+    tools.push(tool(
+        "bad",
+        "nonobject",
+        &["chat"],
+        json!({ "type": "array" }),
+    ));
+    let r = s.offer(snap("g1", 1, tools));
+    assert_eq!(r.outcome, Outcome::Accepted);
+    let names: Vec<&str> = r.defects.iter().map(|d| d.tool.as_str()).collect();
+    assert_eq!(names, ["kandev_bad_nonobject", "kandev_bad_remote"]);
+    let c = s.current();
+    assert_eq!(
+        c.visible("chat").count(),
+        2,
+        "defects are withheld from listings"
+    );
+    let e = c.resolve("chat", "kandev_bad_remote").map(|e| e.is_sound());
+    assert_eq!(
+        e,
+        Some(false),
+        "a defect still resolves, so a call fails closed as unavailable"
+    );
+}
+
+// ---- model-based property test ----
+
+/// The rules, written as plainly as possible.
+#[derive(Default)]
+struct Model {
+    cur: Option<(String, u64, usize)>,
+    retired: HashSet<String>,
+}
+
+impl Model {
+    fn offer(&mut self, g: &str, r: u64, content: usize) -> Outcome {
+        if self.retired.contains(g) {
+            return Outcome::Stale;
+        }
+        let Some((cg, cr, cc)) = self.cur.clone() else {
+            self.cur = Some((g.to_owned(), r, content));
+            return Outcome::Accepted;
+        };
+        if cg == g && r < cr {
+            return Outcome::Stale;
+        }
+        if cg == g && r == cr {
+            return if content == cc {
+                Outcome::Stale
+            } else {
+                Outcome::Conflict
+            };
+        }
+        if cg != g {
+            self.retired.insert(cg);
+        }
+        self.cur = Some((g.to_owned(), r, content));
+        if content == cc {
+            Outcome::Unchanged
+        } else {
+            Outcome::Accepted
+        }
+    }
+}
+
+/// A few distinct catalogs to switch between.
+fn content(i: usize) -> Vec<Descriptor> {
+    let mut tools = base();
+    match i {
+        0 => {}
+        1 => tools[0].description = "changed".to_owned(),
+        2 => {
+            tools.pop();
+        }
+        _ => tools.push(tool("extra", "x", &["other"], obj())),
+    }
+    tools
+}
+
+proptest! {
+    #[test]
+    fn random_offer_sequences_follow_the_rules(
+        offers in prop::collection::vec((0usize..3, 0u64..6, 0usize..4), 1..40)
+    ) {
+        let s = Store::new("kandev");
+        let mut m = Model::default();
+        for (g, r, c) in offers {
+            let g = format!("g{g}");
+            let want = m.offer(&g, r, c);
+            let got = s.offer(snap(&g, r, content(c))).outcome;
+            prop_assert_eq!(got, want, "offer ({}, {}, content {})", g, r, c);
+            let (mg, mr, mc) = m.cur.clone().unwrap_or_default();
+            let cur = s.current();
+            prop_assert_eq!((cur.generation(), cur.revision()), (mg.as_str(), mr));
+            let mut expect = content(mc);
+            expect.sort_by(|a, b| a.exposed_name.cmp(&b.exposed_name));
+            prop_assert_eq!(cur.to_snapshot().tools, expect);
+        }
+    }
+}
+
+/// Offers from several threads at once end at the greatest revision, and a
+/// reader never sees the version go backwards or a retired generation return.
+#[test]
+fn concurrent_offers_are_linearizable_and_readers_never_regress() {
+    for round in 0..20u64 {
+        let s = Arc::new(Store::new("kandev"));
+        let done = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let (s, done) = (Arc::clone(&s), Arc::clone(&done));
+            std::thread::spawn(move || {
+                let mut last: (String, u64) = (String::new(), 0);
+                let mut left: HashSet<String> = HashSet::new();
+                let mut regressions = 0;
+                while !done.load(Ordering::Acquire) {
+                    let c = s.current();
+                    let now = (c.generation().to_owned(), c.revision());
+                    if now.0 == last.0 {
+                        if now.1 < last.1 {
+                            regressions += 1;
+                        }
+                    } else {
+                        if left.contains(&now.0) {
+                            regressions += 1;
+                        }
+                        left.insert(last.0.clone());
+                    }
+                    last = now;
+                }
+                regressions
+            })
+        };
+        let writers: Vec<_> = (0..4u64)
+            .map(|t| {
+                let s = Arc::clone(&s);
+                std::thread::spawn(move || {
+                    let mut rng = round * 31 + t * 7 + 1;
+                    for i in 0..300u64 {
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        let generation = if i < 150 { "a" } else { "b" };
+                        let revision = rng % 1000;
+                        let tools = content(usize::try_from(rng % 4).unwrap_or(0));
+                        let _ = s.offer(snap(generation, revision, tools));
+                    }
+                    // Everyone finishes with the same greatest offer.
+                    let _ = s.offer(snap("b", 1000, content(3)));
+                })
+            })
+            .collect();
+        for w in writers {
+            let _ = w.join();
+        }
+        done.store(true, Ordering::Release);
+        assert_eq!(
+            reader.join().unwrap_or(1),
+            0,
+            "a reader saw the version go backwards"
+        );
+        let c = s.current();
+        assert_eq!((c.generation(), c.revision()), ("b", 1000));
+    }
+}
