@@ -120,3 +120,62 @@ pub fn pids_with_cmdline(needle: &str) -> Vec<u32> {
         })
         .collect()
 }
+
+/// Writes a plugin directory for `testplug` (started with `--mode MODE`)
+/// declaring its tools, and returns the directory.
+#[must_use]
+pub fn testplug_dir(root: &Path, id: &str, mode: &str) -> PathBuf {
+    let dir = root.join(id);
+    let schemas = [
+        (
+            "echo",
+            r#"{ type = "object", properties = { msg = { type = "string" }, n = { type = "integer" } } }"#,
+            "read_only = true, open_world = false",
+        ),
+        (
+            "slow",
+            r#"{ type = "object", properties = { ms = { type = "integer", minimum = 0 } } }"#,
+            "read_only = true, open_world = false",
+        ),
+        ("crash", r#"{ type = "object" }"#, "destructive = false"),
+        ("count", r#"{ type = "object" }"#, "read_only = true"),
+        (
+            "big",
+            r#"{ type = "object", properties = { bytes = { type = "integer" } } }"#,
+            "read_only = true",
+        ),
+        ("bad_output", r#"{ type = "object" }"#, "read_only = true"),
+    ];
+    let mut toml = format!(
+        "id = \"{id}\"\nversion = \"1.0.0\"\nname = \"Test plugin\"\n\n[runtime]\ncommand = \"{}\"\nargs = [\"--mode\", \"{mode}\"]\nstartup_timeout_ms = 5000\n",
+        bin("testplug").display()
+    );
+    for (name, schema, hints) in schemas {
+        let timeout = if name == "slow" { 60_000 } else { 10_000 };
+        let output = if name == "bad_output" {
+            "output_schema = { type = \"object\", properties = { count = { type = \"integer\" } } }\n"
+        } else {
+            ""
+        };
+        toml.push_str(&format!(
+            "\n[[tools]]\nname = \"{name}\"\ndescription = \"testplug {name}\"\nsurfaces = [\"kanban-task\", \"chat\"]\ntimeout_ms = {timeout}\ninput_schema = {schema}\n{output}annotations = {{ {hints} }}\n"
+        ));
+    }
+    if let Err(e) =
+        std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(dir.join("plugin.toml"), toml))
+    {
+        panic!("cannot write {}: {e}", dir.display());
+    }
+    dir
+}
+
+/// The lines of a plugin's `events.log` that start with `prefix`.
+#[must_use]
+pub fn events(data_dir: &Path, prefix: &str) -> Vec<String> {
+    std::fs::read_to_string(data_dir.join("events.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with(prefix))
+        .map(str::to_owned)
+        .collect()
+}

@@ -1,1 +1,131 @@
-//! placeholder
+//! Write a toolhost plugin in Rust.
+//!
+//! A plugin declares its tools in `plugin.toml` (the manifest is the
+//! declaration; the code only implements). This crate gives the
+//! implementation side everything the wire protocol asks for, so a plugin is
+//! one function per tool:
+//!
+//! - the handshake (SPEC section 9, go-plugin's conventions): the magic
+//!   cookie is checked, a Unix socket is bound in a private temporary
+//!   directory, and `1|1|unix|<socket>|grpc` is printed on stdout;
+//! - the `kandev.plugin.v1.Plugin` service and the standard
+//!   `grpc.health.v1` service, reporting `plugin` as SERVING;
+//! - graceful shutdown on SIGTERM or SIGINT;
+//! - cancellation: when toolhost cancels a call (the agent gave up) or its
+//!   deadline passes, [`ToolCall::cancelled`] completes, so a handler can
+//!   stop work and clean up.
+//!
+//! ```no_run
+//! use toolhost_plugin_sdk::{Plugin, ToolCall, ToolError, ToolOutput};
+//!
+//! async fn greet(call: ToolCall) -> Result<ToolOutput, ToolError> {
+//!     let who = call.arguments.get("name").and_then(|v| v.as_str()).unwrap_or("world");
+//!     Ok(ToolOutput::text(format!("hello, {who} (task {})", call.context.task_id)))
+//! }
+//!
+//! async fn slow(call: ToolCall) -> Result<ToolOutput, ToolError> {
+//!     tokio::select! {
+//!         _ = call.cancelled() => Err(ToolError::new("cancelled")),
+//!         _ = tokio::time::sleep(std::time::Duration::from_secs(5)) => Ok(ToolOutput::text("done")),
+//!     }
+//! }
+//!
+//! fn main() -> std::process::ExitCode {
+//!     Plugin::new().tool("greet", greet).tool("slow", slow).run()
+//! }
+//! ```
+//!
+//! Run by hand, without toolhost, the plugin prints "this is a toolhost
+//! plugin, start it with toolhost" and exits with status 1.
+//!
+//! What this crate must not do: validate arguments (toolhost already did,
+//! against the manifest's schema) or retry anything. Arguments arrive exactly
+//! as the schema allows, with aliases already renamed.
+
+mod serve;
+
+pub use serve::{ServeError, ToolCall, ToolError, ToolOutput};
+pub use toolhost_proto::plugin::AgentToolContext as Context;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// The magic cookie toolhost sets in the plugin's environment.
+pub const MAGIC_COOKIE_KEY: &str = "KANDEV_PLUGIN";
+/// Its value.
+pub const MAGIC_COOKIE_VALUE: &str = "kandev-plugin-v1";
+/// The protocol versions toolhost offers (comma-separated).
+pub const PROTOCOL_VERSIONS_KEY: &str = "PLUGIN_PROTOCOL_VERSIONS";
+/// The plugin's own data directory.
+pub const DATA_DIR_KEY: &str = "KANDEV_PLUGIN_DATA_DIR";
+/// The health service name toolhost checks.
+pub const HEALTH_SERVICE: &str = "plugin";
+
+type BoxFuture = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send>>;
+pub(crate) type Handler = Arc<dyn Fn(ToolCall) -> BoxFuture + Send + Sync>;
+
+/// A plugin: a set of tool handlers by local name.
+#[derive(Default, Clone)]
+pub struct Plugin {
+    pub(crate) tools: HashMap<String, Handler>,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut names: Vec<&String> = self.tools.keys().collect();
+        names.sort();
+        f.debug_struct("Plugin").field("tools", &names).finish()
+    }
+}
+
+impl Plugin {
+    /// A plugin with no tools yet.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers the handler of the tool declared as `name` in the manifest.
+    #[must_use]
+    pub fn tool<F, Fut>(mut self, name: impl Into<String>, handler: F) -> Self
+    where
+        F: Fn(ToolCall) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
+    {
+        let handler: Handler = Arc::new(move |call| Box::pin(handler(call)));
+        self.tools.insert(name.into(), handler);
+        self
+    }
+
+    /// Serves until SIGTERM or SIGINT. Fails when not started by toolhost
+    /// (no magic cookie), when toolhost offers no protocol version this SDK
+    /// speaks, or when the socket cannot be served.
+    pub async fn serve(self) -> Result<(), ServeError> {
+        serve::serve(self).await
+    }
+
+    /// Builds a Tokio runtime, serves, and turns the outcome into an exit
+    /// status, printing any error on stderr: the whole `main` of a plugin.
+    #[must_use]
+    pub fn run(self) -> std::process::ExitCode {
+        let rt = match tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                eprintln!("cannot start the async runtime: {e}");
+                return std::process::ExitCode::FAILURE;
+            }
+        };
+        match rt.block_on(self.serve()) {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::ExitCode::FAILURE
+            }
+        }
+    }
+}

@@ -1,1 +1,50 @@
-//! placeholder
+//! Runs plugins: SPEC sections 9 and 10.
+//!
+//! Each installed plugin gets one supervisor task ([`supervise`]) that owns
+//! its process from start to reaping:
+//!
+//! 1. **Start**: the plugin's command runs in its own process group, with a
+//!    parent-death signal (Linux) so it cannot outlive toolhost, and with the
+//!    magic cookie, `PLUGIN_PROTOCOL_VERSIONS=1` and its data directory in its
+//!    environment.
+//! 2. **Handshake** ([`handshake`]): the first stdout line must be
+//!    `1|1|unix|<socket>|grpc` within the startup timeout; then the gRPC
+//!    channel connects over the Unix socket and the standard health check of
+//!    service `plugin` must answer SERVING. Every later line on stdout or
+//!    stderr becomes a `tracing` event tagged with the plugin id.
+//! 3. **Ready**: a [`PluginClient`] is published in the plugin's state; health
+//!    is probed periodically.
+//! 4. **Trouble**: an exit, or three failed probes in a row, stops the process
+//!    group, fails every call in flight at once, and restarts after an
+//!    exponential backoff with full jitter. Too many restarts in a window and
+//!    the plugin is `failed` until an operator restarts it.
+//! 5. **Stop**: SIGTERM to the group, a grace period, SIGKILL, and the child is
+//!    always waited for: no zombie, no orphan.
+//!
+//! State is observable through a `watch` channel per plugin.
+//!
+//! What this crate must not do: decide which tools exist or whether a caller
+//! may use them (the catalog and the pipeline do), or retry a call. A call is
+//! attempted once; after a transport failure the answer is "may or may not
+//! have taken effect".
+
+mod client;
+pub mod handshake;
+mod logs;
+mod process;
+mod supervisor;
+
+pub use client::{InvokeError, PluginClient};
+pub use process::StartError;
+pub use supervisor::{Phase, PluginHandle, PluginSpec, PluginState, SupervisorConfig, supervise};
+
+/// The environment variable carrying the magic cookie.
+pub const MAGIC_COOKIE_KEY: &str = "KANDEV_PLUGIN";
+/// The cookie's value.
+pub const MAGIC_COOKIE_VALUE: &str = "kandev-plugin-v1";
+/// The protocol versions toolhost offers.
+pub const PROTOCOL_VERSIONS_KEY: &str = "PLUGIN_PROTOCOL_VERSIONS";
+/// The plugin's data directory.
+pub const DATA_DIR_KEY: &str = "KANDEV_PLUGIN_DATA_DIR";
+/// The health service name a plugin must report SERVING.
+pub const HEALTH_SERVICE: &str = "plugin";

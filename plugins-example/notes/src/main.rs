@@ -1,2 +1,214 @@
-//! The notes example plugin.
-fn main() {}
+//! The notes example plugin: keeps notes per task in its data directory.
+//!
+//! State is one JSON file, `notes.json`, rewritten atomically on every
+//! change (write a temporary file, fsync it, rename it over the old one,
+//! fsync the directory): a crash mid-write leaves the previous version, so
+//! nothing that was acknowledged is lost. A mutex serializes writers; the
+//! file is small and the plugin is the only writer.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use tokio::sync::Mutex;
+use toolhost_plugin_sdk::{Plugin, ToolCall, ToolError, ToolOutput};
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Store {
+    /// task id -> its notes, oldest first.
+    tasks: BTreeMap<String, TaskNotes>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct TaskNotes {
+    next_id: u64,
+    notes: Vec<Note>,
+    settings: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Note {
+    id: u64,
+    text: String,
+    tags: Vec<String>,
+    session_id: String,
+}
+
+struct Notes {
+    file: PathBuf,
+    lock: Mutex<()>,
+}
+
+impl Notes {
+    fn load(&self) -> Result<Store, ToolError> {
+        match std::fs::read(&self.file) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                ToolError::new(format!(
+                    "the notes file is damaged ({e}); it was left untouched"
+                ))
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Store::default()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn save(&self, store: &Store) -> Result<(), ToolError> {
+        let bytes = serde_json::to_vec_pretty(store).map_err(|e| ToolError::new(e.to_string()))?;
+        write_atomically(&self.file, &bytes)?;
+        Ok(())
+    }
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let tmp = dir.join(format!(".{}.tmp", std::process::id()));
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+fn task_of(call: &ToolCall) -> Result<String, ToolError> {
+    if call.context.task_id.is_empty() {
+        return Err(ToolError::new(
+            "this session is not bound to a task; notes belong to a task",
+        ));
+    }
+    Ok(call.context.task_id.clone())
+}
+
+async fn add_note(notes: Arc<Notes>, call: ToolCall) -> Result<ToolOutput, ToolError> {
+    let task = task_of(&call)?;
+    let text = call
+        .arguments
+        .get("text")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let tags: Vec<String> = call
+        .arguments
+        .get("tags")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|t| t.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let _guard = notes.lock.lock().await;
+    let mut store = notes.load()?;
+    let entry = store.tasks.entry(task).or_default();
+    entry.next_id += 1;
+    let id = entry.next_id;
+    entry.notes.push(Note {
+        id,
+        text,
+        tags,
+        session_id: call.context.session_id.clone(),
+    });
+    let count = entry.notes.len();
+    notes.save(&store)?;
+    let mut out = Map::new();
+    out.insert("id".into(), json!(id));
+    out.insert("count".into(), json!(count));
+    Ok(ToolOutput::structured(out)
+        .with_text(format!("Added note {id}; the task has {count} note(s).")))
+}
+
+async fn search_notes(notes: Arc<Notes>, call: ToolCall) -> Result<ToolOutput, ToolError> {
+    let task = task_of(&call)?;
+    let query = call
+        .arguments
+        .get("query")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_lowercase();
+    let tag = call.arguments.get("tag").and_then(Value::as_str);
+    let max = call
+        .arguments
+        .get("max_results")
+        .and_then(Value::as_u64)
+        .unwrap_or(10);
+    let store = notes.load()?;
+    let found: Vec<&Note> = store
+        .tasks
+        .get(&task)
+        .map(|t| {
+            t.notes
+                .iter()
+                .rev()
+                .filter(|n| n.text.to_lowercase().contains(&query))
+                .filter(|n| tag.is_none_or(|t| n.tags.iter().any(|x| x == t)))
+                .take(usize::try_from(max).unwrap_or(usize::MAX))
+                .collect()
+        })
+        .unwrap_or_default();
+    let text = if found.is_empty() {
+        "No notes match.".to_owned()
+    } else {
+        found
+            .iter()
+            .map(|n| format!("#{}: {}", n.id, n.text))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let mut out = Map::new();
+    out.insert(
+        "notes".into(),
+        Value::Array(
+            found
+                .iter()
+                .map(|n| json!({ "id": n.id, "text": n.text, "tags": n.tags }))
+                .collect(),
+        ),
+    );
+    Ok(ToolOutput::structured(out).with_text(text))
+}
+
+async fn configure(notes: Arc<Notes>, call: ToolCall) -> Result<ToolOutput, ToolError> {
+    let task = task_of(&call)?;
+    let settings: BTreeMap<String, String> = call
+        .arguments
+        .get("settings")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default();
+    let n = settings.len();
+    let _guard = notes.lock.lock().await;
+    let mut store = notes.load()?;
+    store
+        .tasks
+        .entry(task)
+        .or_default()
+        .settings
+        .extend(settings);
+    notes.save(&store)?;
+    Ok(ToolOutput::text(format!("Stored {n} setting(s).")))
+}
+
+fn main() -> ExitCode {
+    let dir = ToolCall::data_dir().unwrap_or_else(|| PathBuf::from("."));
+    let notes = Arc::new(Notes {
+        file: dir.join("notes.json"),
+        lock: Mutex::new(()),
+    });
+    let (a, s, c) = (Arc::clone(&notes), Arc::clone(&notes), notes);
+    Plugin::new()
+        .tool("add_note", move |call| add_note(Arc::clone(&a), call))
+        .tool("search_notes", move |call| {
+            search_notes(Arc::clone(&s), call)
+        })
+        .tool("configure", move |call| configure(Arc::clone(&c), call))
+        .tool("ping", |_call| async { Ok(ToolOutput::text("pong")) })
+        .run()
+}

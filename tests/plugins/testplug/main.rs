@@ -1,2 +1,184 @@
-//! Test plugin.
-fn main() {}
+//! `testplug`: a plugin that misbehaves on demand, for the end-to-end tests.
+//!
+//! Start-up behaviour comes from `--mode` (or `TESTPLUG_MODE`):
+//! `normal`; `exit-early` (exits before the handshake); `silent` (never
+//! prints one); `malformed`, `version`, `tcp` (prints a bad handshake line);
+//! `never-healthy` (serves the tool service but no health service).
+//!
+//! Tools (normal mode): `echo` returns its arguments and context; `slow`
+//! waits `ms` milliseconds or until cancelled; `crash` exits the process
+//! mid-call; `count` says how many calls it has seen; `big` answers `bytes`
+//! bytes of text; `bad_output` answers structured content of the wrong shape.
+//!
+//! Every invocation and every cancellation is appended to `events.log` in
+//! the data directory, one line each, so tests can count what the plugin
+//! really saw.
+
+use serde_json::{Map, Value, json};
+use std::io::Write as _;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use toolhost_plugin_sdk::{Plugin, ToolCall, ToolError, ToolOutput};
+
+static CALLS: AtomicU64 = AtomicU64::new(0);
+
+fn event(line: &str) {
+    let Some(dir) = ToolCall::data_dir() else {
+        return;
+    };
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("events.log"))
+    {
+        // One write per line: O_APPEND keeps concurrent lines whole.
+        let _ = f.write_all(format!("{line}\n").as_bytes());
+    }
+}
+
+fn record(call: &ToolCall) {
+    CALLS.fetch_add(1, Ordering::SeqCst);
+    event(&format!(
+        "invoked {} {} task={} session={} surface={}",
+        call.name,
+        call.invocation_id,
+        call.context.task_id,
+        call.context.session_id,
+        call.context.surface
+    ));
+}
+
+async fn echo(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    let mut out = Map::new();
+    out.insert("arguments".into(), Value::Object(call.arguments.clone()));
+    out.insert(
+        "context".into(),
+        json!({
+            "task_id": call.context.task_id, "session_id": call.context.session_id,
+            "workspace_id": call.context.workspace_id, "surface": call.context.surface,
+        }),
+    );
+    out.insert("invocation_id".into(), json!(call.invocation_id));
+    Ok(ToolOutput::structured(out).with_text("echoed"))
+}
+
+async fn slow(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    let ms = call
+        .arguments
+        .get("ms")
+        .and_then(Value::as_u64)
+        .unwrap_or(60_000);
+    tokio::select! {
+        () = call.cancelled() => {
+            event(&format!("cancelled {} {}", call.name, call.invocation_id));
+            Err(ToolError::new("cancelled"))
+        }
+        () = tokio::time::sleep(Duration::from_millis(ms)) => Ok(ToolOutput::text(format!("slept {ms} ms"))),
+    }
+}
+
+async fn crash(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    std::process::exit(42);
+}
+
+async fn count(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    Ok(ToolOutput::text(CALLS.load(Ordering::SeqCst).to_string()))
+}
+
+async fn big(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    let n = call
+        .arguments
+        .get("bytes")
+        .and_then(Value::as_u64)
+        .unwrap_or(2 << 20);
+    Ok(ToolOutput::text(
+        "x".repeat(usize::try_from(n).unwrap_or(0)),
+    ))
+}
+
+async fn bad_output(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    let mut out = Map::new();
+    out.insert("count".into(), json!("not a number"));
+    Ok(ToolOutput::structured(out))
+}
+
+/// Serves the tool service without any health service.
+async fn never_healthy() -> ExitCode {
+    let dir = std::env::temp_dir().join(format!("testplug-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let path = dir.join("p.sock");
+    let _ = std::fs::remove_file(&path);
+    let Ok(listener) = tokio::net::UnixListener::bind(&path) else {
+        return ExitCode::FAILURE;
+    };
+    println!("1|1|unix|{}|grpc", path.display());
+    let _ = std::io::stdout().flush();
+    let svc = toolhost_proto::plugin::plugin_server::PluginServer::new(NoTools);
+    let _ = tonic::transport::Server::builder()
+        .add_service(svc)
+        .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener))
+        .await;
+    ExitCode::SUCCESS
+}
+
+struct NoTools;
+
+#[tonic::async_trait]
+impl toolhost_proto::plugin::plugin_server::Plugin for NoTools {
+    async fn invoke_agent_tool(
+        &self,
+        _: tonic::Request<toolhost_proto::plugin::AgentToolRequest>,
+    ) -> Result<tonic::Response<toolhost_proto::plugin::AgentToolResponse>, tonic::Status> {
+        Err(tonic::Status::unavailable("not ready"))
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let mode = args
+        .iter()
+        .position(|a| a == "--mode")
+        .and_then(|i| args.get(i + 1).cloned())
+        .or_else(|| std::env::var("TESTPLUG_MODE").ok())
+        .unwrap_or_else(|| "normal".to_owned());
+    event(&format!("started {} {mode}", std::process::id()));
+    let hang = || loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    };
+    match mode.as_str() {
+        "exit-early" => {
+            eprintln!("testplug: exiting before the handshake, as asked");
+            ExitCode::from(3)
+        }
+        "silent" => hang(),
+        "malformed" | "version" | "tcp" => {
+            let line = match mode.as_str() {
+                "malformed" => "hello from a confused plugin",
+                "version" => "1|7|unix|/tmp/x.sock|grpc",
+                _ => "1|1|tcp|127.0.0.1:4000|grpc",
+            };
+            println!("{line}");
+            let _ = std::io::stdout().flush();
+            hang()
+        }
+        "never-healthy" => match tokio::runtime::Runtime::new() {
+            Ok(rt) => rt.block_on(never_healthy()),
+            Err(_) => ExitCode::FAILURE,
+        },
+        _ => Plugin::new()
+            .tool("echo", echo)
+            .tool("slow", slow)
+            .tool("crash", crash)
+            .tool("count", count)
+            .tool("big", big)
+            .tool("bad_output", bad_output)
+            .run(),
+    }
+}

@@ -1,0 +1,136 @@
+//! The per-plugin gRPC client: one call, one deadline, no retry.
+
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Channel;
+use toolhost_proto::plugin::plugin_client::PluginClient as Grpc;
+use toolhost_proto::plugin::{AgentToolRequest, AgentToolResponse};
+
+/// A cheap, cloneable handle to one ready plugin process. It goes stale when
+/// that process stops: calls made through a stale handle fail at once as
+/// [`InvokeError::Unavailable`].
+#[derive(Clone, Debug)]
+pub struct PluginClient {
+    plugin: Arc<str>,
+    pid: u32,
+    grpc: Grpc<Channel>,
+    /// Cancelled when the process this handle talks to has stopped.
+    gone: CancellationToken,
+}
+
+/// Why an invocation produced no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvokeError {
+    /// The deadline passed; the plugin was told (the stream was reset).
+    #[error("the tool did not answer within {0:?}")]
+    Timeout(Duration),
+    /// The process died or the connection broke during the call. It may or
+    /// may not have taken effect; it is never retried.
+    #[error(
+        "plugin {plugin} became unavailable during the call ({detail}); it may or may not have taken effect"
+    )]
+    Unavailable {
+        /// The plugin id.
+        plugin: String,
+        /// What happened.
+        detail: String,
+    },
+    /// The plugin answered with a gRPC error (an unknown tool, a panic).
+    #[error("plugin {plugin} refused the call: {code:?}: {message}")]
+    Refused {
+        /// The plugin id.
+        plugin: String,
+        /// The gRPC code.
+        code: tonic::Code,
+        /// The plugin's message (plugin text, not argument values).
+        message: String,
+    },
+}
+
+impl PluginClient {
+    pub(crate) fn new(
+        plugin: Arc<str>,
+        pid: u32,
+        channel: Channel,
+        gone: CancellationToken,
+    ) -> Self {
+        Self {
+            plugin,
+            pid,
+            grpc: Grpc::new(channel),
+            gone,
+        }
+    }
+
+    /// The plugin id.
+    #[must_use]
+    pub fn plugin(&self) -> &str {
+        &self.plugin
+    }
+
+    /// The process this handle talks to.
+    #[must_use]
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Whether the process behind this handle has stopped.
+    #[must_use]
+    pub fn is_gone(&self) -> bool {
+        self.gone.is_cancelled()
+    }
+
+    /// Makes exactly one `InvokeAgentTool` call. The deadline travels as
+    /// `grpc-timeout` and is enforced here too. Dropping the returned future
+    /// cancels the call (the HTTP/2 stream is reset, and the plugin's handler
+    /// is told).
+    pub async fn invoke(
+        &self,
+        request: AgentToolRequest,
+        deadline: Duration,
+    ) -> Result<AgentToolResponse, InvokeError> {
+        if self.gone.is_cancelled() {
+            return Err(self.unavailable("the plugin process had already stopped"));
+        }
+        let mut req = tonic::Request::new(request);
+        req.set_timeout(deadline);
+        let mut grpc = self.grpc.clone();
+        tokio::select! {
+            biased;
+            () = self.gone.cancelled() => Err(self.unavailable("the plugin process stopped")),
+            r = tokio::time::timeout(deadline, grpc.invoke_agent_tool(req)) => match r {
+                Err(_) => Err(InvokeError::Timeout(deadline)),
+                Ok(Ok(resp)) => Ok(resp.into_inner()),
+                Ok(Err(status)) => Err(self.classify(&status, deadline)),
+            },
+        }
+    }
+
+    fn unavailable(&self, detail: &str) -> InvokeError {
+        InvokeError::Unavailable {
+            plugin: self.plugin.to_string(),
+            detail: detail.to_owned(),
+        }
+    }
+
+    /// tonic reports its own deadline as `Cancelled` "Timeout expired", not
+    /// `DeadlineExceeded`; transport failures come as `Unavailable` or
+    /// `Unknown`.
+    fn classify(&self, status: &tonic::Status, deadline: Duration) -> InvokeError {
+        match status.code() {
+            tonic::Code::DeadlineExceeded => InvokeError::Timeout(deadline),
+            tonic::Code::Cancelled if status.message().contains("Timeout expired") => {
+                InvokeError::Timeout(deadline)
+            }
+            tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled => {
+                self.unavailable(&format!("{:?}", status.code()))
+            }
+            code => InvokeError::Refused {
+                plugin: self.plugin.to_string(),
+                code,
+                message: status.message().chars().take(512).collect(),
+            },
+        }
+    }
+}

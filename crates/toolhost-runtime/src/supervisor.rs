@@ -1,0 +1,470 @@
+//! One task per plugin: start, watch, restart with backoff, give up, stop.
+
+use crate::client::PluginClient;
+use crate::process::{self, Running};
+use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use toolhost_manifest::Manifest;
+
+/// How to run one plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginSpec {
+    /// Plugin id (tags logs and errors).
+    pub id: String,
+    /// Version, for status output.
+    pub version: String,
+    /// The plugin directory (the process's working directory).
+    pub dir: PathBuf,
+    /// The executable.
+    pub command: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Extra environment.
+    pub env: BTreeMap<String, String>,
+    /// Handshake plus health must complete within this.
+    pub startup_timeout: Duration,
+    /// The plugin's own data directory, created before start.
+    pub data_dir: PathBuf,
+}
+
+impl PluginSpec {
+    /// The spec of an installed plugin, with its data under `data_root/<id>`.
+    #[must_use]
+    pub fn from_manifest(m: &Manifest, data_root: &Path) -> Self {
+        Self {
+            id: m.id.clone(),
+            version: m.version.to_string(),
+            dir: m.dir.clone(),
+            command: m.runtime.command.clone(),
+            args: m.runtime.args.clone(),
+            env: m.runtime.env.clone(),
+            startup_timeout: Duration::from_millis(m.runtime.startup_timeout_ms),
+            data_dir: data_root.join(&m.id),
+        }
+    }
+}
+
+/// Supervision knobs. The defaults are SPEC section 10's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SupervisorConfig {
+    /// Time between health probes of a ready plugin.
+    pub health_interval: Duration,
+    /// How long one probe may take.
+    pub health_timeout: Duration,
+    /// Consecutive failed probes that count as a crash.
+    pub health_failures: u32,
+    /// Upper bound of the first restart delay (full jitter: the delay is
+    /// uniform in zero to the bound).
+    pub backoff_first: Duration,
+    /// Largest restart delay bound.
+    pub backoff_max: Duration,
+    /// Ready this long, and the backoff and restart history reset.
+    pub healthy_reset: Duration,
+    /// More restarts than this within `restart_window` and the plugin is
+    /// failed until an operator restarts it.
+    pub max_restarts: u32,
+    /// The window for `max_restarts`.
+    pub restart_window: Duration,
+    /// Between SIGTERM and SIGKILL when stopping.
+    pub stop_grace: Duration,
+}
+
+impl Default for SupervisorConfig {
+    fn default() -> Self {
+        Self {
+            health_interval: Duration::from_secs(5),
+            health_timeout: Duration::from_secs(2),
+            health_failures: 3,
+            backoff_first: Duration::from_millis(250),
+            backoff_max: Duration::from_secs(30),
+            healthy_reset: Duration::from_secs(60),
+            max_restarts: 5,
+            restart_window: Duration::from_secs(60),
+            stop_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Where a plugin is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Phase {
+    /// Its process is starting (handshake, health).
+    Starting,
+    /// Serving calls.
+    Ready,
+    /// Crashed; waiting out the backoff before starting again.
+    Restarting,
+    /// Stopped on purpose.
+    Stopped,
+    /// Gave up after too many restarts; an operator must restart it.
+    Failed,
+}
+
+impl Phase {
+    /// Lowercase name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Starting => "starting",
+            Self::Ready => "ready",
+            Self::Restarting => "restarting",
+            Self::Stopped => "stopped",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// A plugin's observable state.
+#[derive(Debug, Clone)]
+pub struct PluginState {
+    /// The phase.
+    pub phase: Phase,
+    /// The current process, when there is one.
+    pub pid: Option<u32>,
+    /// Restarts since the supervisor started.
+    pub restarts: u32,
+    /// Why it last stopped or failed to start, naming the plugin.
+    pub last_error: Option<String>,
+    /// A client for the current process, when ready.
+    pub client: Option<PluginClient>,
+}
+
+enum Command {
+    Start,
+    Restart,
+    Stop,
+}
+
+/// The daemon's handle on one supervised plugin.
+#[derive(Debug)]
+pub struct PluginHandle {
+    id: String,
+    state: watch::Receiver<PluginState>,
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl PluginHandle {
+    /// The plugin id.
+    #[must_use]
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The current state.
+    #[must_use]
+    pub fn state(&self) -> PluginState {
+        self.state.borrow().clone()
+    }
+
+    /// A receiver that sees every state change.
+    #[must_use]
+    pub fn subscribe(&self) -> watch::Receiver<PluginState> {
+        self.state.clone()
+    }
+
+    /// A client for the current process, if the plugin is ready.
+    #[must_use]
+    pub fn client(&self) -> Option<PluginClient> {
+        let s = self.state.borrow();
+        if s.phase == Phase::Ready {
+            s.client.clone()
+        } else {
+            None
+        }
+    }
+
+    /// Restarts the plugin now (also the way out of `failed`), resetting
+    /// its backoff.
+    pub fn restart(&self) {
+        let _ = self.commands.send(Command::Restart);
+    }
+
+    /// Starts a stopped plugin.
+    pub fn start(&self) {
+        let _ = self.commands.send(Command::Start);
+    }
+
+    /// Stops the plugin (SIGTERM, grace, SIGKILL) and waits until it is.
+    pub async fn stop(&self) {
+        let mut rx = self.state.clone();
+        let _ = self.commands.send(Command::Stop);
+        let _ = rx.wait_for(|s| s.phase == Phase::Stopped).await;
+    }
+}
+
+/// Starts supervising a plugin: its process starts at once.
+#[must_use]
+pub fn supervise(spec: PluginSpec, config: SupervisorConfig) -> PluginHandle {
+    let (tx, rx) = watch::channel(PluginState {
+        phase: Phase::Starting,
+        pid: None,
+        restarts: 0,
+        last_error: None,
+        client: None,
+    });
+    let (ctx, crx) = mpsc::unbounded_channel();
+    let id = spec.id.clone();
+    tokio::spawn(
+        Supervisor {
+            spec,
+            config,
+            state: tx,
+            commands: crx,
+        }
+        .run(),
+    );
+    PluginHandle {
+        id,
+        state: rx,
+        commands: ctx,
+    }
+}
+
+struct Supervisor {
+    spec: PluginSpec,
+    config: SupervisorConfig,
+    state: watch::Sender<PluginState>,
+    commands: mpsc::UnboundedReceiver<Command>,
+}
+
+/// Why a ready process stopped being ready.
+enum Ended {
+    Crashed(String),
+    RestartRequested,
+    StopRequested,
+}
+
+/// After a stop: start again, or the handle is gone.
+enum Next {
+    Start,
+    Quit,
+}
+
+impl Supervisor {
+    fn publish(
+        &self,
+        phase: Phase,
+        pid: Option<u32>,
+        client: Option<PluginClient>,
+        error: Option<String>,
+    ) {
+        self.state.send_modify(|s| {
+            s.phase = phase;
+            s.pid = pid;
+            s.client = client;
+            if error.is_some() {
+                s.last_error = error;
+            }
+        });
+        tracing::debug!(plugin = %self.spec.id, phase = phase.as_str(), "plugin state");
+    }
+
+    async fn run(mut self) {
+        let mut attempt: u32 = 0;
+        let mut recent: VecDeque<Instant> = VecDeque::new();
+        loop {
+            self.publish(Phase::Starting, None, None, None);
+            let started = tokio::select! {
+                r = process::start(&self.spec) => r,
+                cmd = self.commands.recv() => match cmd {
+                    Some(Command::Start | Command::Restart) => continue,
+                    Some(Command::Stop) | None => match self.stopped().await {
+                        Next::Start => continue,
+                        Next::Quit => return,
+                    },
+                },
+            };
+            let failure = match started {
+                Err(e) => format!("plugin {} failed to start: {e}", self.spec.id),
+                Ok(running) => {
+                    let ready_at = Instant::now();
+                    match self.serve(running).await {
+                        Ended::StopRequested => match self.stopped().await {
+                            Next::Start => continue,
+                            Next::Quit => return,
+                        },
+                        Ended::RestartRequested => {
+                            attempt = 0;
+                            recent.clear();
+                            self.state.send_modify(|s| s.restarts += 1);
+                            continue;
+                        }
+                        Ended::Crashed(why) => {
+                            if ready_at.elapsed() >= self.config.healthy_reset {
+                                attempt = 0;
+                                recent.clear();
+                            }
+                            why
+                        }
+                    }
+                }
+            };
+            tracing::warn!(plugin = %self.spec.id, "{failure}");
+            let now = Instant::now();
+            recent.push_back(now);
+            while recent
+                .front()
+                .is_some_and(|t| now.duration_since(*t) > self.config.restart_window)
+            {
+                recent.pop_front();
+            }
+            if recent.len() > self.config.max_restarts as usize {
+                let why = format!(
+                    "{failure}; gave up after {} restarts within {:?} (restart it with `toolhost plugins restart {}`)",
+                    self.config.max_restarts, self.config.restart_window, self.spec.id
+                );
+                tracing::error!(plugin = %self.spec.id, "{why}");
+                self.publish(Phase::Failed, None, None, Some(why));
+                match self.wait_for_command().await {
+                    Some(Command::Start | Command::Restart) => {
+                        attempt = 0;
+                        recent.clear();
+                        continue;
+                    }
+                    Some(Command::Stop) | None => match self.stopped().await {
+                        Next::Start => continue,
+                        Next::Quit => return,
+                    },
+                }
+            }
+            self.publish(Phase::Restarting, None, None, Some(failure));
+            let delay = backoff(&self.config, attempt);
+            attempt = attempt.saturating_add(1);
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                cmd = self.commands.recv() => match cmd {
+                    Some(Command::Start | Command::Restart) => { attempt = 0; recent.clear(); }
+                    Some(Command::Stop) | None => match self.stopped().await {
+                        Next::Start => continue,
+                        Next::Quit => return,
+                    },
+                },
+            }
+            self.state.send_modify(|s| s.restarts += 1);
+        }
+    }
+
+    /// Serves a ready process until it crashes or a command ends it; the
+    /// process is stopped and reaped before this returns.
+    async fn serve(&mut self, mut running: Running) -> Ended {
+        let gone = CancellationToken::new();
+        let client = PluginClient::new(
+            Arc::from(self.spec.id.as_str()),
+            running.pid,
+            running.channel.clone(),
+            gone.clone(),
+        );
+        self.publish(Phase::Ready, Some(running.pid), Some(client), None);
+        tracing::info!(plugin = %self.spec.id, pid = running.pid, "plugin ready");
+
+        let mut ticker = tokio::time::interval_at(
+            Instant::now() + self.config.health_interval,
+            self.config.health_interval,
+        );
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut probing: Option<Pin<Box<dyn Future<Output = bool> + Send>>> = None;
+        let mut failed_probes = 0u32;
+        let ended = loop {
+            tokio::select! {
+                status = running.child.wait() => {
+                    let how = status.map_or_else(|e| format!("wait failed: {e}"), |s| s.to_string());
+                    break Ended::Crashed(format!("plugin {} exited ({how})", self.spec.id));
+                }
+                _ = ticker.tick(), if probing.is_none() => {
+                    let (channel, timeout) = (running.channel.clone(), self.config.health_timeout);
+                    probing = Some(Box::pin(async move { process::probe(&channel, timeout).await }));
+                }
+                healthy = pending_or(&mut probing) => {
+                    probing = None;
+                    if healthy {
+                        failed_probes = 0;
+                    } else {
+                        failed_probes += 1;
+                        tracing::warn!(plugin = %self.spec.id, failed_probes, "health probe failed");
+                        if failed_probes >= self.config.health_failures {
+                            break Ended::Crashed(format!(
+                                "plugin {} failed {failed_probes} health probes in a row", self.spec.id
+                            ));
+                        }
+                    }
+                }
+                cmd = self.commands.recv() => match cmd {
+                    Some(Command::Start) => {}
+                    Some(Command::Restart) => break Ended::RestartRequested,
+                    Some(Command::Stop) | None => break Ended::StopRequested,
+                },
+            }
+        };
+        // Calls in flight fail now, not when their deadline passes.
+        gone.cancel();
+        let grace = match ended {
+            Ended::Crashed(_) => std::time::Duration::ZERO,
+            _ => self.config.stop_grace,
+        };
+        process::stop(&mut running.child, running.pid, grace).await;
+        ended
+    }
+
+    async fn wait_for_command(&mut self) -> Option<Command> {
+        self.commands.recv().await
+    }
+
+    /// Stopped: wait for a start, or for the handle to go away.
+    async fn stopped(&mut self) -> Next {
+        self.publish(Phase::Stopped, None, None, None);
+        loop {
+            match self.commands.recv().await {
+                Some(Command::Start | Command::Restart) => return Next::Start,
+                Some(Command::Stop) => {}
+                None => return Next::Quit,
+            }
+        }
+    }
+}
+
+/// Awaits the probe if one is running; otherwise never completes.
+async fn pending_or(probe: &mut Option<Pin<Box<dyn Future<Output = bool> + Send>>>) -> bool {
+    match probe {
+        Some(p) => p.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Exponential backoff with full jitter: uniform in `[0, min(max, first * 2^attempt)]`.
+fn backoff(cfg: &SupervisorConfig, attempt: u32) -> Duration {
+    let bound = cfg
+        .backoff_first
+        .saturating_mul(1u32.checked_shl(attempt.min(20)).unwrap_or(u32::MAX))
+        .min(cfg.backoff_max);
+    let millis = u64::try_from(bound.as_millis()).unwrap_or(u64::MAX);
+    Duration::from_millis(fastrand::u64(0..=millis))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let cfg = SupervisorConfig::default();
+        for _ in 0..200 {
+            assert!(
+                backoff(&cfg, 0) <= Duration::from_millis(250),
+                "first restart well under a second"
+            );
+            assert!(backoff(&cfg, 3) <= Duration::from_secs(2));
+            assert!(backoff(&cfg, 30) <= Duration::from_secs(30));
+        }
+        // Full jitter spreads over the whole range.
+        let big: Vec<Duration> = (0..200).map(|_| backoff(&cfg, 10)).collect();
+        assert!(big.iter().any(|d| *d < Duration::from_secs(10)));
+        assert!(big.iter().any(|d| *d > Duration::from_secs(20)));
+    }
+}
