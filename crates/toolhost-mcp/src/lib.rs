@@ -1,1 +1,28 @@
-//! placeholder
+//! The MCP surface: what agents talk to.
+//!
+//! [`Handler`] is an rmcp `ServerHandler` written by hand over the current
+//! catalog (no tool macros: the tool set is data, and it changes at run
+//! time). It serves `tools/list` from the catalog's per-surface view and
+//! hands every `tools/call` to the pipeline. It runs on stdio ([`serve_stdio`])
+//! and on streamable HTTP at `/mcp` ([`http_router`]), where a bearer token
+//! picks the session's binding and anything else gets 401 before MCP sees it.
+//!
+//! [`Hub`] keeps every live session of both protocol eras (sessions that
+//! initialized, for 2025-11-25 and older; open `subscriptions/listen`
+//! streams, for 2026-07-28) and sends `notifications/tools/list_changed` to
+//! exactly those whose surface's visible list changed. Each send is bounded
+//! and runs on its own task, so a slow or dead client never holds up the
+//! others.
+//!
+//! What this crate must not do: decide anything about a call. Resolution,
+//! validation, authorization and dispatch are the pipeline's; this crate
+//! maps them onto the protocol.
+
+mod handler;
+mod http;
+mod hub;
+mod tools;
+
+pub use handler::{Handler, Identity, serve_stdio};
+pub use http::{HttpOptions, TokenTable, http_router};
+pub use hub::Hub;

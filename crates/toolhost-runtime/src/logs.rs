@@ -28,7 +28,7 @@ pub(crate) async fn forward(plugin: String, stream: &'static str, reader: impl A
 
 fn emit(plugin: &str, stream: &str, line: &str) {
     let (level, text) = structured(line).unwrap_or((None, line.to_owned()));
-    let level = level.unwrap_or(if stream == "stderr" { "warn" } else { "info" });
+    let level = level.unwrap_or("info");
     match level {
         "error" => tracing::error!(plugin, stream, "{text}"),
         "warn" | "warning" => tracing::warn!(plugin, stream, "{text}"),

@@ -36,17 +36,20 @@ pub struct PluginSpec {
 
 impl PluginSpec {
     /// The spec of an installed plugin, with its data under `data_root/<id>`.
+    /// Paths are made absolute: the process runs in the plugin directory, so
+    /// a relative command would otherwise be resolved twice.
     #[must_use]
     pub fn from_manifest(m: &Manifest, data_root: &Path) -> Self {
+        let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
         Self {
             id: m.id.clone(),
             version: m.version.to_string(),
-            dir: m.dir.clone(),
-            command: m.runtime.command.clone(),
+            dir: absolute(&m.dir),
+            command: absolute(&m.runtime.command),
             args: m.runtime.args.clone(),
             env: m.runtime.env.clone(),
             startup_timeout: Duration::from_millis(m.runtime.startup_timeout_ms),
-            data_dir: data_root.join(&m.id),
+            data_dir: absolute(&data_root.join(&m.id)),
         }
     }
 }
@@ -146,6 +149,7 @@ enum Command {
 #[derive(Debug)]
 pub struct PluginHandle {
     id: String,
+    version: String,
     state: watch::Receiver<PluginState>,
     commands: mpsc::UnboundedSender<Command>,
 }
@@ -155,6 +159,12 @@ impl PluginHandle {
     #[must_use]
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// The version being run.
+    #[must_use]
+    pub fn version(&self) -> &str {
+        &self.version
     }
 
     /// The current state.
@@ -210,7 +220,7 @@ pub fn supervise(spec: PluginSpec, config: SupervisorConfig) -> PluginHandle {
         client: None,
     });
     let (ctx, crx) = mpsc::unbounded_channel();
-    let id = spec.id.clone();
+    let (id, version) = (spec.id.clone(), spec.version.clone());
     tokio::spawn(
         Supervisor {
             spec,
@@ -222,6 +232,7 @@ pub fn supervise(spec: PluginSpec, config: SupervisorConfig) -> PluginHandle {
     );
     PluginHandle {
         id,
+        version,
         state: rx,
         commands: ctx,
     }

@@ -33,7 +33,7 @@ fn mask_pointer(pointer: &str) -> String {
 
 fn at(location: &str) -> String {
     if location.is_empty() {
-        "the arguments".to_owned()
+        "the argument object".to_owned()
     } else {
         format!("`{location}`")
     }

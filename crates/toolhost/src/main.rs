@@ -6,7 +6,11 @@
 //! product logic of its own: a rule enforced only here is a rule the tests
 //! of the library crates cannot see.
 
+mod authority;
+mod call;
 mod check;
+mod config;
+mod serve;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -25,12 +29,21 @@ enum Command {
     /// Validate plugin directories as one installed set and print their
     /// exposed tool names. Exit 0 when valid, 1 when not, 2 on usage errors.
     Check(check::CheckArgs),
+    /// Run plugins and serve their tools over MCP (stdio and/or HTTP).
+    Serve(serve::ServeArgs),
+    /// Call one tool through a running daemon's MCP endpoint, as an agent
+    /// would. Exit 0 on success, 1 when the result is an error.
+    Call(call::CallArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Check(args) => check::run(&args),
+        Command::Serve(args) => {
+            runtime().and_then(|rt| rt.block_on(serve::run(args)).map(|()| ExitCode::SUCCESS))
+        }
+        Command::Call(args) => runtime().and_then(|rt| rt.block_on(call::run(args))),
     };
     match result {
         Ok(code) => code,
@@ -39,6 +52,12 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
 }
 
 /// Output formats shared by the reporting commands.

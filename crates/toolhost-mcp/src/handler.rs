@@ -1,0 +1,137 @@
+//! The hand-written `ServerHandler`.
+
+use crate::http::{TokenTable, bearer_token};
+use crate::hub::Hub;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter,
+};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt as _};
+use std::sync::Arc;
+use toolhost_pipeline::Binding;
+
+/// How a session's binding is found.
+#[derive(Debug, Clone)]
+pub enum Identity {
+    /// One binding for the whole transport (stdio: the process is the
+    /// identity).
+    Fixed(Binding),
+    /// Per request, from the `Authorization: Bearer` token (HTTP). Looked up
+    /// on every request, so a revoked token stops working at once.
+    Tokens(Arc<TokenTable>),
+}
+
+/// One MCP session (or, for 2026-07-28 clients, one request).
+#[derive(Debug, Clone)]
+pub struct Handler {
+    hub: Arc<Hub>,
+    identity: Identity,
+}
+
+impl Handler {
+    /// A handler over the hub.
+    #[must_use]
+    pub fn new(hub: Arc<Hub>, identity: Identity) -> Self {
+        Self { hub, identity }
+    }
+
+    fn binding(&self, extensions: &rmcp::model::Extensions) -> Result<Binding, McpError> {
+        let found = match &self.identity {
+            Identity::Fixed(b) => Some(b.clone()),
+            Identity::Tokens(table) => extensions
+                .get::<http::request::Parts>()
+                .and_then(|p| bearer_token(&p.headers))
+                .and_then(|t| table.resolve(t)),
+        };
+        found.ok_or_else(|| {
+            McpError::invalid_request("this session has no valid binding (bearer token)", None)
+        })
+    }
+}
+
+impl ServerHandler for Handler {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("toolhost", env!("CARGO_PKG_VERSION")))
+        .with_instructions("Tools served by toolhost from installed plugins.")
+    }
+
+    async fn on_initialized(&self, cx: NotificationContext<RoleServer>) {
+        if let Ok(b) = self.binding(&cx.extensions) {
+            self.hub.add_peer(&b.surface, cx.peer.clone());
+        }
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, cx: SubscriptionContext) -> Result<(), McpError> {
+        let b = self.binding(&cx.request_context().extensions)?;
+        let id = self.hub.add_subscription(&b.surface, cx.sink().clone());
+        cx.cancelled().await;
+        self.hub.remove(id);
+        Ok(())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let b = self.binding(&cx.extensions)?;
+        let catalog = self.hub.pipeline.store().current();
+        let tools = self.hub.listings.listing(&catalog, &b.surface);
+        Ok(ListToolsResult::with_all_items(tools.as_ref().clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let b = self.binding(&cx.extensions)?;
+        let arguments = request.arguments.map(serde_json::Value::Object);
+        match self
+            .hub
+            .pipeline
+            .call(&b, &request.name, arguments, cx.ct.clone())
+            .await
+        {
+            Err(unknown) => Err(McpError::invalid_params(unknown.to_string(), None)),
+            Ok(r) => {
+                let mut result = if r.is_error {
+                    CallToolResult::error(vec![ContentBlock::text(r.text)])
+                } else {
+                    CallToolResult::success(vec![ContentBlock::text(r.text)])
+                };
+                result.structured_content = r.structured;
+                Ok(result.into())
+            }
+        }
+    }
+}
+
+/// Serves one MCP session on stdin/stdout until the client closes it or
+/// `shutdown` fires.
+pub async fn serve_stdio(
+    hub: Arc<Hub>,
+    binding: Binding,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> Result<(), std::io::Error> {
+    let running = Handler::new(hub, Identity::Fixed(binding))
+        .serve_with_ct(rmcp::transport::stdio(), shutdown)
+        .await
+        .map_err(std::io::Error::other)?;
+    running.waiting().await.map_err(std::io::Error::other)?;
+    Ok(())
+}

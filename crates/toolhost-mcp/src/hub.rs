@@ -1,0 +1,157 @@
+//! Live sessions and `notifications/tools/list_changed`.
+
+use crate::tools::ListingCache;
+use rmcp::service::SubscriptionSink;
+use rmcp::{Peer, RoleServer};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use toolhost_catalog::Store;
+use toolhost_pipeline::Pipeline;
+
+/// How long one notification may take before that client is given up on
+/// for this change.
+const SEND_TIMEOUT: Duration = Duration::from_secs(5);
+
+enum Target {
+    /// A session client (2025-11-25 and older).
+    Peer(Peer<RoleServer>),
+    /// An open `subscriptions/listen` stream (2026-07-28).
+    Sink(SubscriptionSink),
+}
+
+struct Listener {
+    id: u64,
+    surface: String,
+    /// The surface epoch this listener has last been told about.
+    seen: u64,
+    target: Arc<Target>,
+}
+
+/// Shared by every session: the pipeline, listing caches, and the listeners
+/// to notify.
+pub struct Hub {
+    pub(crate) pipeline: Arc<Pipeline>,
+    pub(crate) listings: ListingCache,
+    listeners: Mutex<Vec<Listener>>,
+    next_id: AtomicU64,
+}
+
+impl std::fmt::Debug for Hub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hub")
+            .field("listeners", &self.listener_count())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Hub {
+    /// A hub over this pipeline. Call [`Hub::run_notifier`] to start
+    /// delivering list changes.
+    #[must_use]
+    pub fn new(pipeline: Arc<Pipeline>) -> Arc<Self> {
+        Arc::new(Self {
+            pipeline,
+            listings: ListingCache::default(),
+            listeners: Mutex::new(Vec::new()),
+            next_id: AtomicU64::new(1),
+        })
+    }
+
+    fn store(&self) -> &Arc<Store> {
+        self.pipeline.store()
+    }
+
+    /// How many sessions and subscriptions would be notified of a change.
+    #[must_use]
+    pub fn listener_count(&self) -> usize {
+        self.listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    fn add(&self, surface: &str, target: Target) -> u64 {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let seen = self.store().current().surface_epoch(surface);
+        self.listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Listener {
+                id,
+                surface: surface.to_owned(),
+                seen,
+                target: Arc::new(target),
+            });
+        id
+    }
+
+    pub(crate) fn add_peer(&self, surface: &str, peer: Peer<RoleServer>) -> u64 {
+        self.add(surface, Target::Peer(peer))
+    }
+
+    pub(crate) fn add_subscription(&self, surface: &str, sink: SubscriptionSink) -> u64 {
+        self.add(surface, Target::Sink(sink))
+    }
+
+    pub(crate) fn remove(&self, id: u64) {
+        self.listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|l| l.id != id);
+    }
+
+    /// Delivers list changes until the store is dropped. Spawn it once.
+    pub async fn run_notifier(self: Arc<Self>) {
+        let mut changes = self.store().subscribe();
+        while changes.changed().await.is_ok() {
+            self.notify_changed();
+        }
+    }
+
+    /// Notifies every listener whose surface's epoch moved past what it was
+    /// told, each on its own task with a timeout. Closed ones are dropped.
+    pub fn notify_changed(&self) {
+        let catalog = self.store().current();
+        let mut due = Vec::new();
+        {
+            let mut listeners = self
+                .listeners
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            listeners.retain(|l| match &*l.target {
+                Target::Peer(p) => !p.is_transport_closed(),
+                Target::Sink(_) => true,
+            });
+            for l in listeners.iter_mut() {
+                let epoch = catalog.surface_epoch(&l.surface);
+                if epoch > l.seen {
+                    l.seen = epoch;
+                    due.push((l.id, Arc::clone(&l.target)));
+                }
+            }
+        }
+        for (id, target) in due {
+            tokio::spawn(async move {
+                let sent = match &*target {
+                    Target::Peer(p) => {
+                        tokio::time::timeout(SEND_TIMEOUT, p.notify_tool_list_changed())
+                            .await
+                            .map(|r| r.is_ok())
+                    }
+                    Target::Sink(s) => {
+                        tokio::time::timeout(SEND_TIMEOUT, s.notify_tool_list_changed())
+                            .await
+                            .map(|r| r.is_ok())
+                    }
+                };
+                if !matches!(sent, Ok(true)) {
+                    tracing::debug!(
+                        listener = id,
+                        "list_changed not delivered (client slow or gone)"
+                    );
+                }
+            });
+        }
+    }
+}

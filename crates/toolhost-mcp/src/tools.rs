@@ -1,0 +1,73 @@
+//! Catalog entries as MCP `Tool`s, built once per surface per change.
+
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use toolhost_catalog::{Catalog, Entry};
+
+/// One descriptor as MCP shows it: schemas exactly as declared (no alias,
+/// no added `additionalProperties`), title, and the four hints.
+pub(crate) fn to_tool(e: &Entry) -> Tool {
+    let d = &e.descriptor;
+    let schema =
+        |v: &serde_json::Value| -> JsonObject { v.as_object().cloned().unwrap_or_default() };
+    let mut t = Tool::new(
+        d.exposed_name.clone(),
+        d.description.clone(),
+        Arc::new(schema(&d.input_schema)),
+    )
+    .with_annotations(
+        ToolAnnotations::new()
+            .read_only(d.annotations.read_only)
+            .destructive(d.annotations.destructive)
+            .idempotent(d.annotations.idempotent)
+            .open_world(d.annotations.open_world),
+    );
+    if let Some(title) = &d.title {
+        t = t.with_title(title.clone());
+    }
+    if let Some(out) = &d.output_schema {
+        t = t.with_raw_output_schema(Arc::new(schema(out)));
+    }
+    t
+}
+
+/// Listings by surface, rebuilt only when that surface's list changed. A
+/// listing is always built from one catalog, so it is consistent with one
+/// snapshot.
+#[derive(Default)]
+pub(crate) struct ListingCache {
+    by_surface: Mutex<HashMap<String, Listing>>,
+}
+
+/// A surface's listing and the surface epoch it was built at.
+type Listing = (u64, Arc<Vec<Tool>>);
+
+impl ListingCache {
+    pub(crate) fn listing(&self, catalog: &Catalog, surface: &str) -> Arc<Vec<Tool>> {
+        let epoch = catalog.surface_epoch(surface);
+        if let Some((e, tools)) = self
+            .by_surface
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(surface)
+            && *e == epoch
+        {
+            return Arc::clone(tools);
+        }
+        let tools: Arc<Vec<Tool>> =
+            Arc::new(catalog.visible(surface).map(|e| to_tool(e)).collect());
+        let mut cache = self
+            .by_surface
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // A concurrent builder may have stored a newer epoch; keep the newest.
+        match cache.get(surface) {
+            Some((e, _)) if *e > epoch => {}
+            _ => {
+                cache.insert(surface.to_owned(), (epoch, Arc::clone(&tools)));
+            }
+        }
+        tools
+    }
+}

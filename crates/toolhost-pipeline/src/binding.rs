@@ -1,0 +1,58 @@
+//! Who is calling: a session's binding (SPEC section 6).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The identity an MCP session is bound to. Cheap to clone; clones share
+/// the active flag, so revoking a binding reaches every session using it.
+#[derive(Debug, Clone)]
+pub struct Binding {
+    /// Where the session works; decides which tools it sees.
+    pub surface: String,
+    /// The task it works on.
+    pub task_id: String,
+    /// The agent session.
+    pub session_id: String,
+    /// The workspace, if any.
+    pub workspace_id: Option<String>,
+    state: Arc<BindingState>,
+}
+
+/// Shared, revocable state of a binding.
+#[derive(Debug)]
+pub struct BindingState {
+    active: AtomicBool,
+}
+
+impl Binding {
+    /// An active binding.
+    #[must_use]
+    pub fn new(
+        surface: impl Into<String>,
+        task_id: impl Into<String>,
+        session_id: impl Into<String>,
+        workspace_id: Option<String>,
+    ) -> Self {
+        Self {
+            surface: surface.into(),
+            task_id: task_id.into(),
+            session_id: session_id.into(),
+            workspace_id,
+            state: Arc::new(BindingState {
+                active: AtomicBool::new(true),
+            }),
+        }
+    }
+
+    /// Whether the binding is still in force.
+    #[must_use]
+    pub fn is_active(&self) -> bool {
+        self.state.active.load(Ordering::Acquire)
+    }
+
+    /// Revokes the binding: calls past resolution are refused at
+    /// authorization from now on.
+    pub fn revoke(&self) {
+        self.state.active.store(false, Ordering::Release);
+    }
+}

@@ -1,0 +1,294 @@
+//! The pipeline itself.
+
+use crate::binding::Binding;
+use crate::plugins::Plugins;
+use crate::result::{CallResult, ErrorCode};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+use toolhost_catalog::{Entry, Store};
+use toolhost_proto::json::{json_from_struct, struct_from_json};
+use toolhost_proto::plugin::{AgentToolContext, AgentToolRequest};
+use toolhost_runtime::InvokeError;
+use toolhost_validate::{ToolPolicy, check_arguments};
+use tracing::Instrument as _;
+
+/// Daemon-wide caps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// No call waits longer than this, whatever its tool declares.
+    pub max_timeout: Duration,
+    /// Largest result (text plus structured content, serialized).
+    pub max_result_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_timeout: Duration::from_secs(300),
+            max_result_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// Step 1 found nothing: a protocol error, `Unknown tool: <name>`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("Unknown tool: {0}")]
+pub struct UnknownTool(pub String);
+
+/// The call pipeline, shared by every session.
+#[derive(Debug)]
+pub struct Pipeline {
+    store: Arc<Store>,
+    plugins: Arc<Plugins>,
+    limits: Limits,
+}
+
+impl Pipeline {
+    /// A pipeline over this catalog and these plugins.
+    #[must_use]
+    pub fn new(store: Arc<Store>, plugins: Arc<Plugins>, limits: Limits) -> Self {
+        Self {
+            store,
+            plugins,
+            limits,
+        }
+    }
+
+    /// The catalog store.
+    #[must_use]
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// The plugins.
+    #[must_use]
+    pub fn plugins(&self) -> &Arc<Plugins> {
+        &self.plugins
+    }
+
+    /// Runs one `tools/call`. `cancel` is the agent's cancellation.
+    pub async fn call(
+        &self,
+        binding: &Binding,
+        name: &str,
+        arguments: Option<Value>,
+        cancel: CancellationToken,
+    ) -> Result<CallResult, UnknownTool> {
+        let started = Instant::now();
+        let invocation_id = invocation_id();
+        // 1. Resolve among the tools this session can see.
+        let catalog = self.store.current();
+        let Some(entry) = catalog.resolve(&binding.surface, name).cloned() else {
+            tracing::info!(target: "toolhost::audit", invocation_id, tool = %truncate(name), task_id = %binding.task_id,
+                session_id = %binding.session_id, outcome = "unknown_tool", "tool call");
+            return Err(UnknownTool(truncate(name)));
+        };
+        drop(catalog);
+        let d = &entry.descriptor;
+        let span = tracing::info_span!("tools/call", invocation_id = %invocation_id, tool = %d.exposed_name, plugin = %d.plugin_id);
+        let result = self
+            .run(binding, &entry, &invocation_id, arguments, cancel)
+            .instrument(span)
+            .await;
+        // 8. Audit: ids, outcome and duration; never contents.
+        tracing::info!(
+            target: "toolhost::audit",
+            invocation_id,
+            tool = %d.exposed_name,
+            plugin = %d.plugin_id,
+            task_id = %binding.task_id,
+            session_id = %binding.session_id,
+            outcome = result.outcome(),
+            duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            "tool call"
+        );
+        Ok(result)
+    }
+
+    async fn run(
+        &self,
+        binding: &Binding,
+        entry: &Arc<Entry>,
+        invocation_id: &str,
+        arguments: Option<Value>,
+        cancel: CancellationToken,
+    ) -> CallResult {
+        let d = &entry.descriptor;
+        let Ok(schema) = &entry.input else {
+            return CallResult::failure(
+                ErrorCode::ToolUnavailable,
+                format!(
+                    "{} is unavailable: its declaration is defective",
+                    d.exposed_name
+                ),
+                None,
+            );
+        };
+        // 2-4. Bound, normalize aliases, validate.
+        let policy = ToolPolicy {
+            aliases: &d.aliases,
+            unknown: d.unknown_arguments,
+        };
+        let checked = match check_arguments(schema, &policy, arguments) {
+            Ok(c) => c,
+            Err(e) => {
+                return CallResult::failure(
+                    ErrorCode::InvalidArguments,
+                    e.message,
+                    Some(&e.violations),
+                );
+            }
+        };
+        // 5. Authorize against the state now.
+        let now = self.store.current();
+        let same = now
+            .get(&d.exposed_name)
+            .is_some_and(|cur| Arc::ptr_eq(cur, entry) || cur.descriptor == *d);
+        if !same {
+            return CallResult::failure(
+                ErrorCode::ToolUnavailable,
+                format!(
+                    "{} was withdrawn or changed since it was listed; list the tools again",
+                    d.exposed_name
+                ),
+                None,
+            );
+        }
+        drop(now);
+        if !binding.is_active() {
+            return CallResult::failure(
+                ErrorCode::NotAuthorized,
+                "this session's binding has been revoked",
+                None,
+            );
+        }
+        if !d.on_surface(&binding.surface) {
+            return CallResult::failure(
+                ErrorCode::NotAuthorized,
+                "this tool is not offered on this session's surface",
+                None,
+            );
+        }
+        let client = match self.plugins.client(&d.plugin_id, &d.plugin_version) {
+            Ok(c) => c,
+            Err(why) => return CallResult::failure(ErrorCode::PluginUnavailable, why, None),
+        };
+        // 6. Dispatch exactly once.
+        let deadline = Duration::from_millis(u64::from(d.timeout_ms)).min(self.limits.max_timeout);
+        let request = AgentToolRequest {
+            invocation_id: invocation_id.to_owned(),
+            name: d.local_name.clone(),
+            arguments: Some(struct_from_json(&checked.arguments)),
+            context: Some(AgentToolContext {
+                task_id: binding.task_id.clone(),
+                session_id: binding.session_id.clone(),
+                workspace_id: binding.workspace_id.clone().unwrap_or_default(),
+                surface: binding.surface.clone(),
+            }),
+        };
+        let answer = tokio::select! {
+            biased;
+            () = cancel.cancelled() => {
+                return CallResult::failure(ErrorCode::Cancelled, "the call was cancelled by the client", None);
+            }
+            r = client.invoke(request, deadline) => r,
+        };
+        let response = match answer {
+            Ok(r) => r,
+            Err(InvokeError::Timeout(t)) => {
+                return CallResult::failure(
+                    ErrorCode::Timeout,
+                    format!(
+                        "{} did not answer within {} ms; it may or may not have taken effect",
+                        d.exposed_name,
+                        t.as_millis()
+                    ),
+                    None,
+                );
+            }
+            Err(e @ InvokeError::Unavailable { .. }) => {
+                return CallResult::failure(ErrorCode::PluginUnavailable, e.to_string(), None);
+            }
+            Err(InvokeError::Refused { code, .. }) => {
+                return CallResult::failure(
+                    ErrorCode::PluginError,
+                    format!("plugin {} refused the call ({code:?})", d.plugin_id),
+                    None,
+                );
+            }
+        };
+        // 7. Map the result.
+        let structured = response
+            .structured_content
+            .as_ref()
+            .map(|s| Value::Object(json_from_struct(s)));
+        let size = response.text.len()
+            + structured
+                .as_ref()
+                .map_or(0, |s| serde_json::to_vec(s).map_or(usize::MAX, |b| b.len()));
+        if size > self.limits.max_result_bytes {
+            return CallResult::failure(
+                ErrorCode::ResultTooLarge,
+                format!(
+                    "{} answered {size} bytes; the limit is {} bytes",
+                    d.exposed_name, self.limits.max_result_bytes
+                ),
+                None,
+            );
+        }
+        if !response.is_error
+            && let Some(Ok(out_schema)) = &entry.output
+        {
+            let verdict = match &structured {
+                Some(s) => out_schema.check_value(s),
+                None => Err(toolhost_validate::ArgumentError {
+                    message: "no structured content".to_owned(),
+                    violations: vec![],
+                }),
+            };
+            if let Err(e) = verdict {
+                return CallResult::failure(
+                    ErrorCode::PluginError,
+                    format!(
+                        "plugin {}'s result does not match the tool's declared output schema",
+                        d.plugin_id
+                    ),
+                    Some(&e.violations),
+                );
+            }
+        }
+        let mut structured = structured;
+        let mut text = response.text;
+        if !checked.unknown_args.is_empty() {
+            let names = Value::from(checked.unknown_args.clone());
+            match &mut structured {
+                Some(Value::Object(m)) => {
+                    m.insert("unknown_args".into(), names);
+                }
+                _ => structured = Some(serde_json::json!({ "unknown_args": names })),
+            }
+            text.push_str(&format!(
+                "\n(ignored unknown arguments: {})",
+                checked.unknown_args.join(", ")
+            ));
+        }
+        CallResult {
+            text,
+            structured,
+            is_error: response.is_error,
+            code: None,
+        }
+    }
+}
+
+/// 128 random bits as 32 hex digits.
+fn invocation_id() -> String {
+    format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
+}
+
+/// Names from agents are echoed only in `Unknown tool`, and only so long.
+fn truncate(name: &str) -> String {
+    name.chars().take(128).collect()
+}

@@ -1,0 +1,102 @@
+//! What a call answers: a result for the model, successful or not.
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use toolhost_validate::Violation;
+
+/// Why a call failed, from pipeline step 2 on (SPEC section 8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The arguments broke a bound or the schema.
+    InvalidArguments,
+    /// The tool is withheld (unsound schema) or left the catalog or changed
+    /// its declaration since it was resolved.
+    ToolUnavailable,
+    /// The session's binding is no longer active, or the backend said no.
+    NotAuthorized,
+    /// The plugin is not ready (starting, restarting, failed), or died
+    /// during the call.
+    PluginUnavailable,
+    /// The deadline passed.
+    Timeout,
+    /// The agent cancelled the call.
+    Cancelled,
+    /// The plugin refused the call or answered something invalid.
+    PluginError,
+    /// The result is over the size cap.
+    ResultTooLarge,
+    /// A bug in toolhost.
+    Internal,
+}
+
+impl ErrorCode {
+    /// The code as it appears on the wire.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InvalidArguments => "invalid_arguments",
+            Self::ToolUnavailable => "tool_unavailable",
+            Self::NotAuthorized => "not_authorized",
+            Self::PluginUnavailable => "plugin_unavailable",
+            Self::Timeout => "timeout",
+            Self::Cancelled => "cancelled",
+            Self::PluginError => "plugin_error",
+            Self::ResultTooLarge => "result_too_large",
+            Self::Internal => "internal",
+        }
+    }
+}
+
+/// The answer to a `tools/call` that resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallResult {
+    /// Text for the model.
+    pub text: String,
+    /// Structured content: the plugin's, or `{"error": ...}` on failure.
+    pub structured: Option<Value>,
+    /// MCP `isError`.
+    pub is_error: bool,
+    /// Set when the pipeline (not the tool) failed the call.
+    pub code: Option<ErrorCode>,
+}
+
+impl CallResult {
+    /// A failure: `isError`, a text for the model, and
+    /// `structuredContent.error = {code, message, violations?}`. The message
+    /// must not contain argument values; callers build it from names only.
+    #[must_use]
+    pub fn failure(
+        code: ErrorCode,
+        message: impl Into<String>,
+        violations: Option<&[Violation]>,
+    ) -> Self {
+        let message = message.into();
+        let mut error = Map::new();
+        error.insert("code".into(), json!(code));
+        error.insert("message".into(), json!(message));
+        if let Some(v) = violations {
+            error.insert(
+                "violations".into(),
+                serde_json::to_value(v).unwrap_or(Value::Null),
+            );
+        }
+        Self {
+            text: format!("Error ({}): {message}", code.as_str()),
+            structured: Some(json!({ "error": error })),
+            is_error: true,
+            code: Some(code),
+        }
+    }
+
+    /// The outcome as an audit word: `ok`, `tool_error` (the tool itself
+    /// reported failure), or the error code.
+    #[must_use]
+    pub fn outcome(&self) -> &'static str {
+        match (self.code, self.is_error) {
+            (Some(c), _) => c.as_str(),
+            (None, true) => "tool_error",
+            (None, false) => "ok",
+        }
+    }
+}

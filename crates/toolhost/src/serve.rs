@@ -1,0 +1,287 @@
+//! `toolhost serve`: wires manifests, supervisor, catalog, pipeline and MCP.
+
+use crate::authority::Embedded;
+use crate::config::{BindingConfig, Config};
+use anyhow::{Context as _, Result, bail};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use toolhost_catalog::Store;
+use toolhost_manifest::{check_set, expand_plugin_dirs, naming};
+use toolhost_mcp::{HttpOptions, Hub, TokenTable, http_router, serve_stdio};
+use toolhost_pipeline::{Binding, Limits, Pipeline, Plugins};
+use toolhost_runtime::{PluginSpec, supervise};
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Configuration file (TOML); flags override it.
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// Plugin directories, or directories of plugin directories (repeatable).
+    #[arg(long = "plugins", value_name = "DIR")]
+    plugins: Vec<PathBuf>,
+    /// Serve one MCP session on stdin/stdout (logs go to stderr).
+    #[arg(long)]
+    stdio: bool,
+    /// Serve streamable HTTP at http://ADDR/mcp (e.g. 127.0.0.1:7010; port 0 picks one).
+    #[arg(long, value_name = "ADDR")]
+    http: Option<String>,
+    /// Surface of the stdio session.
+    #[arg(long)]
+    surface: Option<String>,
+    /// Task id of the stdio session.
+    #[arg(long)]
+    task_id: Option<String>,
+    /// Session id of the stdio session.
+    #[arg(long)]
+    session_id: Option<String>,
+    /// Workspace id of the stdio session.
+    #[arg(long)]
+    workspace_id: Option<String>,
+    /// Where plugins' data directories live.
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// Log format: pretty or json.
+    #[arg(long)]
+    log_format: Option<String>,
+}
+
+fn init_logging(format: &str, level: &str) -> Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
+        .context("invalid log level")?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        "json" => builder.json().init(),
+        "pretty" => builder.init(),
+        other => bail!("log format must be pretty or json, not {other:?}"),
+    }
+    Ok(())
+}
+
+fn default_state_dir() -> PathBuf {
+    std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .map_or_else(|| PathBuf::from(".toolhost"), |base| base.join("toolhost"))
+}
+
+fn binding(b: &BindingConfig) -> Binding {
+    Binding::new(
+        &b.surface,
+        &b.task_id,
+        &b.session_id,
+        b.workspace_id.clone(),
+    )
+}
+
+async fn shutdown_signal(token: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    if let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+            _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+            () = token.cancelled() => {}
+        }
+    } else {
+        token.cancelled().await;
+    }
+    token.cancel();
+}
+
+pub async fn run(args: ServeArgs) -> Result<()> {
+    let config = match &args.config {
+        Some(p) => Config::load(p)?,
+        None => Config::default(),
+    };
+    let log_format = args
+        .log_format
+        .clone()
+        .or(config.log.format.clone())
+        .unwrap_or_else(|| "pretty".into());
+    init_logging(&log_format, config.log.level.as_deref().unwrap_or("info"))?;
+
+    let prefix = config
+        .prefix
+        .clone()
+        .unwrap_or_else(|| naming::DEFAULT_PREFIX.to_owned());
+    if !naming::is_valid_prefix(&prefix) {
+        bail!(
+            "prefix {prefix:?} must be 1 to 16 lowercase letters and digits, starting with a letter"
+        );
+    }
+    let plugin_paths = if args.plugins.is_empty() {
+        config.plugins.clone()
+    } else {
+        args.plugins.clone()
+    };
+    if plugin_paths.is_empty() {
+        bail!("no plugins to serve: pass --plugins DIR or set `plugins` in the config file");
+    }
+    let state_dir = args
+        .state_dir
+        .clone()
+        .or(config.state_dir.clone())
+        .unwrap_or_else(default_state_dir);
+    let data_root = state_dir.join("data");
+
+    // Which sessions to serve.
+    let stdio_binding = {
+        let base = config.stdio.clone();
+        let pick =
+            |flag: &Option<String>, from: Option<&str>| flag.clone().or(from.map(str::to_owned));
+        let surface = pick(&args.surface, base.as_ref().map(|b| b.surface.as_str()));
+        let task = pick(&args.task_id, base.as_ref().map(|b| b.task_id.as_str()));
+        let session = pick(
+            &args.session_id,
+            base.as_ref().map(|b| b.session_id.as_str()),
+        );
+        let workspace = args
+            .workspace_id
+            .clone()
+            .or(base.as_ref().and_then(|b| b.workspace_id.clone()));
+        match (surface, task, session) {
+            (Some(surface), Some(task_id), Some(session_id)) => Some(binding(&BindingConfig {
+                surface,
+                task_id,
+                session_id,
+                workspace_id: workspace,
+            })),
+            _ if args.stdio => bail!(
+                "--stdio needs a binding: --surface, --task-id and --session-id (or [stdio] in the config file)"
+            ),
+            _ => None,
+        }
+    };
+    let http_config = config.http.unwrap_or_default();
+    let http_addr = args.http.clone().or(http_config.listen.clone());
+    if !args.stdio && http_addr.is_none() {
+        bail!(
+            "nothing to serve on: pass --stdio and/or --http ADDR (or [http] listen in the config file)"
+        );
+    }
+    let tokens = Arc::new(TokenTable::new());
+    for t in &http_config.tokens {
+        tokens.bind(&t.secret()?, binding(&t.binding));
+    }
+    if http_addr.is_some() && tokens.is_empty() {
+        tracing::warn!(
+            "HTTP is on but no [[http.tokens]] are configured: every request will get 401"
+        );
+    }
+
+    // Plugins and the catalog.
+    let (dirs, mut problems) = expand_plugin_dirs(&plugin_paths);
+    let set = check_set(&prefix, &dirs);
+    problems.extend(set.problems);
+    for p in &problems {
+        tracing::error!("plugin not served: {p}");
+    }
+    let supervisor = config.supervisor.resolve();
+    let store = Arc::new(Store::new(prefix.clone()));
+    let plugins = Arc::new(Plugins::new());
+    let mut served = Vec::new();
+    for m in set.plugins {
+        let handle = Arc::new(supervise(
+            PluginSpec::from_manifest(&m, &data_root),
+            supervisor.clone(),
+        ));
+        plugins.insert(Arc::clone(&handle));
+        served.push((m, handle));
+    }
+    let handles: Vec<_> = served.iter().map(|(_, h)| Arc::clone(h)).collect();
+    tokio::spawn(
+        Embedded {
+            prefix,
+            store: Arc::clone(&store),
+            plugins: served,
+        }
+        .run(),
+    );
+
+    let limits = Limits {
+        max_timeout: config
+            .limits
+            .max_timeout_ms
+            .map_or(Limits::default().max_timeout, Duration::from_millis),
+        max_result_bytes: config
+            .limits
+            .max_result_bytes
+            .unwrap_or(Limits::default().max_result_bytes),
+    };
+    let pipeline = Arc::new(Pipeline::new(
+        Arc::clone(&store),
+        Arc::clone(&plugins),
+        limits,
+    ));
+    let hub = Hub::new(pipeline);
+    tokio::spawn(Arc::clone(&hub).run_notifier());
+
+    let shutdown = CancellationToken::new();
+    tokio::spawn(shutdown_signal(shutdown.clone()));
+
+    let mut http_task = None;
+    if let Some(addr) = http_addr {
+        let listener = tokio::net::TcpListener::bind(&addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr}"))?;
+        let local = listener.local_addr()?;
+        if !local.ip().is_loopback() {
+            tracing::warn!(%local, "listening on a non-loopback address; make sure tokens and allowed_hosts are what you intend");
+        }
+        let mut options = HttpOptions {
+            shutdown: shutdown.child_token(),
+            stateless_json: http_config.stateless_json,
+            ..HttpOptions::default()
+        };
+        if let Some(h) = http_config.allowed_hosts.clone() {
+            options.allowed_hosts = h;
+        }
+        if let Some(o) = http_config.allowed_origins.clone() {
+            options.allowed_origins = o;
+        }
+        let app = http_router(Arc::clone(&hub), Arc::clone(&tokens), options);
+        // A line for people and scripts (tests wait for it).
+        eprintln!("toolhost: serving MCP on http://{local}/mcp");
+        let stop = shutdown.clone();
+        http_task = Some(tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await
+        }));
+    }
+    if args.stdio {
+        let Some(b) = stdio_binding else {
+            bail!("--stdio needs a binding")
+        };
+        let stop = shutdown.clone();
+        let hub = Arc::clone(&hub);
+        tokio::spawn(async move {
+            if let Err(e) = serve_stdio(hub, b, stop.clone()).await {
+                tracing::error!("stdio session ended with an error: {e}");
+            }
+            // The stdio client is the daemon's reason to live.
+            stop.cancel();
+        });
+    }
+
+    shutdown.cancelled().await;
+    tracing::info!("stopping plugins");
+    let all = futures::future::join_all(handles.iter().map(|h| h.stop()));
+    if tokio::time::timeout(supervisor.stop_grace + Duration::from_secs(5), all)
+        .await
+        .is_err()
+    {
+        tracing::warn!("some plugins did not stop in time");
+    }
+    if let Some(t) = http_task {
+        let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+    }
+    Ok(())
+}
