@@ -54,7 +54,13 @@ pub fn parse(line: &str) -> Result<Handshake, HandshakeError> {
             fields: fields.len(),
         });
     };
-    let short = |s: &str| s.chars().take(64).collect::<String>();
+    // Quote at most 64 printable ASCII characters of whatever the plugin sent.
+    let short = |s: &str| {
+        s.chars()
+            .take(64)
+            .map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' })
+            .collect::<String>()
+    };
     if *core != "1" {
         return Err(HandshakeError::CoreVersion(short(core)));
     }
