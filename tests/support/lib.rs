@@ -126,39 +126,86 @@ pub fn pids_with_cmdline(needle: &str) -> Vec<u32> {
 #[must_use]
 pub fn testplug_dir(root: &Path, id: &str, mode: &str) -> PathBuf {
     let dir = root.join(id);
-    let schemas = [
+    // (name, input schema, annotations, timeout_ms, extra manifest lines)
+    let tools: [(&str, &str, &str, u32, &str); 9] = [
         (
             "echo",
-            r#"{ type = "object", properties = { msg = { type = "string" }, n = { type = "integer" } } }"#,
+            r#"{ type = "object", required = ["msg", "n"], properties = { msg = { type = "string", maxLength = 20 }, n = { type = "integer", minimum = 0, maximum = 10 }, mode = { enum = ["fast", "slow"] }, settings = { type = "object", additionalProperties = { type = "string" } }, max_results = { type = "integer" } } }"#,
             "read_only = true, open_world = false",
+            10_000,
+            r#"aliases = { limit = "max_results", top_k = "max_results" }"#,
+        ),
+        (
+            "echo_report",
+            r#"{ type = "object", properties = { q = { type = "string" } } }"#,
+            "read_only = true, idempotent = true",
+            10_000,
+            r#"unknown_arguments = "report""#,
         ),
         (
             "slow",
             r#"{ type = "object", properties = { ms = { type = "integer", minimum = 0 } } }"#,
-            "read_only = true, open_world = false",
+            "read_only = true",
+            60_000,
+            "",
         ),
-        ("crash", r#"{ type = "object" }"#, "destructive = false"),
-        ("count", r#"{ type = "object" }"#, "read_only = true"),
+        (
+            "nap",
+            r#"{ type = "object", properties = { ms = { type = "integer", minimum = 0 } } }"#,
+            "read_only = true",
+            500,
+            "",
+        ),
+        (
+            "crash",
+            r#"{ type = "object" }"#,
+            "destructive = false",
+            10_000,
+            "",
+        ),
+        (
+            "count",
+            r#"{ type = "object" }"#,
+            "read_only = true",
+            10_000,
+            "",
+        ),
         (
             "big",
             r#"{ type = "object", properties = { bytes = { type = "integer" } } }"#,
             "read_only = true",
+            10_000,
+            "",
         ),
-        ("bad_output", r#"{ type = "object" }"#, "read_only = true"),
+        (
+            "bad_output",
+            r#"{ type = "object" }"#,
+            "read_only = true",
+            10_000,
+            r#"output_schema = { type = "object", properties = { count = { type = "integer" } } }"#,
+        ),
+        (
+            "only_task",
+            r#"{ type = "object" }"#,
+            "read_only = true",
+            10_000,
+            "",
+        ),
     ];
     let mut toml = format!(
         "id = \"{id}\"\nversion = \"1.0.0\"\nname = \"Test plugin\"\n\n[runtime]\ncommand = \"{}\"\nargs = [\"--mode\", \"{mode}\"]\nstartup_timeout_ms = 5000\n",
         bin("testplug").display()
     );
-    for (name, schema, hints) in schemas {
-        let timeout = if name == "slow" { 60_000 } else { 10_000 };
-        let output = if name == "bad_output" {
-            "output_schema = { type = \"object\", properties = { count = { type = \"integer\" } } }\n"
+    for (name, schema, hints, timeout, extra) in tools {
+        // `only_task` is offered on one surface only: sessions elsewhere must
+        // not learn it exists.
+        let surfaces = if name == "only_task" {
+            r#"["kanban-task"]"#
         } else {
-            ""
+            r#"["kanban-task", "chat"]"#
         };
         toml.push_str(&format!(
-            "\n[[tools]]\nname = \"{name}\"\ndescription = \"testplug {name}\"\nsurfaces = [\"kanban-task\", \"chat\"]\ntimeout_ms = {timeout}\ninput_schema = {schema}\n{output}annotations = {{ {hints} }}\n"
+            "\n[[tools]]\nname = \"{name}\"\ndescription = \"testplug {name}\"\nsurfaces = {surfaces}\ntimeout_ms = {timeout}\ninput_schema = {schema}\nannotations = {{ {hints} }}\n{extra}\n"
         ));
     }
     if let Err(e) =
@@ -178,4 +225,207 @@ pub fn events(data_dir: &Path, prefix: &str) -> Vec<String> {
         .filter(|l| l.starts_with(prefix))
         .map(str::to_owned)
         .collect()
+}
+
+/// A running `toolhost serve`, killed (SIGKILL) and reaped when dropped.
+#[derive(Debug)]
+pub struct Daemon {
+    child: std::process::Child,
+    /// `http://127.0.0.1:PORT/mcp`, when serving HTTP.
+    pub url: String,
+    logs: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+/// The token the helpers configure.
+pub const TOKEN: &str = "test-token-0123456789";
+
+impl Daemon {
+    /// Writes `config` to `dir/toolhost.toml` and starts `toolhost serve
+    /// --config ... --http 127.0.0.1:0 EXTRA...`, waiting until it serves.
+    #[must_use]
+    pub fn start(dir: &Path, config: &str, extra: &[&str]) -> Self {
+        use std::io::BufRead as _;
+        let file = dir.join("toolhost.toml");
+        if let Err(e) = std::fs::write(&file, config) {
+            panic!("cannot write {}: {e}", file.display());
+        }
+        let mut child = match std::process::Command::new(bin("toolhost"))
+            .args(["serve", "--config"])
+            .arg(&file)
+            .args(["--http", "127.0.0.1:0"])
+            .args(extra)
+            .env("RUST_LOG", "info,toolhost::audit=trace")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+        {
+            Ok(c) => c,
+            Err(e) => panic!("cannot start toolhost: {e}"),
+        };
+        let logs = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        if let Some(stderr) = child.stderr.take() {
+            let logs = std::sync::Arc::clone(&logs);
+            std::thread::spawn(move || {
+                for line in std::io::BufReader::new(stderr)
+                    .lines()
+                    .map_while(Result::ok)
+                {
+                    if let Some(url) = line.strip_prefix("toolhost: serving MCP on ") {
+                        let _ = tx.send(url.to_owned());
+                    }
+                    if let Ok(mut l) = logs.lock() {
+                        l.push_str(&line);
+                        l.push('\n');
+                    }
+                }
+            });
+        }
+        let url = match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(u) => u,
+            Err(_) => {
+                let _ = child.kill();
+                let logs = logs.lock().map(|l| l.clone()).unwrap_or_default();
+                panic!("toolhost did not start serving:\n{logs}");
+            }
+        };
+        Self { child, url, logs }
+    }
+
+    /// The daemon's pid.
+    #[must_use]
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Everything it logged so far.
+    #[must_use]
+    pub fn logs(&self) -> String {
+        self.logs.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// `http://127.0.0.1:PORT` without the `/mcp`.
+    #[must_use]
+    pub fn base(&self) -> String {
+        self.url.trim_end_matches("/mcp").to_owned()
+    }
+
+    /// Sends a signal and waits for the daemon to exit.
+    pub fn signal_and_wait(&mut self, signal: rustix::process::Signal) -> std::process::ExitStatus {
+        if let Some(p) = i32::try_from(self.child.id())
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            let _ = rustix::process::kill_process(p, signal);
+        }
+        match self.child.wait() {
+            Ok(s) => s,
+            Err(e) => panic!("cannot wait for toolhost: {e}"),
+        }
+    }
+
+    /// One metric's value from `/metrics` (the first line starting with
+    /// `name`), or `None`.
+    pub async fn metric(&self, name: &str) -> Option<f64> {
+        let (status, body) = http_request(
+            &self.base(),
+            "GET",
+            "/metrics",
+            &[("Authorization", &format!("Bearer {TOKEN}"))],
+            "",
+        )
+        .await;
+        if status != 200 {
+            return None;
+        }
+        body.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit_once(' '))
+            .and_then(|(_, v)| v.parse().ok())
+    }
+
+    /// Waits until `/metrics` shows `name` at `value`.
+    pub async fn wait_metric(&self, name: &str, value: f64) {
+        eventually(
+            Duration::from_secs(20),
+            &format!("{name} == {value}"),
+            async || (self.metric(name).await == Some(value)).then_some(()),
+        )
+        .await;
+    }
+
+    /// Pids of the daemon's direct children (its plugins).
+    #[must_use]
+    pub fn children(&self) -> Vec<u32> {
+        children_of(self.child.id())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Pids whose parent is `pid`.
+#[must_use]
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    rd.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.to_owned()))
+                .and_then(|rest| rest.split(' ').nth(1).and_then(|pp| pp.parse::<u32>().ok()))
+                == Some(pid)
+        })
+        .collect()
+}
+
+/// A minimal HTTP/1.1 request over a fresh connection: (status, body).
+pub async fn http_request(
+    base: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let authority = base.trim_start_matches("http://");
+    let Ok(mut stream) = tokio::net::TcpStream::connect(authority).await else {
+        return (0, String::new());
+    };
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        req.push_str(&format!("Host: {authority}\r\n"));
+    }
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    if stream.write_all(req.as_bytes()).await.is_err() {
+        return (0, String::new());
+    }
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw).await;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
 }

@@ -152,8 +152,10 @@ async fn require_token(
     r
 }
 
-/// The `/mcp` router: token gate, then rmcp's streamable HTTP service.
+/// The router: `/mcp` (token gate, then rmcp's streamable HTTP service),
+/// `/metrics` (token gate) and `/healthz` (open: it says only "ok").
 pub fn http_router(hub: Arc<Hub>, tokens: Arc<TokenTable>, options: HttpOptions) -> axum::Router {
+    let hub_for_metrics = Arc::clone(&hub);
     let mut config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(options.allowed_hosts)
         .with_allowed_origins(options.allowed_origins)
@@ -171,9 +173,73 @@ pub fn http_router(hub: Arc<Hub>, tokens: Arc<TokenTable>, options: HttpOptions)
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    axum::Router::new()
+    let metrics_hub = Arc::clone(&hub_for_metrics);
+    let gated = axum::Router::new()
         .nest_service("/mcp", service)
-        .layer(axum::middleware::from_fn_with_state(tokens, require_token))
+        .route(
+            "/metrics",
+            axum::routing::get(move || metrics(Arc::clone(&metrics_hub))),
+        )
+        .layer(axum::middleware::from_fn_with_state(tokens, require_token));
+    axum::Router::new()
+        .route("/healthz", axum::routing::get(|| async { "ok\n" }))
+        .merge(gated)
+}
+
+/// Prometheus text format: catalog version and size, plugin states, live
+/// listeners, calls by outcome. Names and counts only, never contents.
+async fn metrics(hub: Arc<Hub>) -> impl IntoResponse {
+    use std::fmt::Write as _;
+    let pipeline = &hub.pipeline;
+    let catalog = pipeline.store().current();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# HELP toolhost_catalog_revision Revision of the current catalog.\n# TYPE toolhost_catalog_revision gauge"
+    );
+    let _ = writeln!(out, "toolhost_catalog_revision {}", catalog.revision());
+    let _ = writeln!(
+        out,
+        "# HELP toolhost_catalog_tools Tools in the current catalog (sound or not).\n# TYPE toolhost_catalog_tools gauge"
+    );
+    let _ = writeln!(out, "toolhost_catalog_tools {}", catalog.len());
+    let _ = writeln!(
+        out,
+        "# HELP toolhost_catalog_defects Tools withheld as defective.\n# TYPE toolhost_catalog_defects gauge"
+    );
+    let _ = writeln!(out, "toolhost_catalog_defects {}", catalog.defects().len());
+    let _ = writeln!(
+        out,
+        "# HELP toolhost_mcp_listeners Sessions and subscriptions that receive tools/list_changed.\n# TYPE toolhost_mcp_listeners gauge"
+    );
+    let _ = writeln!(out, "toolhost_mcp_listeners {}", hub.listener_count());
+    let _ = writeln!(
+        out,
+        "# HELP toolhost_plugin_state 1 for the state each plugin is in.\n# TYPE toolhost_plugin_state gauge"
+    );
+    for h in pipeline.plugins().all() {
+        let s = h.state();
+        let _ = writeln!(
+            out,
+            "toolhost_plugin_state{{plugin=\"{}\",state=\"{}\"}} 1",
+            h.id(),
+            s.phase.as_str()
+        );
+        let _ = writeln!(
+            out,
+            "toolhost_plugin_restarts_total{{plugin=\"{}\"}} {}",
+            h.id(),
+            s.restarts
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP toolhost_calls_total Tool calls by outcome.\n# TYPE toolhost_calls_total counter"
+    );
+    for (outcome, n) in pipeline.call_counts() {
+        let _ = writeln!(out, "toolhost_calls_total{{outcome=\"{outcome}\"}} {n}");
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
 }
 
 #[cfg(test)]

@@ -43,6 +43,8 @@ pub struct Pipeline {
     store: Arc<Store>,
     plugins: Arc<Plugins>,
     limits: Limits,
+    /// Calls by outcome word (see [`CallResult::outcome`]).
+    counts: std::sync::Mutex<std::collections::BTreeMap<&'static str, u64>>,
 }
 
 impl Pipeline {
@@ -53,7 +55,28 @@ impl Pipeline {
             store,
             plugins,
             limits,
+            counts: std::sync::Mutex::default(),
         }
+    }
+
+    /// Calls so far by outcome (`ok`, `tool_error`, `unknown_tool`, or an
+    /// error code), for metrics.
+    #[must_use]
+    pub fn call_counts(&self) -> Vec<(&'static str, u64)> {
+        let counts = self
+            .counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        counts.iter().map(|(k, v)| (*k, *v)).collect()
+    }
+
+    fn count(&self, outcome: &'static str) {
+        *self
+            .counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(outcome)
+            .or_default() += 1;
     }
 
     /// The catalog store.
@@ -83,6 +106,7 @@ impl Pipeline {
         let Some(entry) = catalog.resolve(&binding.surface, name).cloned() else {
             tracing::info!(target: "toolhost::audit", invocation_id, tool = %truncate(name), task_id = %binding.task_id,
                 session_id = %binding.session_id, outcome = "unknown_tool", "tool call");
+            self.count("unknown_tool");
             return Err(UnknownTool(truncate(name)));
         };
         drop(catalog);
@@ -104,6 +128,7 @@ impl Pipeline {
             duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             "tool call"
         );
+        self.count(result.outcome());
         Ok(result)
     }
 

@@ -58,7 +58,13 @@ pub fn parse(line: &str) -> Result<Handshake, HandshakeError> {
     let short = |s: &str| {
         s.chars()
             .take(64)
-            .map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' })
+            .map(|c| {
+                if c.is_ascii_graphic() || c == ' ' {
+                    c
+                } else {
+                    '?'
+                }
+            })
             .collect::<String>()
     };
     if *core != "1" {

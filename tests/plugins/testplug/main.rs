@@ -1,11 +1,13 @@
 //! `testplug`: a plugin that misbehaves on demand, for the end-to-end tests.
 //!
 //! Start-up behaviour comes from `--mode` (or `TESTPLUG_MODE`):
-//! `normal`; `exit-early` (exits before the handshake); `silent` (never
+//! `normal`; `once` (normal on the first start, hangs before the handshake on
+//! every later one); `exit-early` (exits before the handshake); `silent` (never
 //! prints one); `malformed`, `version`, `tcp` (prints a bad handshake line);
 //! `never-healthy` (serves the tool service but no health service).
 //!
-//! Tools (normal mode): `echo` returns its arguments and context; `slow`
+//! Tools (normal mode): `echo` and `echo_report` return their arguments and
+//! context; `slow` (and `nap`, declared with a short deadline)
 //! waits `ms` milliseconds or until cancelled; `crash` exits the process
 //! mid-call; `count` says how many calls it has seen; `big` answers `bytes`
 //! bytes of text; `bad_output` answers structured content of the wrong shape.
@@ -172,13 +174,31 @@ fn main() -> ExitCode {
             Ok(rt) => rt.block_on(never_healthy()),
             Err(_) => ExitCode::FAILURE,
         },
-        _ => Plugin::new()
-            .tool("echo", echo)
-            .tool("slow", slow)
-            .tool("crash", crash)
-            .tool("count", count)
-            .tool("big", big)
-            .tool("bad_output", bad_output)
-            .run(),
+        "once" => {
+            // Serves normally on the first start; every later start hangs
+            // before the handshake, so the plugin stays starting/restarting.
+            let marker = ToolCall::data_dir().map(|d| d.join("started-once"));
+            if marker.as_ref().is_some_and(|m| m.exists()) {
+                return hang();
+            }
+            if let Some(m) = marker {
+                let _ = std::fs::write(m, b"");
+            }
+            tools().run()
+        }
+        _ => tools().run(),
     }
+}
+
+fn tools() -> Plugin {
+    Plugin::new()
+        .tool("echo", echo)
+        .tool("echo_report", echo)
+        .tool("nap", slow)
+        .tool("only_task", count)
+        .tool("slow", slow)
+        .tool("crash", crash)
+        .tool("count", count)
+        .tool("big", big)
+        .tool("bad_output", bad_output)
 }
