@@ -19,6 +19,9 @@ pub struct Entry {
     /// Digests of the canonical input and output schemas: the keys of the
     /// store's compiled-schema cache.
     pub(crate) schema_digests: ([u8; 32], Option<[u8; 32]>),
+    /// Why a pushed descriptor is withheld although its schemas compile: it
+    /// does not match what is installed (managed mode).
+    pub(crate) withheld: Option<String>,
 }
 
 impl Entry {
@@ -26,14 +29,14 @@ impl Entry {
     /// compiled.
     #[must_use]
     pub fn is_sound(&self) -> bool {
-        self.input.is_ok() && !matches!(self.output, Some(Err(_)))
+        self.input.is_ok() && !matches!(self.output, Some(Err(_))) && self.withheld.is_none()
     }
 
     /// The reason the entry is withheld, if it is.
     #[must_use]
     pub fn defect(&self) -> Option<&str> {
-        match (&self.input, &self.output) {
-            (Err(e), _) | (_, Some(Err(e))) => Some(e),
+        match (&self.input, &self.output, &self.withheld) {
+            (Err(e), _, _) | (_, Some(Err(e)), _) | (_, _, Some(e)) => Some(e),
             _ => None,
         }
     }

@@ -20,8 +20,10 @@
 
 mod catalog;
 mod descriptor;
+mod installed;
 mod store;
 
 pub use catalog::{Catalog, Defect, Entry};
 pub use descriptor::{Descriptor, Snapshot, canonical_digest};
+pub use installed::Installed;
 pub use store::{OfferResult, Outcome, Store};

@@ -8,6 +8,7 @@
 
 use crate::catalog::{Body, Catalog, Defect, Entry};
 use crate::descriptor::{Descriptor, Snapshot, canonical_digest};
+use crate::installed::Installed;
 use arc_swap::ArcSwap;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -128,12 +129,14 @@ impl std::fmt::Debug for Store {
 enum Planned {
     Reuse(Arc<Entry>),
     New(Box<Descriptor>),
+    /// Same declaration, but whether it matches what is installed changed.
+    Rejudge(Arc<Entry>, Option<String>),
 }
 
 impl Planned {
     fn name(&self) -> &str {
         match self {
-            Self::Reuse(e) => &e.descriptor.exposed_name,
+            Self::Reuse(e) | Self::Rejudge(e, _) => &e.descriptor.exposed_name,
             Self::New(d) => &d.exposed_name,
         }
     }
@@ -166,14 +169,24 @@ impl Store {
     }
 
     /// Offers a snapshot (SPEC section 5).
-    pub fn offer(&self, mut snapshot: Snapshot) -> OfferResult {
+    pub fn offer(&self, snapshot: Snapshot) -> OfferResult {
+        self.offer_checked(snapshot, None)
+    }
+
+    /// Offers a snapshot pushed by a backend: descriptors that do not match
+    /// `installed` are withheld and reported as defects.
+    pub fn offer_managed(&self, snapshot: Snapshot, installed: &Installed) -> OfferResult {
+        self.offer_checked(snapshot, Some(installed))
+    }
+
+    fn offer_checked(&self, mut snapshot: Snapshot, installed: Option<&Installed>) -> OfferResult {
         snapshot.normalize();
         let mut w = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
         let cur = self.current.load_full();
         // Shape rules are pure per descriptor: one equal to an entry of the
         // current catalog passed them when it was accepted, so only new
         // descriptors are checked.
-        let (plan, same_content, duplicates) = plan(&cur.body, snapshot.tools);
+        let (plan, same_content, duplicates) = plan(&cur.body, snapshot.tools, installed);
         self.reaper.reap(Box::new(duplicates));
         let reasons = self.shape_problems(&snapshot.generation, &plan);
         let answer = |outcome, reasons, cur: &Catalog, changed| OfferResult {
@@ -222,7 +235,7 @@ impl Store {
             return answer(Outcome::Unchanged, vec![], &self.current.load(), vec![]);
         }
 
-        let (body, changed) = self.build(&mut w, &cur.body, plan);
+        let (body, changed) = self.build(&mut w, &cur.body, plan, installed);
         let seq = body.change_seq;
         let next = Catalog {
             generation: snapshot.generation,
@@ -258,7 +271,13 @@ impl Store {
 
     /// Builds the new body: reused entries as they are, new ones compiled
     /// (through the cache), and the surfaces whose visible list changed.
-    fn build(&self, w: &mut Writer, cur: &Body, plan: Vec<Planned>) -> (Body, Vec<String>) {
+    fn build(
+        &self,
+        w: &mut Writer,
+        cur: &Body,
+        plan: Vec<Planned>,
+        installed: Option<&Installed>,
+    ) -> (Body, Vec<String>) {
         let mut changed: BTreeSet<String> = BTreeSet::new();
         let mut entries = Vec::with_capacity(plan.len());
         // Whether every name sits where it sat before, and whether every
@@ -272,6 +291,18 @@ impl Store {
                     same_names &= cur.entries.get(i).is_some_and(|o| Arc::ptr_eq(o, &e));
                     entries.push(e);
                 }
+                Planned::Rejudge(old, withheld) => {
+                    changed.extend(old.descriptor.surfaces.iter().cloned());
+                    same_visibility = false;
+                    same_names &= cur.entries.get(i).is_some_and(|o| Arc::ptr_eq(o, &old));
+                    entries.push(Arc::new(Entry {
+                        descriptor: old.descriptor.clone(),
+                        input: old.input.clone(),
+                        output: old.output.clone(),
+                        schema_digests: old.schema_digests,
+                        withheld,
+                    }));
+                }
                 Planned::New(d) => {
                     let old = cur
                         .index
@@ -281,7 +312,16 @@ impl Store {
                         changed.extend(old.descriptor.surfaces.iter().cloned());
                     }
                     changed.extend(d.surfaces.iter().cloned());
-                    let entry = compile_entry(w, *d);
+                    let mut entry = compile_entry(w, *d);
+                    if let Some(inst) = installed {
+                        let d = &entry.descriptor;
+                        entry.withheld = inst.verdict(
+                            &d.plugin_id,
+                            &d.plugin_version,
+                            &d.local_name,
+                            &entry.schema_digests,
+                        );
+                    }
                     let in_place = cur.index.get(&entry.descriptor.exposed_name) == Some(&i);
                     same_names &= in_place;
                     same_visibility &= in_place
@@ -347,8 +387,13 @@ impl Store {
 /// Matches a normalized tool list against the current body: equal
 /// descriptors reuse their compiled entry. Returns the plan, whether the
 /// content is the same as the current one, and the incoming descriptors
-/// made redundant by reuse (garbage).
-fn plan(cur: &Body, tools: Vec<Descriptor>) -> (Vec<Planned>, bool, Vec<Descriptor>) {
+/// made redundant by reuse (garbage). With `installed`, a reused entry
+/// whose match against the installed declarations changed is re-judged.
+fn plan(
+    cur: &Body,
+    tools: Vec<Descriptor>,
+    installed: Option<&Installed>,
+) -> (Vec<Planned>, bool, Vec<Descriptor>) {
     let mut same = tools.len() == cur.entries.len();
     let mut duplicates = Vec::with_capacity(tools.len());
     let plan = tools
@@ -366,7 +411,21 @@ fn plan(cur: &Body, tools: Vec<Descriptor>) -> (Vec<Planned>, bool, Vec<Descript
             match old {
                 Some(old) if old.descriptor == d => {
                     duplicates.push(d);
-                    Planned::Reuse(Arc::clone(old))
+                    let verdict = installed.and_then(|inst| {
+                        let d = &old.descriptor;
+                        inst.verdict(
+                            &d.plugin_id,
+                            &d.plugin_version,
+                            &d.local_name,
+                            &old.schema_digests,
+                        )
+                    });
+                    if verdict == old.withheld {
+                        Planned::Reuse(Arc::clone(old))
+                    } else {
+                        same = false;
+                        Planned::Rejudge(Arc::clone(old), verdict)
+                    }
                 }
                 _ => {
                     same = false;
@@ -422,6 +481,7 @@ fn compile_entry(w: &mut Writer, d: Descriptor) -> Entry {
         input,
         output,
         schema_digests: (in_digest, out_digest),
+        withheld: None,
     }
 }
 

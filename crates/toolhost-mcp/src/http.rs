@@ -156,6 +156,7 @@ async fn require_token(
 /// `/metrics` (token gate) and `/healthz` (open: it says only "ok").
 pub fn http_router(hub: Arc<Hub>, tokens: Arc<TokenTable>, options: HttpOptions) -> axum::Router {
     let hub_for_metrics = Arc::clone(&hub);
+    let ready_hub = Arc::clone(&hub);
     let mut config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(options.allowed_hosts)
         .with_allowed_origins(options.allowed_origins)
@@ -183,62 +184,155 @@ pub fn http_router(hub: Arc<Hub>, tokens: Arc<TokenTable>, options: HttpOptions)
         .layer(axum::middleware::from_fn_with_state(tokens, require_token));
     axum::Router::new()
         .route("/healthz", axum::routing::get(|| async { "ok\n" }))
+        .route(
+            "/readyz",
+            axum::routing::get(move || readyz(Arc::clone(&ready_hub))),
+        )
         .merge(gated)
 }
 
+/// Ready when a catalog has been published (embedded: the first revision;
+/// managed: the backend's first accepted push).
+async fn readyz(hub: Arc<Hub>) -> impl IntoResponse {
+    if hub.pipeline.store().current().generation().is_empty() {
+        (StatusCode::SERVICE_UNAVAILABLE, "no catalog yet\n")
+    } else {
+        (StatusCode::OK, "ready\n")
+    }
+}
+
+/// Appends one metric family's help and type lines.
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    use std::fmt::Write as _;
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
 /// Prometheus text format: catalog version and size, plugin states, live
-/// listeners, calls by outcome. Names and counts only, never contents.
+/// sessions, calls by tool and outcome, call durations. Names, ids and
+/// counts only, never contents.
 async fn metrics(hub: Arc<Hub>) -> impl IntoResponse {
     use std::fmt::Write as _;
     let pipeline = &hub.pipeline;
     let catalog = pipeline.store().current();
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "# HELP toolhost_catalog_revision Revision of the current catalog.\n# TYPE toolhost_catalog_revision gauge"
+    family(
+        &mut out,
+        "toolhost_catalog_revision",
+        "gauge",
+        "Revision of the current catalog.",
     );
     let _ = writeln!(out, "toolhost_catalog_revision {}", catalog.revision());
+    family(
+        &mut out,
+        "toolhost_catalog_info",
+        "gauge",
+        "The current catalog generation.",
+    );
+    let generation = catalog.generation().replace(['"', '\\', '\n'], "_");
     let _ = writeln!(
         out,
-        "# HELP toolhost_catalog_tools Tools in the current catalog (sound or not).\n# TYPE toolhost_catalog_tools gauge"
+        "toolhost_catalog_info{{generation=\"{generation}\"}} 1"
+    );
+    family(
+        &mut out,
+        "toolhost_catalog_tools",
+        "gauge",
+        "Tools in the current catalog (sound or not).",
     );
     let _ = writeln!(out, "toolhost_catalog_tools {}", catalog.len());
-    let _ = writeln!(
-        out,
-        "# HELP toolhost_catalog_defects Tools withheld as defective.\n# TYPE toolhost_catalog_defects gauge"
+    family(
+        &mut out,
+        "toolhost_catalog_defects",
+        "gauge",
+        "Tools withheld.",
     );
     let _ = writeln!(out, "toolhost_catalog_defects {}", catalog.defects().len());
-    let _ = writeln!(
-        out,
-        "# HELP toolhost_mcp_listeners Sessions and subscriptions that receive tools/list_changed.\n# TYPE toolhost_mcp_listeners gauge"
+    family(
+        &mut out,
+        "toolhost_sessions",
+        "gauge",
+        "MCP sessions and subscriptions that receive tools/list_changed.",
+    );
+    let _ = writeln!(out, "toolhost_sessions {}", hub.listener_count());
+    family(
+        &mut out,
+        "toolhost_mcp_listeners",
+        "gauge",
+        "Same as toolhost_sessions.",
     );
     let _ = writeln!(out, "toolhost_mcp_listeners {}", hub.listener_count());
-    let _ = writeln!(
-        out,
-        "# HELP toolhost_plugin_state 1 for the state each plugin is in.\n# TYPE toolhost_plugin_state gauge"
+    family(
+        &mut out,
+        "toolhost_plugin_state",
+        "gauge",
+        "1 for the state each plugin is in.",
     );
-    for h in pipeline.plugins().all() {
-        let s = h.state();
+    let plugins = pipeline.plugins().all();
+    for h in &plugins {
         let _ = writeln!(
             out,
             "toolhost_plugin_state{{plugin=\"{}\",state=\"{}\"}} 1",
             h.id(),
-            s.phase.as_str()
+            h.state().phase.as_str()
         );
+    }
+    family(
+        &mut out,
+        "toolhost_plugin_restarts_total",
+        "counter",
+        "Restarts per plugin.",
+    );
+    for h in &plugins {
         let _ = writeln!(
             out,
             "toolhost_plugin_restarts_total{{plugin=\"{}\"}} {}",
             h.id(),
-            s.restarts
+            h.state().restarts
+        );
+    }
+    let stats = pipeline.stats();
+    family(
+        &mut out,
+        "toolhost_tool_calls_total",
+        "counter",
+        "Tool calls by exposed tool and outcome (tool is empty for unknown names).",
+    );
+    for ((tool, outcome), n) in &stats.calls {
+        let _ = writeln!(
+            out,
+            "toolhost_tool_calls_total{{tool=\"{tool}\",outcome=\"{outcome}\"}} {n}"
+        );
+    }
+    family(
+        &mut out,
+        "toolhost_tool_call_duration_seconds",
+        "histogram",
+        "Time from a call's resolution to its answer.",
+    );
+    for (le, n) in toolhost_pipeline::DURATION_BUCKETS
+        .iter()
+        .zip(stats.buckets)
+    {
+        let _ = writeln!(
+            out,
+            "toolhost_tool_call_duration_seconds_bucket{{le=\"{le}\"}} {n}"
         );
     }
     let _ = writeln!(
         out,
-        "# HELP toolhost_calls_total Tool calls by outcome.\n# TYPE toolhost_calls_total counter"
+        "toolhost_tool_call_duration_seconds_bucket{{le=\"+Inf\"}} {}",
+        stats.count
     );
-    for (outcome, n) in pipeline.call_counts() {
-        let _ = writeln!(out, "toolhost_calls_total{{outcome=\"{outcome}\"}} {n}");
-    }
+    let _ = writeln!(
+        out,
+        "toolhost_tool_call_duration_seconds_sum {}",
+        stats.sum_seconds
+    );
+    let _ = writeln!(
+        out,
+        "toolhost_tool_call_duration_seconds_count {}",
+        stats.count
+    );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
 }
 

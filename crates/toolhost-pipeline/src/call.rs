@@ -32,6 +32,24 @@ impl Default for Limits {
     }
 }
 
+/// Upper bounds (seconds) of the call duration histogram's buckets.
+pub const DURATION_BUCKETS: [f64; 12] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0,
+];
+
+/// Calls by (exposed tool, outcome), and a duration histogram.
+#[derive(Debug, Clone, Default)]
+pub struct CallStats {
+    /// (tool, outcome) -> calls. The tool is `""` for unknown names.
+    pub calls: std::collections::BTreeMap<(String, &'static str), u64>,
+    /// Cumulative counts per bucket of [`DURATION_BUCKETS`].
+    pub buckets: [u64; 12],
+    /// All calls.
+    pub count: u64,
+    /// Total seconds.
+    pub sum_seconds: f64,
+}
+
 /// Step 1 found nothing: a protocol error, `Unknown tool: <name>`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("Unknown tool: {0}")]
@@ -43,8 +61,10 @@ pub struct Pipeline {
     store: Arc<Store>,
     plugins: Arc<Plugins>,
     limits: Limits,
-    /// Calls by outcome word (see [`CallResult::outcome`]).
-    counts: std::sync::Mutex<std::collections::BTreeMap<&'static str, u64>>,
+    /// The backend's `Authorize`, when configured.
+    authorizer: Option<crate::Authorizer>,
+    /// Call counters and the duration histogram.
+    stats: std::sync::Mutex<CallStats>,
 }
 
 impl Pipeline {
@@ -55,28 +75,41 @@ impl Pipeline {
             store,
             plugins,
             limits,
-            counts: std::sync::Mutex::default(),
+            authorizer: None,
+            stats: std::sync::Mutex::default(),
         }
     }
 
-    /// Calls so far by outcome (`ok`, `tool_error`, `unknown_tool`, or an
-    /// error code), for metrics.
+    /// Asks `authorizer` about every call, after the local checks.
     #[must_use]
-    pub fn call_counts(&self) -> Vec<(&'static str, u64)> {
-        let counts = self
-            .counts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        counts.iter().map(|(k, v)| (*k, *v)).collect()
+    pub fn with_authorizer(mut self, authorizer: crate::Authorizer) -> Self {
+        self.authorizer = Some(authorizer);
+        self
     }
 
-    fn count(&self, outcome: &'static str) {
-        *self
-            .counts
+    /// Call counters and durations so far, for metrics.
+    #[must_use]
+    pub fn stats(&self) -> CallStats {
+        self.stats
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .entry(outcome)
-            .or_default() += 1;
+            .clone()
+    }
+
+    fn count(&self, tool: &str, outcome: &'static str, took: Duration) {
+        let mut s = self
+            .stats
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *s.calls.entry((tool.to_owned(), outcome)).or_default() += 1;
+        let secs = took.as_secs_f64();
+        for (i, le) in DURATION_BUCKETS.iter().enumerate() {
+            if secs <= *le {
+                s.buckets[i] += 1;
+            }
+        }
+        s.count += 1;
+        s.sum_seconds += secs;
     }
 
     /// The catalog store.
@@ -106,7 +139,8 @@ impl Pipeline {
         let Some(entry) = catalog.resolve(&binding.surface, name).cloned() else {
             tracing::info!(target: "toolhost::audit", invocation_id, tool = %truncate(name), task_id = %binding.task_id,
                 session_id = %binding.session_id, outcome = "unknown_tool", "tool call");
-            self.count("unknown_tool");
+            // An unknown name is the agent's text: it never becomes a label.
+            self.count("", "unknown_tool", started.elapsed());
             return Err(UnknownTool(truncate(name)));
         };
         drop(catalog);
@@ -128,7 +162,7 @@ impl Pipeline {
             duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             "tool call"
         );
-        self.count(result.outcome());
+        self.count(&d.exposed_name, result.outcome(), started.elapsed());
         Ok(result)
     }
 
@@ -141,11 +175,13 @@ impl Pipeline {
         cancel: CancellationToken,
     ) -> CallResult {
         let d = &entry.descriptor;
-        let Ok(schema) = &entry.input else {
+        // Withheld entries (a schema that does not compile, or a pushed
+        // declaration that does not match what is installed) fail closed.
+        let (true, Ok(schema)) = (entry.is_sound(), &entry.input) else {
             return CallResult::failure(
                 ErrorCode::ToolUnavailable,
                 format!(
-                    "{} is unavailable: its declaration is defective",
+                    "{} is unavailable: its declaration is withheld",
                     d.exposed_name
                 ),
                 None,
@@ -200,6 +236,11 @@ impl Pipeline {
             Ok(c) => c,
             Err(why) => return CallResult::failure(ErrorCode::PluginUnavailable, why, None),
         };
+        if let Some(a) = &self.authorizer
+            && let Err(why) = a.check(invocation_id, d, binding).await
+        {
+            return CallResult::failure(ErrorCode::NotAuthorized, why, None);
+        }
         // 6. Dispatch exactly once.
         let deadline = Duration::from_millis(u64::from(d.timeout_ms)).min(self.limits.max_timeout);
         let request = AgentToolRequest {

@@ -21,12 +21,14 @@
 //! results onto the protocol), or put an argument or result value into an
 //! error, a log line or a metric.
 
+mod authorize;
 mod binding;
 mod call;
 mod plugins;
 mod result;
 
+pub use authorize::{Authorizer, AuthorizerAddress};
 pub use binding::{Binding, BindingState};
-pub use call::{Limits, Pipeline, UnknownTool};
+pub use call::{CallStats, DURATION_BUCKETS, Limits, Pipeline, UnknownTool};
 pub use plugins::Plugins;
 pub use result::{CallResult, ErrorCode};

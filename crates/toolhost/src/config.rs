@@ -25,6 +25,34 @@ pub struct Config {
     pub limits: LimitsConfig,
     #[serde(default)]
     pub supervisor: SupervisorFile,
+    #[serde(default)]
+    pub admin: AdminConfig,
+    #[serde(default)]
+    pub backend: BackendConfig,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminConfig {
+    /// The admin socket (mode 0600); default `<state_dir>/admin.sock`.
+    pub socket: Option<PathBuf>,
+    /// Also serve the admin API on TCP (needs `token_file`).
+    pub tcp: Option<String>,
+    /// The bearer token every TCP admin call must carry.
+    pub token_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendConfig {
+    /// The catalog comes from the backend's pushes, not from the installed
+    /// plugins.
+    #[serde(default)]
+    pub managed: bool,
+    /// The backend's Authorizer: `unix:/path` or `http://host:port`.
+    pub authorize: Option<String>,
+    /// How long an Authorize call may take before the call is denied.
+    pub authorize_timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -126,6 +154,12 @@ impl Config {
         if let Some(s) = c.state_dir.as_mut() {
             rebase(s);
         }
+        if let Some(s) = c.admin.socket.as_mut() {
+            rebase(s);
+        }
+        if let Some(s) = c.admin.token_file.as_mut() {
+            rebase(s);
+        }
         if let Some(h) = c.http.as_mut() {
             for t in &mut h.tokens {
                 if let Some(f) = t.token_file.as_mut() {
@@ -134,6 +168,38 @@ impl Config {
             }
         }
         Ok(c)
+    }
+}
+
+/// The first line of a secret file.
+pub fn read_secret(path: &Path) -> Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read token file {}", path.display()))?;
+    let t = text.lines().next().unwrap_or_default().trim().to_owned();
+    if t.is_empty() {
+        bail!("token file {} is empty", path.display());
+    }
+    Ok(t)
+}
+
+/// Where the daemon keeps state when nothing says otherwise.
+pub fn default_state_dir() -> PathBuf {
+    std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .map_or_else(|| PathBuf::from(".toolhost"), |base| base.join("toolhost"))
+}
+
+impl Config {
+    /// The admin socket this configuration implies.
+    pub fn admin_socket(&self, state_dir_flag: Option<&Path>) -> PathBuf {
+        self.admin.socket.clone().unwrap_or_else(|| {
+            state_dir_flag
+                .map(Path::to_path_buf)
+                .or(self.state_dir.clone())
+                .unwrap_or_else(default_state_dir)
+                .join("admin.sock")
+        })
     }
 }
 

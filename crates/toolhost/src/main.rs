@@ -10,6 +10,7 @@ mod authority;
 mod call;
 mod check;
 mod config;
+mod ops;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -34,6 +35,24 @@ enum Command {
     /// Call one tool through a running daemon's MCP endpoint, as an agent
     /// would. Exit 0 on success, 1 when the result is an error.
     Call(call::CallArgs),
+    /// The running daemon at a glance: plugins, catalog, sessions.
+    Status(ops::Target),
+    /// The running daemon's catalog: exposed names and surfaces.
+    Tools(ops::Target),
+    /// Show or push the running daemon's catalog.
+    Catalog {
+        #[command(flatten)]
+        target: ops::Target,
+        #[command(subcommand)]
+        command: ops::CatalogCommand,
+    },
+    /// Control the running daemon's plugins.
+    Plugins {
+        #[command(flatten)]
+        target: ops::Target,
+        #[command(subcommand)]
+        command: ops::PluginsCommand,
+    },
 }
 
 fn main() -> ExitCode {
@@ -44,6 +63,14 @@ fn main() -> ExitCode {
             runtime().and_then(|rt| rt.block_on(serve::run(args)).map(|()| ExitCode::SUCCESS))
         }
         Command::Call(args) => runtime().and_then(|rt| rt.block_on(call::run(args))),
+        Command::Status(t) => runtime().and_then(|rt| rt.block_on(ops::status(&t))),
+        Command::Tools(t) => runtime().and_then(|rt| rt.block_on(ops::tools(&t))),
+        Command::Catalog { target, command } => {
+            runtime().and_then(|rt| rt.block_on(ops::catalog(&target, &command)))
+        }
+        Command::Plugins { target, command } => {
+            runtime().and_then(|rt| rt.block_on(ops::plugins(&target, &command)))
+        }
     };
     match result {
         Ok(code) => code,

@@ -1,16 +1,17 @@
 //! `toolhost serve`: wires manifests, supervisor, catalog, pipeline and MCP.
 
 use crate::authority::Embedded;
-use crate::config::{BindingConfig, Config};
+use crate::config::{BindingConfig, Config, default_state_dir, read_secret};
 use anyhow::{Context as _, Result, bail};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use toolhost_catalog::Store;
+use toolhost_admin::{AdminService, AdminState};
+use toolhost_catalog::{Installed, Store};
 use toolhost_manifest::{check_set, expand_plugin_dirs, naming};
 use toolhost_mcp::{HttpOptions, Hub, TokenTable, http_router, serve_stdio};
-use toolhost_pipeline::{Binding, Limits, Pipeline, Plugins};
+use toolhost_pipeline::{Authorizer, AuthorizerAddress, Binding, Limits, Pipeline, Plugins};
 use toolhost_runtime::{PluginSpec, supervise};
 
 #[derive(Debug, clap::Args)]
@@ -62,13 +63,6 @@ fn init_logging(format: &str, level: &str) -> Result<()> {
     Ok(())
 }
 
-fn default_state_dir() -> PathBuf {
-    std::env::var_os("XDG_STATE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
-        .map_or_else(|| PathBuf::from(".toolhost"), |base| base.join("toolhost"))
-}
-
 fn binding(b: &BindingConfig) -> Binding {
     Binding::new(
         &b.surface,
@@ -96,7 +90,7 @@ async fn shutdown_signal(token: CancellationToken) {
 }
 
 pub async fn run(args: ServeArgs) -> Result<()> {
-    let config = match &args.config {
+    let mut config = match &args.config {
         Some(p) => Config::load(p)?,
         None => Config::default(),
     };
@@ -159,7 +153,7 @@ pub async fn run(args: ServeArgs) -> Result<()> {
             _ => None,
         }
     };
-    let http_config = config.http.unwrap_or_default();
+    let http_config = config.http.take().unwrap_or_default();
     let http_addr = args.http.clone().or(http_config.listen.clone());
     if !args.stdio && http_addr.is_none() {
         bail!(
@@ -196,14 +190,22 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         served.push((m, handle));
     }
     let handles: Vec<_> = served.iter().map(|(_, h)| Arc::clone(h)).collect();
-    tokio::spawn(
-        Embedded {
-            prefix,
-            store: Arc::clone(&store),
-            plugins: served,
-        }
-        .run(),
-    );
+    let installed = Arc::new(arc_swap::ArcSwap::from_pointee(Installed::from_manifests(
+        served.iter().map(|(m, _)| m),
+    )));
+    let managed = config.backend.managed;
+    if managed {
+        tracing::info!("managed mode: the catalog comes from the backend's pushes");
+    } else {
+        tokio::spawn(
+            Embedded {
+                prefix,
+                store: Arc::clone(&store),
+                plugins: served,
+            }
+            .run(),
+        );
+    }
 
     let limits = Limits {
         max_timeout: config
@@ -215,16 +217,57 @@ pub async fn run(args: ServeArgs) -> Result<()> {
             .max_result_bytes
             .unwrap_or(Limits::default().max_result_bytes),
     };
-    let pipeline = Arc::new(Pipeline::new(
-        Arc::clone(&store),
-        Arc::clone(&plugins),
-        limits,
-    ));
+    let mut pipeline = Pipeline::new(Arc::clone(&store), Arc::clone(&plugins), limits);
+    if let Some(addr) = &config.backend.authorize {
+        let address = AuthorizerAddress::parse(addr).map_err(anyhow::Error::msg)?;
+        let timeout = Duration::from_millis(config.backend.authorize_timeout_ms.unwrap_or(1000));
+        pipeline = pipeline
+            .with_authorizer(Authorizer::new(&address, timeout).map_err(anyhow::Error::msg)?);
+        tracing::info!(authorizer = %addr, "every call is also authorized by the backend");
+    }
+    let pipeline = Arc::new(pipeline);
     let hub = Hub::new(pipeline);
     tokio::spawn(Arc::clone(&hub).run_notifier());
 
     let shutdown = CancellationToken::new();
     tokio::spawn(shutdown_signal(shutdown.clone()));
+
+    // The admin API: a 0600 Unix socket, and TCP with a token if asked.
+    let admin = AdminService::new(Arc::new(AdminState {
+        store: Arc::clone(&store),
+        plugins: Arc::clone(&plugins),
+        tokens: Arc::clone(&tokens),
+        hub: Arc::clone(&hub),
+        managed,
+        installed,
+    }));
+    let socket = config.admin_socket(Some(&state_dir));
+    {
+        let (admin, stop, socket) = (admin.clone(), shutdown.clone(), socket.clone());
+        tokio::spawn(async move {
+            if let Err(e) = toolhost_admin::serve_unix(&socket, admin, stop).await {
+                tracing::error!("admin API not served: {e}");
+            }
+        });
+    }
+    if let Some(addr) = &config.admin.tcp {
+        let Some(token_file) = &config.admin.token_file else {
+            bail!(
+                "[admin] tcp needs token_file: the admin API is never served on TCP without a token"
+            );
+        };
+        let token = read_secret(token_file)?;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr} (admin)"))?;
+        eprintln!("toolhost: admin API on tcp://{}", listener.local_addr()?);
+        let (admin, stop) = (admin.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            if let Err(e) = toolhost_admin::serve_tcp(listener, &token, admin, stop).await {
+                tracing::error!("admin API (TCP) stopped: {e}");
+            }
+        });
+    }
 
     let mut http_task = None;
     if let Some(addr) = http_addr {

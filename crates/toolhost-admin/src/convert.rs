@@ -1,0 +1,118 @@
+//! Catalog snapshots between the wire (`toolhost.admin.v1.Snapshot`, schemas
+//! as JSON text) and the catalog's own types.
+
+use serde_json::Value;
+use toolhost_catalog::{Descriptor, Snapshot};
+use toolhost_manifest::Annotations;
+use toolhost_proto::admin as pb;
+use toolhost_validate::UnknownArguments;
+
+fn schema(text: &str, what: &str, tool: &str) -> Result<Option<Value>, String> {
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    serde_json::from_str(text)
+        .map(Some)
+        .map_err(|e| format!("{tool}: {what} is not valid JSON: {e}"))
+}
+
+/// A pushed snapshot as catalog data; schemas that are not JSON make it
+/// invalid (every such problem is listed).
+pub fn snapshot_from_proto(p: pb::Snapshot) -> Result<Snapshot, Vec<String>> {
+    let mut problems = Vec::new();
+    let mut tools = Vec::with_capacity(p.tools.len());
+    for t in p.tools {
+        let name = t.exposed_name.clone();
+        let input = match schema(&t.input_schema_json, "input_schema_json", &name) {
+            Ok(Some(v)) => v,
+            Ok(None) => {
+                problems.push(format!("{name}: input_schema_json is required"));
+                continue;
+            }
+            Err(e) => {
+                problems.push(e);
+                continue;
+            }
+        };
+        let output = match schema(&t.output_schema_json, "output_schema_json", &name) {
+            Ok(v) => v,
+            Err(e) => {
+                problems.push(e);
+                continue;
+            }
+        };
+        let a = t.annotations.unwrap_or_default();
+        tools.push(Descriptor {
+            plugin_id: t.plugin_id,
+            plugin_version: t.plugin_version,
+            local_name: t.local_name,
+            exposed_name: t.exposed_name,
+            title: (!t.title.is_empty()).then_some(t.title),
+            description: t.description,
+            surfaces: t.surfaces,
+            input_schema: input,
+            output_schema: output,
+            annotations: Annotations {
+                read_only: a.read_only,
+                destructive: a.destructive,
+                idempotent: a.idempotent,
+                open_world: a.open_world,
+            },
+            timeout_ms: t.timeout_ms,
+            aliases: t.aliases.into_iter().collect(),
+            unknown_arguments: match pb::UnknownArguments::try_from(t.unknown_arguments) {
+                Ok(pb::UnknownArguments::Report) => UnknownArguments::Report,
+                _ => UnknownArguments::Reject,
+            },
+        });
+    }
+    if problems.is_empty() {
+        Ok(Snapshot {
+            generation: p.generation,
+            revision: p.revision,
+            tools,
+        })
+    } else {
+        Err(problems)
+    }
+}
+
+/// Catalog data as a wire snapshot.
+#[must_use]
+pub fn snapshot_to_proto(s: &Snapshot) -> pb::Snapshot {
+    pb::Snapshot {
+        generation: s.generation.clone(),
+        revision: s.revision,
+        tools: s
+            .tools
+            .iter()
+            .map(|d| pb::ToolDescriptor {
+                plugin_id: d.plugin_id.clone(),
+                plugin_version: d.plugin_version.clone(),
+                local_name: d.local_name.clone(),
+                exposed_name: d.exposed_name.clone(),
+                title: d.title.clone().unwrap_or_default(),
+                description: d.description.clone(),
+                surfaces: d.surfaces.clone(),
+                input_schema_json: d.input_schema.to_string(),
+                output_schema_json: d
+                    .output_schema
+                    .as_ref()
+                    .map(Value::to_string)
+                    .unwrap_or_default(),
+                annotations: Some(pb::Annotations {
+                    read_only: d.annotations.read_only,
+                    destructive: d.annotations.destructive,
+                    idempotent: d.annotations.idempotent,
+                    open_world: d.annotations.open_world,
+                }),
+                timeout_ms: d.timeout_ms,
+                aliases: d.aliases.clone().into_iter().collect(),
+                unknown_arguments: match d.unknown_arguments {
+                    UnknownArguments::Reject => pb::UnknownArguments::Reject.into(),
+                    UnknownArguments::Report => pb::UnknownArguments::Report.into(),
+                },
+            })
+            .collect(),
+    }
+}

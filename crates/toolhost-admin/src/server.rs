@@ -1,0 +1,145 @@
+//! Serving the admin API, and connecting to it.
+
+use crate::service::AdminService;
+use hyper_util::rt::TokioIo;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use tokio_util::sync::CancellationToken;
+use tonic::transport::{Channel, Endpoint, Uri};
+use toolhost_proto::admin::admin_client::AdminClient;
+use toolhost_proto::admin::admin_server::AdminServer;
+
+/// Why the admin API could not be served or reached.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// Socket trouble.
+    #[error("admin socket {path}: {source}")]
+    Socket {
+        /// The socket path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// TCP trouble.
+    #[error("admin TCP listener: {0}")]
+    Tcp(std::io::Error),
+    /// gRPC trouble.
+    #[error("admin API: {0}")]
+    Transport(#[from] tonic::transport::Error),
+    /// The daemon is not there.
+    #[error("cannot connect to the admin socket {path} (is `toolhost serve` running?): {detail}")]
+    NotRunning {
+        /// The socket path.
+        path: PathBuf,
+        /// What failed.
+        detail: String,
+    },
+}
+
+/// Serves the admin API on a Unix socket with mode 0600 until `shutdown`.
+/// A stale socket file is replaced; a live one (another daemon) is an error.
+pub async fn serve_unix(
+    path: &Path,
+    service: AdminService,
+    shutdown: CancellationToken,
+) -> Result<(), AdminError> {
+    use std::os::unix::fs::PermissionsExt;
+    let err = |source| AdminError::Socket {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(err)?;
+    }
+    if path.exists() {
+        if tokio::net::UnixStream::connect(path).await.is_ok() {
+            return Err(err(std::io::Error::new(
+                std::io::ErrorKind::AddrInUse,
+                "another toolhost is serving on it",
+            )));
+        }
+        std::fs::remove_file(path).map_err(err)?;
+    }
+    let listener = tokio::net::UnixListener::bind(path).map_err(err)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(err)?;
+    let result = tonic::transport::Server::builder()
+        .add_service(AdminServer::new(service))
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::UnixListenerStream::new(listener),
+            shutdown.cancelled_owned(),
+        )
+        .await;
+    let _ = std::fs::remove_file(path);
+    Ok(result?)
+}
+
+/// Equal in time independent of where the inputs differ.
+fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Serves the admin API on TCP; every call needs `authorization: Bearer
+/// <token>`, else `UNAUTHENTICATED` and nothing happens.
+pub async fn serve_tcp(
+    listener: tokio::net::TcpListener,
+    token: &str,
+    service: AdminService,
+    shutdown: CancellationToken,
+) -> Result<(), AdminError> {
+    let expected: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+    let check = move |req: tonic::Request<()>| {
+        let given = req
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(|t| -> [u8; 32] { Sha256::digest(t.trim().as_bytes()).into() });
+        match given {
+            Some(g) if constant_time_eq(&g, &expected) => Ok(req),
+            _ => Err(tonic::Status::unauthenticated(
+                "the admin API needs authorization: Bearer <token>",
+            )),
+        }
+    };
+    tonic::transport::Server::builder()
+        .add_service(AdminServer::with_interceptor(service, check))
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            shutdown.cancelled_owned(),
+        )
+        .await?;
+    Ok(())
+}
+
+/// A client of the admin API on a Unix socket.
+pub async fn connect_unix(path: &Path) -> Result<AdminClient<Channel>, AdminError> {
+    let p = path.to_path_buf();
+    let channel = Endpoint::from_static("http://admin.invalid")
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let p = p.clone();
+            async move {
+                Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(p).await?))
+            }
+        }))
+        .await
+        .map_err(|e| AdminError::NotRunning {
+            path: path.to_path_buf(),
+            detail: std::error::Error::source(&e)
+                .map_or_else(|| e.to_string(), ToString::to_string),
+        })?;
+    Ok(AdminClient::new(channel))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constant_time_comparison() {
+        let a = [1u8; 32];
+        let mut b = a;
+        assert!(constant_time_eq(&a, &b));
+        b[31] = 2;
+        assert!(!constant_time_eq(&a, &b));
+    }
+}

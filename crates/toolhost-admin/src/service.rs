@@ -1,0 +1,256 @@
+//! The `Admin` service.
+
+use crate::convert::{snapshot_from_proto, snapshot_to_proto};
+use arc_swap::ArcSwap;
+use std::pin::Pin;
+use std::sync::Arc;
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+use toolhost_catalog::{Installed, Outcome, Store};
+use toolhost_mcp::{Hub, TokenTable};
+use toolhost_pipeline::{Binding, Plugins};
+use toolhost_proto::admin as pb;
+use toolhost_proto::admin::admin_server::Admin;
+use toolhost_runtime::PluginHandle;
+
+/// What the admin API works on: the daemon's shared state.
+#[derive(Debug)]
+pub struct AdminState {
+    /// The catalog.
+    pub store: Arc<Store>,
+    /// Supervised plugins.
+    pub plugins: Arc<Plugins>,
+    /// HTTP bearer tokens.
+    pub tokens: Arc<TokenTable>,
+    /// MCP sessions (for the status).
+    pub hub: Arc<Hub>,
+    /// Whether a backend owns the catalog.
+    pub managed: bool,
+    /// Installed declarations, for checking pushes.
+    pub installed: Arc<ArcSwap<Installed>>,
+}
+
+/// The `toolhost.admin.v1.Admin` implementation.
+#[derive(Debug, Clone)]
+pub struct AdminService {
+    state: Arc<AdminState>,
+}
+
+impl AdminService {
+    /// A service over the daemon's state.
+    #[must_use]
+    pub fn new(state: Arc<AdminState>) -> Self {
+        Self { state }
+    }
+}
+
+fn status_of(h: &PluginHandle) -> pb::PluginStatus {
+    let s = h.state();
+    pb::PluginStatus {
+        id: h.id().to_owned(),
+        version: h.version().to_owned(),
+        state: s.phase.as_str().to_owned(),
+        pid: s.pid.unwrap_or(0),
+        restarts: s.restarts,
+        last_error: s.last_error.unwrap_or_default(),
+    }
+}
+
+fn binding_of(b: Option<pb::SessionBinding>) -> Result<Binding, Status> {
+    let b = b.ok_or_else(|| Status::invalid_argument("binding is required"))?;
+    if !toolhost_manifest::manifest::is_valid_surface(&b.surface) {
+        return Err(Status::invalid_argument(
+            "binding.surface is not a valid surface name",
+        ));
+    }
+    if b.task_id.is_empty() || b.session_id.is_empty() {
+        return Err(Status::invalid_argument(
+            "binding.task_id and binding.session_id are required",
+        ));
+    }
+    let workspace = (!b.workspace_id.is_empty()).then_some(b.workspace_id);
+    Ok(Binding::new(b.surface, b.task_id, b.session_id, workspace))
+}
+
+type EventStream = Pin<Box<dyn Stream<Item = Result<pb::Event, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Admin for AdminService {
+    async fn push_catalog(
+        &self,
+        request: Request<pb::PushCatalogRequest>,
+    ) -> Result<Response<pb::PushCatalogResponse>, Status> {
+        if !self.state.managed {
+            return Err(Status::failed_precondition(
+                "toolhost builds its own catalog from the installed plugins; set [backend] managed = true to accept pushes",
+            ));
+        }
+        let snapshot = request
+            .into_inner()
+            .snapshot
+            .ok_or_else(|| Status::invalid_argument("snapshot is required"))?;
+        let current = self.state.store.current();
+        let answer = match snapshot_from_proto(snapshot) {
+            Err(reasons) => pb::PushCatalogResponse {
+                outcome: pb::PushOutcome::Invalid.into(),
+                generation: current.generation().to_owned(),
+                revision: current.revision(),
+                defects: vec![],
+                reasons,
+            },
+            Ok(s) => {
+                let r = self
+                    .state
+                    .store
+                    .offer_managed(s, &self.state.installed.load());
+                let outcome = match r.outcome {
+                    Outcome::Accepted => pb::PushOutcome::Accepted,
+                    Outcome::Unchanged => pb::PushOutcome::Unchanged,
+                    Outcome::Stale => pb::PushOutcome::Stale,
+                    Outcome::Conflict => pb::PushOutcome::Conflict,
+                    Outcome::Invalid => pb::PushOutcome::Invalid,
+                };
+                tracing::info!(outcome = r.outcome.as_str(), generation = %r.generation, revision = r.revision, "catalog push");
+                pb::PushCatalogResponse {
+                    outcome: outcome.into(),
+                    generation: r.generation,
+                    revision: r.revision,
+                    defects: r
+                        .defects
+                        .into_iter()
+                        .map(|d| pb::Defect {
+                            tool: d.tool,
+                            reason: d.reason,
+                        })
+                        .collect(),
+                    reasons: r.reasons,
+                }
+            }
+        };
+        Ok(Response::new(answer))
+    }
+
+    async fn get_catalog(
+        &self,
+        _: Request<pb::GetCatalogRequest>,
+    ) -> Result<Response<pb::Snapshot>, Status> {
+        Ok(Response::new(snapshot_to_proto(
+            &self.state.store.current().to_snapshot(),
+        )))
+    }
+
+    async fn bind_session(
+        &self,
+        request: Request<pb::BindSessionRequest>,
+    ) -> Result<Response<pb::BindSessionResponse>, Status> {
+        let r = request.into_inner();
+        if r.token.len() < 16 {
+            return Err(Status::invalid_argument(
+                "a token must be at least 16 characters",
+            ));
+        }
+        self.state.tokens.bind(&r.token, binding_of(r.binding)?);
+        Ok(Response::new(pb::BindSessionResponse {}))
+    }
+
+    async fn revoke_session(
+        &self,
+        request: Request<pb::RevokeSessionRequest>,
+    ) -> Result<Response<pb::RevokeSessionResponse>, Status> {
+        let revoked = self.state.tokens.revoke(&request.into_inner().token);
+        Ok(Response::new(pb::RevokeSessionResponse { revoked }))
+    }
+
+    async fn list_plugins(
+        &self,
+        _: Request<pb::ListPluginsRequest>,
+    ) -> Result<Response<pb::ListPluginsResponse>, Status> {
+        let plugins = self
+            .state
+            .plugins
+            .all()
+            .iter()
+            .map(|h| status_of(h))
+            .collect();
+        Ok(Response::new(pb::ListPluginsResponse { plugins }))
+    }
+
+    async fn restart_plugin(
+        &self,
+        request: Request<pb::RestartPluginRequest>,
+    ) -> Result<Response<pb::RestartPluginResponse>, Status> {
+        let id = request.into_inner().id;
+        let h = self
+            .state
+            .plugins
+            .get(&id)
+            .ok_or_else(|| Status::not_found(format!("no plugin {id:?} is installed")))?;
+        h.restart();
+        Ok(Response::new(pb::RestartPluginResponse {}))
+    }
+
+    type WatchEventsStream = EventStream;
+
+    async fn watch_events(
+        &self,
+        _: Request<pb::WatchEventsRequest>,
+    ) -> Result<Response<EventStream>, Status> {
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<pb::Event, Status>>(256);
+        let store = Arc::clone(&self.state.store);
+        let catalog_tx = tx.clone();
+        tokio::spawn(async move {
+            let mut changes = store.subscribe();
+            while changes.changed().await.is_ok() {
+                let c = store.current();
+                let event = pb::Event {
+                    kind: Some(pb::event::Kind::CatalogChanged(pb::CatalogChanged {
+                        generation: c.generation().to_owned(),
+                        revision: c.revision(),
+                        changed_surfaces: vec![],
+                    })),
+                };
+                if catalog_tx.send(Ok(event)).await.is_err() {
+                    break;
+                }
+            }
+        });
+        for h in self.state.plugins.all() {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let mut w = h.subscribe();
+                while w.changed().await.is_ok() {
+                    let event = pb::Event {
+                        kind: Some(pb::event::Kind::PluginStateChanged(
+                            pb::PluginStateChanged {
+                                plugin: Some(status_of(&h)),
+                            },
+                        )),
+                    };
+                    if tx.send(Ok(event)).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
+    }
+
+    async fn get_status(
+        &self,
+        _: Request<pb::GetStatusRequest>,
+    ) -> Result<Response<pb::StatusResponse>, Status> {
+        let c = self.state.store.current();
+        let n = |x: usize| u32::try_from(x).unwrap_or(u32::MAX);
+        Ok(Response::new(pb::StatusResponse {
+            generation: c.generation().to_owned(),
+            revision: c.revision(),
+            tools: n(c.len()),
+            defects: n(c.defects().len()),
+            managed: self.state.managed,
+            sessions: n(self.state.hub.listener_count()),
+            bound_tokens: n(self.state.tokens.len()),
+        }))
+    }
+}

@@ -1,0 +1,222 @@
+//! Operator commands that talk to a running daemon over its admin socket:
+//! `status`, `tools`, `catalog show|push`, `plugins restart`.
+
+use crate::Format;
+use crate::config::Config;
+use anyhow::{Context as _, Result, bail};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use tonic::transport::Channel;
+use toolhost_admin::admin as pb;
+use toolhost_admin::admin::admin_client::AdminClient;
+use toolhost_admin::{snapshot_from_proto, snapshot_to_proto};
+
+/// How to find the daemon.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Target {
+    /// The admin socket (default: from --config, else <state dir>/admin.sock).
+    #[arg(long, env = "TOOLHOST_ADMIN", global = true)]
+    admin: Option<PathBuf>,
+    /// The daemon's configuration file, to find its admin socket.
+    #[arg(long, short, global = true)]
+    config: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t, global = true)]
+    format: Format,
+}
+
+impl Target {
+    async fn connect(&self) -> Result<AdminClient<Channel>> {
+        let path = match (&self.admin, &self.config) {
+            (Some(p), _) => p.clone(),
+            (None, Some(c)) => Config::load(c)?.admin_socket(None),
+            (None, None) => Config::default().admin_socket(None),
+        };
+        Ok(toolhost_admin::connect_unix(&path).await?)
+    }
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum CatalogCommand {
+    /// Print the current catalog as JSON (the format `catalog push` takes).
+    Show,
+    /// Push a catalog snapshot (JSON) to a daemon in managed mode. Exit 0
+    /// when accepted or unchanged, 1 when stale, in conflict or invalid.
+    Push {
+        /// The snapshot file.
+        file: PathBuf,
+    },
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum PluginsCommand {
+    /// Restart a plugin now (also the way out of `failed`).
+    Restart {
+        /// The plugin id.
+        id: String,
+    },
+}
+
+fn status_error(s: &tonic::Status) -> anyhow::Error {
+    anyhow::anyhow!("{} ({:?})", s.message(), s.code())
+}
+
+pub async fn status(t: &Target) -> Result<ExitCode> {
+    let mut c = t.connect().await?;
+    let st = c
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .map_err(|e| status_error(&e))?
+        .into_inner();
+    let plugins = c
+        .list_plugins(pb::ListPluginsRequest {})
+        .await
+        .map_err(|e| status_error(&e))?
+        .into_inner()
+        .plugins;
+    if t.format == Format::Json {
+        let plugins: Vec<_> = plugins
+            .iter()
+            .map(|p| serde_json::json!({ "id": p.id, "version": p.version, "state": p.state, "pid": p.pid, "restarts": p.restarts, "last_error": p.last_error }))
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({
+                "catalog": { "generation": st.generation, "revision": st.revision, "tools": st.tools, "defects": st.defects, "managed": st.managed },
+                "sessions": st.sessions, "bound_tokens": st.bound_tokens, "plugins": plugins,
+            })
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mode = if st.managed {
+        "managed by a backend"
+    } else {
+        "embedded (from installed plugins)"
+    };
+    println!(
+        "catalog   generation {} revision {} ({mode})",
+        st.generation, st.revision
+    );
+    println!("          {} tool(s), {} withheld", st.tools, st.defects);
+    println!(
+        "sessions  {} listening, {} token(s) bound",
+        st.sessions, st.bound_tokens
+    );
+    println!("plugins");
+    for p in plugins {
+        let pid = if p.pid == 0 {
+            "-".to_owned()
+        } else {
+            p.pid.to_string()
+        };
+        println!(
+            "  {:<24} {:<10} {:<11} pid {:<8} restarts {}",
+            p.id, p.version, p.state, pid, p.restarts
+        );
+        if !p.last_error.is_empty() {
+            println!("      last error: {}", p.last_error);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn tools(t: &Target) -> Result<ExitCode> {
+    let mut c = t.connect().await?;
+    let snap = c
+        .get_catalog(pb::GetCatalogRequest {})
+        .await
+        .map_err(|e| status_error(&e))?
+        .into_inner();
+    let snap = snapshot_from_proto(snap)
+        .map_err(|p| anyhow::anyhow!("the daemon sent an unreadable catalog: {p:?}"))?;
+    if t.format == Format::Json {
+        let tools: Vec<_> = snap
+            .tools
+            .iter()
+            .map(|d| serde_json::json!({ "exposed": d.exposed_name, "plugin": d.plugin_id, "version": d.plugin_version, "local": d.local_name, "surfaces": d.surfaces }))
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({ "generation": snap.generation, "revision": snap.revision, "tools": tools })
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("generation {} revision {}", snap.generation, snap.revision);
+    for d in &snap.tools {
+        println!(
+            "  {:<48} {}@{}  [{}]",
+            d.exposed_name,
+            d.plugin_id,
+            d.plugin_version,
+            d.surfaces.join(", ")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn catalog(t: &Target, cmd: &CatalogCommand) -> Result<ExitCode> {
+    let mut c = t.connect().await?;
+    match cmd {
+        CatalogCommand::Show => {
+            let snap = c
+                .get_catalog(pb::GetCatalogRequest {})
+                .await
+                .map_err(|e| status_error(&e))?
+                .into_inner();
+            let snap = snapshot_from_proto(snap)
+                .map_err(|p| anyhow::anyhow!("unreadable catalog: {p:?}"))?;
+            println!("{}", serde_json::to_string_pretty(&snap)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        CatalogCommand::Push { file } => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read {}", file.display()))?;
+            let snap: toolhost_catalog::Snapshot = serde_json::from_str(&text)
+                .with_context(|| format!("{} is not a catalog snapshot", file.display()))?;
+            let r = c
+                .push_catalog(pb::PushCatalogRequest {
+                    snapshot: Some(snapshot_to_proto(&snap)),
+                })
+                .await
+                .map_err(|e| status_error(&e))?
+                .into_inner();
+            let outcome =
+                pb::PushOutcome::try_from(r.outcome).unwrap_or(pb::PushOutcome::Unspecified);
+            let word = outcome
+                .as_str_name()
+                .trim_start_matches("PUSH_OUTCOME_")
+                .to_ascii_lowercase();
+            println!(
+                "{word}: now generation {} revision {}",
+                r.generation, r.revision
+            );
+            for reason in &r.reasons {
+                println!("  reason: {reason}");
+            }
+            for d in &r.defects {
+                println!("  withheld: {}: {}", d.tool, d.reason);
+            }
+            Ok(match outcome {
+                pb::PushOutcome::Accepted | pb::PushOutcome::Unchanged => ExitCode::SUCCESS,
+                _ => ExitCode::from(1),
+            })
+        }
+    }
+}
+
+pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
+    let mut c = t.connect().await?;
+    match cmd {
+        PluginsCommand::Restart { id } => {
+            match c
+                .restart_plugin(pb::RestartPluginRequest { id: id.clone() })
+                .await
+            {
+                Ok(_) => println!("restarting {id}"),
+                Err(s) if s.code() == tonic::Code::NotFound => bail!("{}", s.message()),
+                Err(s) => return Err(status_error(&s)),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

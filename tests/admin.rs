@@ -1,0 +1,579 @@
+//! The admin API and managed mode, with a test backend: pushes in and out of
+//! order, bindings, the backend's `Authorize`, the TCP token, the socket's
+//! mode, and the operator CLI against a running daemon.
+
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, RoleClient, ServiceExt as _};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use toolhost_admin::admin as pb;
+use toolhost_admin::admin::admin_client::AdminClient;
+use toolhost_catalog::Snapshot;
+use toolhost_e2e::{Daemon, Scratch, TOKEN, bin, events, eventually, testplug_dir};
+use toolhost_manifest::Manifest;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+#[derive(Clone, Default)]
+struct Agent {
+    changed: Arc<AtomicUsize>,
+}
+
+impl ClientHandler for Agent {
+    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
+        self.changed.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+async fn agent(url: &str, token: &str) -> RunningService<RoleClient, Agent> {
+    let t = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token.to_owned()),
+    );
+    Agent::default()
+        .serve(t)
+        .await
+        .unwrap_or_else(|e| panic!("connect: {e}"))
+}
+
+fn config(root: &Path, plugin: &Path, extra: &str) -> String {
+    format!(
+        r#"plugins = [{:?}]
+state_dir = {:?}
+
+[[http.tokens]]
+token = "{TOKEN}"
+surface = "chat"
+task_id = "task-http"
+session_id = "session-http"
+
+[supervisor]
+backoff_first_ms = 50
+stop_grace_ms = 2000
+{extra}
+"#,
+        plugin.display().to_string(),
+        root.join("state").display().to_string(),
+    )
+}
+
+async fn admin(root: &Path) -> AdminClient<tonic::transport::Channel> {
+    let sock = root.join("state/admin.sock");
+    eventually(WAIT, "the admin socket", async || {
+        toolhost_admin::connect_unix(&sock).await.ok()
+    })
+    .await
+}
+
+fn snapshot(plugin: &Path, generation: &str, revision: u64) -> Snapshot {
+    let m = Manifest::load(plugin).unwrap_or_else(|p| panic!("{p:#?}"));
+    Snapshot::from_manifests("kandev", generation, revision, [&m])
+}
+
+async fn push(
+    c: &mut AdminClient<tonic::transport::Channel>,
+    s: &Snapshot,
+) -> pb::PushCatalogResponse {
+    let req = pb::PushCatalogRequest {
+        snapshot: Some(toolhost_admin::snapshot_to_proto(s)),
+    };
+    c.push_catalog(req)
+        .await
+        .unwrap_or_else(|e| panic!("push: {e}"))
+        .into_inner()
+}
+
+fn outcome(r: &pb::PushCatalogResponse) -> pb::PushOutcome {
+    pb::PushOutcome::try_from(r.outcome).unwrap_or(pb::PushOutcome::Unspecified)
+}
+
+async fn names(c: &RunningService<RoleClient, Agent>) -> Vec<String> {
+    let mut n: Vec<String> = c
+        .list_all_tools()
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    n.sort();
+    n
+}
+
+#[tokio::test]
+async fn managed_pushes_follow_the_store_rules_and_reach_clients() {
+    let root = Scratch::new("managed");
+    let tp = testplug_dir(root.path(), "tp", "normal");
+    let d = Daemon::start(
+        root.path(),
+        &config(root.path(), &tp, "[backend]\nmanaged = true\n"),
+        &[],
+    );
+    let mut a = admin(root.path()).await;
+    let c = agent(&d.url, TOKEN).await;
+    assert!(
+        names(&c).await.is_empty(),
+        "managed: nothing until the backend pushes"
+    );
+    assert_eq!(
+        toolhost_e2e::http_request(&d.base(), "GET", "/readyz", &[], "")
+            .await
+            .0,
+        503,
+        "not ready before a catalog"
+    );
+    d.wait_metric("toolhost_mcp_listeners", 1.0).await;
+
+    // A push that changes the visible tools notifies connected clients.
+    let r = push(&mut a, &snapshot(&tp, "g1", 1)).await;
+    assert_eq!(outcome(&r), pb::PushOutcome::Accepted, "{r:?}");
+    let agent_state = c.service().clone();
+    eventually(WAIT, "list_changed after a push", async || {
+        (agent_state.changed.load(Ordering::SeqCst) == 1).then_some(())
+    })
+    .await;
+    let listed = names(&c).await;
+    assert!(listed.contains(&"kandev_tp_echo".to_owned()));
+    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
+        .await;
+    let ok = c
+        .call_tool(CallToolRequestParams::new("kandev_tp_count"))
+        .await;
+    assert_eq!(ok.ok().map(|r| r.is_error), Some(Some(false)));
+    assert_eq!(
+        toolhost_e2e::http_request(&d.base(), "GET", "/readyz", &[], "")
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        d.metric("toolhost_tool_calls_total{tool=\"kandev_tp_count\",outcome=\"ok\"}")
+            .await,
+        Some(1.0)
+    );
+    assert_eq!(
+        d.metric("toolhost_catalog_info{generation=\"g1\"}").await,
+        Some(1.0)
+    );
+
+    // Out of order: an older revision, then a retired generation.
+    let mut older = snapshot(&tp, "g1", 0);
+    older.tools.truncate(1);
+    assert_eq!(outcome(&push(&mut a, &older).await), pb::PushOutcome::Stale);
+    let r = push(&mut a, &snapshot(&tp, "g2", 1)).await;
+    assert_eq!(
+        outcome(&r),
+        pb::PushOutcome::Unchanged,
+        "same content, new generation: recorded, nobody told"
+    );
+    assert_eq!((r.generation.as_str(), r.revision), ("g2", 1));
+    let mut retired = snapshot(&tp, "g1", 9);
+    retired.tools.truncate(1);
+    assert_eq!(
+        outcome(&push(&mut a, &retired).await),
+        pb::PushOutcome::Stale
+    );
+    // A conflict: same revision, other content.
+    let mut conflict = snapshot(&tp, "g2", 1);
+    conflict.tools.truncate(2);
+    let r = push(&mut a, &conflict).await;
+    assert_eq!(outcome(&r), pb::PushOutcome::Conflict);
+    assert!(!r.reasons.is_empty());
+    // An invalid snapshot is rejected; the old catalog keeps serving.
+    let mut invalid = snapshot(&tp, "g2", 2);
+    invalid.tools[0].exposed_name = "kandev_made_up".to_owned();
+    let r = push(&mut a, &invalid).await;
+    assert_eq!(outcome(&r), pb::PushOutcome::Invalid);
+    assert!(
+        r.reasons
+            .iter()
+            .any(|x| x.contains("exposed_name should be")),
+        "{:?}",
+        r.reasons
+    );
+    assert_eq!(
+        names(&c).await,
+        listed,
+        "listings untouched by stale, conflicting and invalid pushes"
+    );
+    assert_eq!(
+        agent_state.changed.load(Ordering::SeqCst),
+        1,
+        "no notification for them either"
+    );
+    assert_eq!(
+        c.call_tool(CallToolRequestParams::new("kandev_tp_count"))
+            .await
+            .ok()
+            .map(|r| r.is_error),
+        Some(Some(false))
+    );
+
+    // A descriptor that does not match the installed declaration, and one of
+    // a plugin that is not installed, are withheld and reported.
+    let mut tampered = snapshot(&tp, "g2", 3);
+    if let Some(echo) = tampered.tools.iter_mut().find(|t| t.local_name == "echo") {
+        echo.input_schema = json!({ "type": "object", "properties": { "anything": {} } });
+    }
+    let mut ghost = tampered.tools[0].clone();
+    ghost.plugin_id = "ghost".to_owned();
+    ghost.exposed_name = "kandev_ghost_".to_owned() + &ghost.local_name;
+    tampered.tools.push(ghost);
+    let r = push(&mut a, &tampered).await;
+    assert_eq!(outcome(&r), pb::PushOutcome::Accepted);
+    let withheld: Vec<&str> = r.defects.iter().map(|d| d.tool.as_str()).collect();
+    assert!(withheld.contains(&"kandev_tp_echo"), "{:?}", r.defects);
+    assert!(
+        r.defects
+            .iter()
+            .any(|d| d.tool.starts_with("kandev_ghost_") && d.reason.contains("not installed")),
+        "{:?}",
+        r.defects
+    );
+    eventually(WAIT, "the tampered tool to leave listings", async || {
+        (!names(&c).await.contains(&"kandev_tp_echo".to_owned())).then_some(())
+    })
+    .await;
+    let r = c
+        .call_tool(
+            CallToolRequestParams::new("kandev_tp_echo").with_arguments(serde_json::Map::new()),
+        )
+        .await;
+    let r = r.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        r.structured_content
+            .as_ref()
+            .and_then(|s| s.pointer("/error/code"))
+            .and_then(Value::as_str),
+        Some("tool_unavailable")
+    );
+    let _ = c.cancel().await;
+}
+
+#[tokio::test]
+async fn bindings_can_be_made_and_revoked_at_run_time() {
+    let root = Scratch::new("bindings");
+    let tp = testplug_dir(root.path(), "tp", "normal");
+    let d = Daemon::start(root.path(), &config(root.path(), &tp, ""), &[]);
+    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
+        .await;
+    let mut a = admin(root.path()).await;
+    let token = "runtime-bound-token-42";
+    let binding = pb::SessionBinding {
+        surface: "kanban-task".into(),
+        task_id: "task-9".into(),
+        session_id: "session-9".into(),
+        workspace_id: "ws".into(),
+    };
+    a.bind_session(pb::BindSessionRequest {
+        token: token.into(),
+        binding: Some(binding),
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let c = agent(&d.url, token).await;
+    let r = c
+        .call_tool(
+            CallToolRequestParams::new("kandev_tp_echo").with_arguments(
+                json!({ "msg": "m", "n": 1 })
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let ctx = r.structured_content.unwrap_or_default()["context"].clone();
+    assert_eq!(
+        ctx,
+        json!({ "task_id": "task-9", "session_id": "session-9", "workspace_id": "ws", "surface": "kanban-task" })
+    );
+    assert!(
+        names(&c).await.contains(&"kandev_tp_only_task".to_owned()),
+        "the binding's surface decides the listing"
+    );
+
+    let revoked = a
+        .revoke_session(pb::RevokeSessionRequest {
+            token: token.into(),
+        })
+        .await
+        .map(|r| r.into_inner().revoked);
+    assert_eq!(revoked.ok(), Some(true));
+    let after = c
+        .call_tool(CallToolRequestParams::new("kandev_tp_count"))
+        .await;
+    assert!(
+        after.is_err(),
+        "a revoked token stops the next call: {after:?}"
+    );
+    let short = a
+        .bind_session(pb::BindSessionRequest {
+            token: "short".into(),
+            binding: None,
+        })
+        .await;
+    assert_eq!(
+        short.err().map(|s| s.code()),
+        Some(tonic::Code::InvalidArgument)
+    );
+}
+
+/// The test backend's Authorizer: allows `echo`, denies `count`, fails on
+/// `big`, and never answers for `slow`.
+struct Backend {
+    seen: Arc<std::sync::Mutex<Vec<pb::AuthorizeRequest>>>,
+}
+
+#[tonic::async_trait]
+impl pb::authorizer_server::Authorizer for Backend {
+    async fn authorize(
+        &self,
+        req: tonic::Request<pb::AuthorizeRequest>,
+    ) -> Result<tonic::Response<pb::AuthorizeResponse>, tonic::Status> {
+        let r = req.into_inner();
+        if let Ok(mut s) = self.seen.lock() {
+            s.push(r.clone());
+        }
+        match r.exposed_name.as_str() {
+            "kandev_tp_echo" => Ok(tonic::Response::new(pb::AuthorizeResponse {
+                allowed: true,
+                reason: String::new(),
+            })),
+            "kandev_tp_count" => Ok(tonic::Response::new(pb::AuthorizeResponse {
+                allowed: false,
+                reason: "not on weekends".into(),
+            })),
+            "kandev_tp_big" => Err(tonic::Status::internal("backend exploded")),
+            _ => std::future::pending().await,
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_backend_authorizes_every_call_and_uncertainty_denies() {
+    let root = Scratch::new("authorize");
+    let sock = root.path().join("backend.sock");
+    let listener = tokio::net::UnixListener::bind(&sock).unwrap_or_else(|e| panic!("{e}"));
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let backend = Backend {
+        seen: Arc::clone(&seen),
+    };
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(pb::authorizer_server::AuthorizerServer::new(backend))
+            .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener)),
+    );
+    let tp = testplug_dir(root.path(), "tp", "normal");
+    let extra = format!(
+        "[backend]\nauthorize = \"unix:{}\"\nauthorize_timeout_ms = 300\n",
+        sock.display()
+    );
+    let d = Daemon::start(root.path(), &config(root.path(), &tp, &extra), &[]);
+    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
+        .await;
+    let c = agent(&d.url, TOKEN).await;
+    let data = root.path().join("state/data/tp");
+    let call = async |name: &str, args: Value| {
+        let p = CallToolRequestParams::new(name.to_owned())
+            .with_arguments(args.as_object().cloned().unwrap_or_default());
+        let r = c.call_tool(p).await.unwrap_or_else(|e| panic!("{e}"));
+        r.structured_content
+            .as_ref()
+            .and_then(|s| s.pointer("/error/code"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    assert_eq!(
+        call("kandev_tp_echo", json!({ "msg": "secret-arg", "n": 2 })).await,
+        None,
+        "allowed"
+    );
+    for (tool, why) in [
+        ("kandev_tp_count", "denial"),
+        ("kandev_tp_big", "error"),
+        ("kandev_tp_slow", "timeout"),
+    ] {
+        assert_eq!(
+            call(tool, json!({})).await.as_deref(),
+            Some("not_authorized"),
+            "{why}"
+        );
+    }
+    for tool in ["count", "big", "slow"] {
+        assert!(
+            events(&data, &format!("invoked {tool} ")).is_empty(),
+            "{tool} reached the plugin"
+        );
+    }
+    let seen = seen.lock().map(|s| s.clone()).unwrap_or_default();
+    let first = &seen[0];
+    assert_eq!(
+        (first.exposed_name.as_str(), first.plugin_id.as_str()),
+        ("kandev_tp_echo", "tp")
+    );
+    assert_eq!(
+        first.binding.as_ref().map(|b| b.task_id.as_str()),
+        Some("task-http")
+    );
+    assert_eq!(first.invocation_id.len(), 32);
+    let _ = c.cancel().await;
+}
+
+#[tokio::test]
+async fn the_admin_socket_is_private_and_tcp_needs_the_token() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = Scratch::new("admin-tcp");
+    let tp = testplug_dir(root.path(), "tp", "normal");
+    std::fs::write(root.path().join("admin.token"), "admin-secret-token\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let extra = format!(
+        "[admin]\ntcp = \"127.0.0.1:0\"\ntoken_file = {:?}\n",
+        root.path().join("admin.token").display().to_string()
+    );
+    let d = Daemon::start(root.path(), &config(root.path(), &tp, &extra), &[]);
+    let _ = admin(root.path()).await;
+    let mode = std::fs::metadata(root.path().join("state/admin.sock"))
+        .map(|m| m.permissions().mode() & 0o777);
+    assert_eq!(mode.ok(), Some(0o600));
+
+    let addr = eventually(WAIT, "the admin TCP address", async || {
+        d.logs().lines().find_map(|l| {
+            l.strip_prefix("toolhost: admin API on tcp://")
+                .map(str::to_owned)
+        })
+    })
+    .await;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .connect()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut c = AdminClient::new(channel);
+    let anonymous = c.get_status(pb::GetStatusRequest {}).await;
+    assert_eq!(
+        anonymous.err().map(|s| s.code()),
+        Some(tonic::Code::Unauthenticated)
+    );
+    let mut wrong = tonic::Request::new(pb::RevokeSessionRequest {
+        token: TOKEN.into(),
+    });
+    wrong.metadata_mut().insert(
+        "authorization",
+        "Bearer nope".parse().unwrap_or_else(|_| unreachable!()),
+    );
+    assert_eq!(
+        c.revoke_session(wrong).await.err().map(|s| s.code()),
+        Some(tonic::Code::Unauthenticated)
+    );
+    // Nothing changed: the token still works over MCP.
+    let a = agent(&d.url, TOKEN).await;
+    assert!(a.list_all_tools().await.is_ok());
+    let mut right = tonic::Request::new(pb::GetStatusRequest {});
+    right.metadata_mut().insert(
+        "authorization",
+        "Bearer admin-secret-token"
+            .parse()
+            .unwrap_or_else(|_| unreachable!()),
+    );
+    let st = c
+        .get_status(right)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_inner();
+    assert!(!st.managed);
+    let _ = a.cancel().await;
+}
+
+fn cli(args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(bin("toolhost"))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn the_cli_drives_a_running_daemon() {
+    let root = Scratch::new("cli");
+    let tp = testplug_dir(root.path(), "tp", "normal");
+    let d = Daemon::start(
+        root.path(),
+        &config(root.path(), &tp, "[backend]\nmanaged = true\n"),
+        &[],
+    );
+    let _ = admin(root.path()).await;
+    let sock = root.path().join("state/admin.sock").display().to_string();
+    let config_file = root.path().join("toolhost.toml").display().to_string();
+
+    let file = root.path().join("snapshot.json");
+    std::fs::write(
+        &file,
+        serde_json::to_string(&snapshot(&tp, "g1", 1)).unwrap_or_default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let (code, out, err) = cli(&[
+        "catalog",
+        "push",
+        &file.display().to_string(),
+        "--admin",
+        &sock,
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.starts_with("accepted: now generation g1 revision 1"),
+        "{out}"
+    );
+    let (code, out, _) = cli(&[
+        "catalog",
+        "push",
+        &file.display().to_string(),
+        "--config",
+        &config_file,
+    ]);
+    assert_eq!((code, out.starts_with("stale")), (1, true), "{out}");
+
+    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
+        .await;
+    let (code, out, _) = cli(&["status", "--admin", &sock]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("generation g1 revision 1 (managed by a backend)")
+            && out.contains("tp")
+            && out.contains("ready"),
+        "{out}"
+    );
+    let (code, out, _) = cli(&["status", "--admin", &sock, "--format", "json"]);
+    let v: Value = serde_json::from_str(&out).unwrap_or_default();
+    assert_eq!(
+        (code, v["plugins"][0]["state"].as_str()),
+        (0, Some("ready"))
+    );
+    let (code, out, _) = cli(&["tools", "--admin", &sock]);
+    assert!(
+        code == 0 && out.contains("kandev_tp_echo") && out.contains("[chat, kanban-task]"),
+        "{out}"
+    );
+    let (code, out, _) = cli(&["catalog", "show", "--admin", &sock]);
+    let shown: Snapshot = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!((code, shown.revision, shown.tools.len()), (0, 1, 9));
+
+    let (code, out, _) = cli(&["plugins", "restart", "tp", "--admin", &sock]);
+    assert_eq!((code, out.trim()), (0, "restarting tp"));
+    d.wait_metric("toolhost_plugin_restarts_total{plugin=\"tp\"}", 1.0)
+        .await;
+    let (code, _, err) = cli(&["plugins", "restart", "nope", "--admin", &sock]);
+    assert!(code == 1 && err.contains("no plugin \"nope\""), "{err}");
+
+    let (code, _, err) = cli(&["status", "--admin", "/nonexistent/admin.sock"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("is `toolhost serve` running?"), "{err}");
+}
