@@ -7,6 +7,7 @@ use std::sync::Arc;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 use toolhost_catalog::{Installed, Outcome, Store};
+use toolhost_lifecycle::{Lifecycle, LifecycleError};
 use toolhost_mcp::{Hub, TokenTable};
 use toolhost_pipeline::{Binding, Plugins};
 use toolhost_proto::admin as pb;
@@ -28,6 +29,18 @@ pub struct AdminState {
     pub managed: bool,
     /// Installed declarations, for checking pushes.
     pub installed: Arc<ArcSwap<Installed>>,
+    /// Install, upgrade, enable, disable, remove.
+    pub lifecycle: Arc<Lifecycle>,
+}
+
+fn lifecycle_status(e: LifecycleError) -> Status {
+    match e {
+        LifecycleError::Invalid(m) => Status::invalid_argument(m),
+        LifecycleError::NotFound(m) => Status::not_found(m),
+        LifecycleError::Refused(m) => Status::failed_precondition(m),
+        LifecycleError::StartFailed(m) => Status::aborted(m),
+        LifecycleError::Io(m) => Status::internal(m),
+    }
 }
 
 /// The `toolhost.admin.v1.Admin` implementation.
@@ -42,6 +55,14 @@ impl AdminService {
     pub fn new(state: Arc<AdminState>) -> Self {
         Self { state }
     }
+
+    fn lifecycle_answer(&self, revision: u64) -> Response<pb::LifecycleResponse> {
+        let generation = self.state.store.current().generation().to_owned();
+        Response::new(pb::LifecycleResponse {
+            generation,
+            revision,
+        })
+    }
 }
 
 fn status_of(h: &PluginHandle) -> pb::PluginStatus {
@@ -53,6 +74,8 @@ fn status_of(h: &PluginHandle) -> pb::PluginStatus {
         pid: s.pid.unwrap_or(0),
         restarts: s.restarts,
         last_error: s.last_error.unwrap_or_default(),
+        origin: String::new(),
+        enabled: true,
     }
 }
 
@@ -165,14 +188,92 @@ impl Admin for AdminService {
         &self,
         _: Request<pb::ListPluginsRequest>,
     ) -> Result<Response<pb::ListPluginsResponse>, Status> {
-        let plugins = self
-            .state
-            .plugins
-            .all()
-            .iter()
-            .map(|h| status_of(h))
-            .collect();
+        let running = self.state.plugins.all();
+        let mut plugins = Vec::new();
+        for info in self.state.lifecycle.list() {
+            let handle = running.iter().rev().find(|h| h.id() == info.id);
+            let mut st = match handle {
+                Some(h) if info.enabled => status_of(h),
+                _ => pb::PluginStatus {
+                    id: info.id.clone(),
+                    state: "disabled".into(),
+                    ..Default::default()
+                },
+            };
+            st.version = info.version;
+            st.origin = info.origin.to_owned();
+            st.enabled = info.enabled;
+            plugins.push(st);
+        }
         Ok(Response::new(pb::ListPluginsResponse { plugins }))
+    }
+
+    async fn install_plugin(
+        &self,
+        request: Request<pb::InstallPluginRequest>,
+    ) -> Result<Response<pb::LifecycleResponse>, Status> {
+        let path = std::path::PathBuf::from(request.into_inner().path);
+        let revision = self
+            .state
+            .lifecycle
+            .install(&path)
+            .await
+            .map_err(lifecycle_status)?;
+        Ok(self.lifecycle_answer(revision))
+    }
+
+    async fn upgrade_plugin(
+        &self,
+        request: Request<pb::UpgradePluginRequest>,
+    ) -> Result<Response<pb::LifecycleResponse>, Status> {
+        let path = std::path::PathBuf::from(request.into_inner().path);
+        let revision = self
+            .state
+            .lifecycle
+            .upgrade(&path)
+            .await
+            .map_err(lifecycle_status)?;
+        Ok(self.lifecycle_answer(revision))
+    }
+
+    async fn enable_plugin(
+        &self,
+        request: Request<pb::PluginRef>,
+    ) -> Result<Response<pb::LifecycleResponse>, Status> {
+        let revision = self
+            .state
+            .lifecycle
+            .enable(&request.into_inner().id)
+            .await
+            .map_err(lifecycle_status)?;
+        Ok(self.lifecycle_answer(revision))
+    }
+
+    async fn disable_plugin(
+        &self,
+        request: Request<pb::PluginRef>,
+    ) -> Result<Response<pb::LifecycleResponse>, Status> {
+        let revision = self
+            .state
+            .lifecycle
+            .disable(&request.into_inner().id)
+            .await
+            .map_err(lifecycle_status)?;
+        Ok(self.lifecycle_answer(revision))
+    }
+
+    async fn remove_plugin(
+        &self,
+        request: Request<pb::RemovePluginRequest>,
+    ) -> Result<Response<pb::LifecycleResponse>, Status> {
+        let r = request.into_inner();
+        let revision = self
+            .state
+            .lifecycle
+            .remove(&r.id, r.purge)
+            .await
+            .map_err(lifecycle_status)?;
+        Ok(self.lifecycle_answer(revision))
     }
 
     async fn restart_plugin(

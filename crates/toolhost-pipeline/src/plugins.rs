@@ -1,15 +1,20 @@
-//! The running plugins, by id, as the pipeline sees them at call time.
+//! The running plugins, as the pipeline sees them at call time.
+//!
+//! During an upgrade two versions of a plugin run side by side: calls
+//! authorized against the old declaration go to the old process, calls
+//! against the new one to the new, so the switch fails no call the rules do
+//! not say must fail. Hence the registry is keyed by id *and* version.
 
 use arc_swap::ArcSwap;
 use std::collections::HashMap;
 use std::sync::Arc;
 use toolhost_runtime::{Phase, PluginClient, PluginHandle};
 
-/// Supervised plugins by id. Readers never lock; the set is replaced whole
-/// when a plugin is added or removed.
+/// Supervised plugins by id (and version). Readers never lock; the map is
+/// replaced whole on every change.
 #[derive(Debug, Default)]
 pub struct Plugins {
-    map: ArcSwap<HashMap<String, Arc<PluginHandle>>>,
+    map: ArcSwap<HashMap<String, Vec<Arc<PluginHandle>>>>,
 }
 
 impl Plugins {
@@ -19,36 +24,41 @@ impl Plugins {
         Self::default()
     }
 
-    /// Adds or replaces the plugin with this handle's id.
+    /// Adds a handle, replacing one of the same id and version.
     pub fn insert(&self, handle: Arc<PluginHandle>) {
         self.map.rcu(|m| {
             let mut m = HashMap::clone(m);
-            m.insert(handle.id().to_owned(), Arc::clone(&handle));
+            let versions = m.entry(handle.id().to_owned()).or_default();
+            versions.retain(|h| h.version() != handle.version());
+            versions.push(Arc::clone(&handle));
             m
         });
     }
 
-    /// Removes a plugin, returning its handle.
-    pub fn remove(&self, id: &str) -> Option<Arc<PluginHandle>> {
-        let mut removed = None;
+    /// Removes one version of a plugin.
+    pub fn remove_version(&self, id: &str, version: &str) {
         self.map.rcu(|m| {
             let mut m = HashMap::clone(m);
-            removed = m.remove(id);
+            if let Some(v) = m.get_mut(id) {
+                v.retain(|h| h.version() != version);
+                if v.is_empty() {
+                    m.remove(id);
+                }
+            }
             m
         });
-        removed
     }
 
-    /// The handle of a plugin.
+    /// The newest handle of a plugin.
     #[must_use]
     pub fn get(&self, id: &str) -> Option<Arc<PluginHandle>> {
-        self.map.load().get(id).cloned()
+        self.map.load().get(id).and_then(|v| v.last().cloned())
     }
 
-    /// All handles, sorted by id.
+    /// Every handle (all versions), sorted by id.
     #[must_use]
     pub fn all(&self) -> Vec<Arc<PluginHandle>> {
-        let mut v: Vec<_> = self.map.load().values().cloned().collect();
+        let mut v: Vec<_> = self.map.load().values().flatten().cloned().collect();
         v.sort_by(|a, b| a.id().cmp(b.id()));
         v
     }
@@ -56,12 +66,13 @@ impl Plugins {
     /// A client for `id` running `version`, or why there is none, in words
     /// for the model.
     pub fn client(&self, id: &str, version: &str) -> Result<PluginClient, String> {
-        let Some(h) = self.get(id) else {
-            return Err(format!("plugin {id} is not installed"));
+        let map = self.map.load();
+        let Some(versions) = map.get(id) else {
+            return Err(format!("plugin {id} is not running"));
         };
-        if h.version() != version {
+        let Some(h) = versions.iter().find(|h| h.version() == version) else {
             return Err(format!("plugin {id} is being upgraded; try again shortly"));
-        }
+        };
         let state = h.state();
         match (state.phase, state.client) {
             (Phase::Ready, Some(c)) if !c.is_gone() => Ok(c),

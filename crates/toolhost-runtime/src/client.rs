@@ -17,6 +17,24 @@ pub struct PluginClient {
     grpc: Grpc<Channel>,
     /// Cancelled when the process this handle talks to has stopped.
     gone: CancellationToken,
+    /// Calls in flight on this process (shared by every clone).
+    in_flight: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Counts a call in flight for as long as it lives.
+struct InFlight(Arc<std::sync::atomic::AtomicUsize>);
+
+impl InFlight {
+    fn new(n: &Arc<std::sync::atomic::AtomicUsize>) -> Self {
+        n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Self(Arc::clone(n))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// Why an invocation produced no answer.
@@ -60,7 +78,14 @@ impl PluginClient {
             pid,
             grpc: Grpc::new(channel),
             gone,
+            in_flight: Arc::default(),
         }
+    }
+
+    /// Calls in flight on this process right now.
+    #[must_use]
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The plugin id.
@@ -93,6 +118,7 @@ impl PluginClient {
         if self.gone.is_cancelled() {
             return Err(self.unavailable("the plugin process had already stopped"));
         }
+        let _counted = InFlight::new(&self.in_flight);
         let mut req = tonic::Request::new(request);
         req.set_timeout(deadline);
         let mut grpc = self.grpc.clone();

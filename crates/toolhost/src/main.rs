@@ -6,7 +6,6 @@
 //! product logic of its own: a rule enforced only here is a rule the tests
 //! of the library crates cannot see.
 
-mod authority;
 mod call;
 mod check;
 mod config;

@@ -3,7 +3,7 @@
 
 use crate::Format;
 use crate::config::Config;
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tonic::transport::Channel;
@@ -50,10 +50,40 @@ pub enum CatalogCommand {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum PluginsCommand {
+    /// List plugins: version, origin, enabled, state.
+    List,
     /// Restart a plugin now (also the way out of `failed`).
     Restart {
         /// The plugin id.
         id: String,
+    },
+    /// Install a plugin from a directory or a .tar.gz of one.
+    Install {
+        /// The plugin directory or archive.
+        path: PathBuf,
+    },
+    /// Upgrade an installed plugin to the version in a directory or .tar.gz.
+    Upgrade {
+        /// The plugin directory or archive.
+        path: PathBuf,
+    },
+    /// Enable a plugin: start it; its tools return when it is ready.
+    Enable {
+        /// The plugin id.
+        id: String,
+    },
+    /// Disable a plugin: withdraw its tools, cancel its calls, stop it.
+    Disable {
+        /// The plugin id.
+        id: String,
+    },
+    /// Remove an installed plugin; its data is kept unless --purge.
+    Remove {
+        /// The plugin id.
+        id: String,
+        /// Also delete its data directory.
+        #[arg(long)]
+        purge: bool,
     },
 }
 
@@ -206,17 +236,67 @@ pub async fn catalog(t: &Target, cmd: &CatalogCommand) -> Result<ExitCode> {
 
 pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
     let mut c = t.connect().await?;
-    match cmd {
-        PluginsCommand::Restart { id } => {
-            match c
-                .restart_plugin(pb::RestartPluginRequest { id: id.clone() })
+    // Paths are read by the daemon, whose working directory is not ours.
+    let absolute = |p: &PathBuf| std::path::absolute(p).unwrap_or_else(|_| p.clone());
+    let answer = match cmd {
+        PluginsCommand::List => {
+            let plugins = c
+                .list_plugins(pb::ListPluginsRequest {})
                 .await
-            {
-                Ok(_) => println!("restarting {id}"),
-                Err(s) if s.code() == tonic::Code::NotFound => bail!("{}", s.message()),
-                Err(s) => return Err(status_error(&s)),
+                .map_err(|e| status_error(&e))?
+                .into_inner()
+                .plugins;
+            if t.format == Format::Json {
+                let v: Vec<_> = plugins
+                    .iter()
+                    .map(|p| serde_json::json!({ "id": p.id, "version": p.version, "origin": p.origin, "enabled": p.enabled, "state": p.state }))
+                    .collect();
+                println!("{}", serde_json::Value::Array(v));
+            } else {
+                for p in plugins {
+                    println!(
+                        "{:<24} {:<10} {:<10} {}",
+                        p.id, p.version, p.origin, p.state
+                    );
+                }
             }
-            Ok(ExitCode::SUCCESS)
+            return Ok(ExitCode::SUCCESS);
         }
-    }
+        PluginsCommand::Restart { id } => {
+            c.restart_plugin(pb::RestartPluginRequest { id: id.clone() })
+                .await
+                .map_err(|e| status_error(&e))?;
+            println!("restarting {id}");
+            return Ok(ExitCode::SUCCESS);
+        }
+        PluginsCommand::Install { path } => {
+            c.install_plugin(pb::InstallPluginRequest {
+                path: absolute(path).display().to_string(),
+            })
+            .await
+        }
+        PluginsCommand::Upgrade { path } => {
+            c.upgrade_plugin(pb::UpgradePluginRequest {
+                path: absolute(path).display().to_string(),
+            })
+            .await
+        }
+        PluginsCommand::Enable { id } => c.enable_plugin(pb::PluginRef { id: id.clone() }).await,
+        PluginsCommand::Disable { id } => c.disable_plugin(pb::PluginRef { id: id.clone() }).await,
+        PluginsCommand::Remove { id, purge } => {
+            c.remove_plugin(pb::RemovePluginRequest {
+                id: id.clone(),
+                purge: *purge,
+            })
+            .await
+        }
+    };
+    let r = answer
+        .map_err(|s| anyhow::anyhow!("{}", s.message()))?
+        .into_inner();
+    println!(
+        "ok: catalog generation {} revision {}",
+        r.generation, r.revision
+    );
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,6 +1,5 @@
 //! `toolhost serve`: wires manifests, supervisor, catalog, pipeline and MCP.
 
-use crate::authority::Embedded;
 use crate::config::{BindingConfig, Config, default_state_dir, read_secret};
 use anyhow::{Context as _, Result, bail};
 use std::path::PathBuf;
@@ -8,11 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use toolhost_admin::{AdminService, AdminState};
-use toolhost_catalog::{Installed, Store};
-use toolhost_manifest::{check_set, expand_plugin_dirs, naming};
+use toolhost_catalog::Store;
+use toolhost_lifecycle::{Lifecycle, LifecycleConfig};
+use toolhost_manifest::naming;
 use toolhost_mcp::{HttpOptions, Hub, TokenTable, http_router, serve_stdio};
 use toolhost_pipeline::{Authorizer, AuthorizerAddress, Binding, Limits, Pipeline, Plugins};
-use toolhost_runtime::{PluginSpec, supervise};
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -115,15 +114,12 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     } else {
         args.plugins.clone()
     };
-    if plugin_paths.is_empty() {
-        bail!("no plugins to serve: pass --plugins DIR or set `plugins` in the config file");
-    }
+
     let state_dir = args
         .state_dir
         .clone()
         .or(config.state_dir.clone())
         .unwrap_or_else(default_state_dir);
-    let data_root = state_dir.join("data");
 
     // Which sessions to serve.
     let stdio_binding = {
@@ -170,42 +166,35 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         );
     }
 
-    // Plugins and the catalog.
-    let (dirs, mut problems) = expand_plugin_dirs(&plugin_paths);
-    let set = check_set(&prefix, &dirs);
-    problems.extend(set.problems);
-    for p in &problems {
-        tracing::error!("plugin not served: {p}");
-    }
+    // Plugins and the catalog: the lifecycle loads what is installed, starts
+    // it, and (embedded mode) publishes the catalog.
     let supervisor = config.supervisor.resolve();
     let store = Arc::new(Store::new(prefix.clone()));
     let plugins = Arc::new(Plugins::new());
-    let mut served = Vec::new();
-    for m in set.plugins {
-        let handle = Arc::new(supervise(
-            PluginSpec::from_manifest(&m, &data_root),
-            supervisor.clone(),
-        ));
-        plugins.insert(Arc::clone(&handle));
-        served.push((m, handle));
-    }
-    let handles: Vec<_> = served.iter().map(|(_, h)| Arc::clone(h)).collect();
-    let installed = Arc::new(arc_swap::ArcSwap::from_pointee(Installed::from_manifests(
-        served.iter().map(|(m, _)| m),
-    )));
     let managed = config.backend.managed;
+    let max_timeout = config
+        .limits
+        .max_timeout_ms
+        .map_or(Limits::default().max_timeout, Duration::from_millis);
+    let (lifecycle, problems) = Lifecycle::open(
+        LifecycleConfig {
+            prefix: prefix.clone(),
+            state_dir: state_dir.clone(),
+            static_paths: plugin_paths.clone(),
+            supervisor: supervisor.clone(),
+            managed,
+            drain_timeout: max_timeout,
+        },
+        Arc::clone(&store),
+        Arc::clone(&plugins),
+    )?;
+    for p in &problems {
+        tracing::error!("plugin not served: {p}");
+    }
     if managed {
         tracing::info!("managed mode: the catalog comes from the backend's pushes");
-    } else {
-        tokio::spawn(
-            Embedded {
-                prefix,
-                store: Arc::clone(&store),
-                plugins: served,
-            }
-            .run(),
-        );
     }
+    let installed = lifecycle.installed();
 
     let limits = Limits {
         max_timeout: config
@@ -240,6 +229,7 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         hub: Arc::clone(&hub),
         managed,
         installed,
+        lifecycle: Arc::clone(&lifecycle),
     }));
     let socket = config.admin_socket(Some(&state_dir));
     {
@@ -316,8 +306,8 @@ pub async fn run(args: ServeArgs) -> Result<()> {
 
     shutdown.cancelled().await;
     tracing::info!("stopping plugins");
-    let all = futures::future::join_all(handles.iter().map(|h| h.stop()));
-    if tokio::time::timeout(supervisor.stop_grace + Duration::from_secs(5), all)
+    let grace = supervisor.stop_grace + Duration::from_secs(5);
+    if tokio::time::timeout(grace, lifecycle.shutdown())
         .await
         .is_err()
     {

@@ -1,0 +1,27 @@
+//! Installed plugins, live (SPEC section 12), and the embedded catalog
+//! authority (SPEC section 1: without a backend, toolhost builds its catalog
+//! from the installed plugins).
+//!
+//! Every operation (install, upgrade, enable, disable, remove) ends in a new
+//! catalog revision that connected agents learn through
+//! `tools/list_changed`; neither toolhost nor any session restarts.
+//!
+//! What is installed and enabled lives in one state file,
+//! `<state_dir>/plugins.json`, always written whole and renamed into place.
+//! Installed plugins live in `<state_dir>/plugins/<id>@<version>/`, staged in
+//! a `.staging-*` directory and renamed into place, and only then recorded in
+//! the state file. The state file is the commit point: at start-up, any
+//! directory it does not name (an interrupted install or upgrade) is
+//! deleted, so nothing is ever half-installed.
+//!
+//! Plugins named by the configuration's `plugins` paths are *static*: they
+//! can be enabled and disabled, but not upgraded or removed (edit the
+//! configuration instead).
+//!
+//! What this crate must not do: bypass validation. Every install and upgrade
+//! is validated against everything installed, as `toolhost check` does.
+
+mod files;
+mod lifecycle;
+
+pub use lifecycle::{Lifecycle, LifecycleConfig, LifecycleError, PluginInfo};

@@ -1,0 +1,717 @@
+//! The lifecycle operations and the embedded authority.
+
+use crate::files::{StateFile, stage, staging_dir, version_dir};
+use arc_swap::ArcSwap;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use toolhost_catalog::{Installed, Outcome, Snapshot, Store};
+use toolhost_manifest::{Manifest, check_set, expand_plugin_dirs, naming};
+use toolhost_pipeline::Plugins;
+use toolhost_runtime::{Phase, PluginHandle, PluginSpec, SupervisorConfig, supervise};
+
+/// Where things live and how plugins run.
+#[derive(Debug, Clone)]
+pub struct LifecycleConfig {
+    /// Exposed-name prefix.
+    pub prefix: String,
+    /// `plugins.json`, `plugins/` (installed) and `data/` live here.
+    pub state_dir: PathBuf,
+    /// The configuration's plugin paths (static plugins).
+    pub static_paths: Vec<PathBuf>,
+    /// How plugins are supervised.
+    pub supervisor: SupervisorConfig,
+    /// A backend owns the catalog: lifecycle operations are refused, and no
+    /// embedded snapshots are published.
+    pub managed: bool,
+    /// How long an upgrade waits for the old process's calls to finish.
+    pub drain_timeout: Duration,
+}
+
+/// Why an operation was refused or failed. Each message says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum LifecycleError {
+    /// The plugin does not validate (every problem, one per line).
+    #[error("{0}")]
+    Invalid(String),
+    /// No such plugin.
+    #[error("{0}")]
+    NotFound(String),
+    /// Not allowed in this state.
+    #[error("{0}")]
+    Refused(String),
+    /// The plugin did not become ready.
+    #[error("{0}")]
+    StartFailed(String),
+    /// File system trouble.
+    #[error("{0}")]
+    Io(String),
+}
+
+/// One plugin, for listings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginInfo {
+    /// Id.
+    pub id: String,
+    /// Version.
+    pub version: String,
+    /// Enabled.
+    pub enabled: bool,
+    /// `installed` (managed by toolhost) or `static` (from the configuration).
+    pub origin: &'static str,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    Static,
+    Installed,
+}
+
+#[derive(Debug)]
+struct Record {
+    manifest: Manifest,
+    origin: Origin,
+    enabled: bool,
+    handle: Option<Arc<PluginHandle>>,
+    /// Its tools may be listed: it was present at start-up, or has been ready
+    /// since it was installed or enabled.
+    listable: bool,
+}
+
+#[derive(Debug)]
+struct Inner {
+    records: BTreeMap<String, Record>,
+    file: StateFile,
+    generation: String,
+    revision: u64,
+    /// (id, version) of the plugins in the last published snapshot.
+    listed: Option<Vec<(String, String)>>,
+}
+
+/// The installed plugins and what happens to them.
+#[derive(Debug)]
+pub struct Lifecycle {
+    cfg: LifecycleConfig,
+    store: Arc<Store>,
+    plugins: Arc<Plugins>,
+    installed: Arc<ArcSwap<Installed>>,
+    /// One operation at a time.
+    ops: tokio::sync::Mutex<()>,
+    inner: Mutex<Inner>,
+    recompute: mpsc::UnboundedSender<()>,
+}
+
+fn io(what: &str, e: impl std::fmt::Display) -> LifecycleError {
+    LifecycleError::Io(format!("{what}: {e}"))
+}
+
+impl Lifecycle {
+    fn install_dir(&self) -> PathBuf {
+        self.cfg.state_dir.join("plugins")
+    }
+
+    fn state_file(&self) -> PathBuf {
+        self.cfg.state_dir.join("plugins.json")
+    }
+
+    fn data_root(&self) -> PathBuf {
+        self.cfg.state_dir.join("data")
+    }
+
+    /// Loads what is installed, removes what an interrupted operation left
+    /// behind, starts every enabled plugin, and (embedded mode) publishes the
+    /// first catalog revision. Returns the lifecycle and the problems of
+    /// plugins that were not loaded.
+    pub fn open(
+        cfg: LifecycleConfig,
+        store: Arc<Store>,
+        plugins: Arc<Plugins>,
+    ) -> Result<(Arc<Self>, Vec<String>), LifecycleError> {
+        let state_path = cfg.state_dir.join("plugins.json");
+        let file =
+            StateFile::load(&state_path).map_err(|e| io("cannot read the plugin state", e))?;
+        let install_dir = cfg.state_dir.join("plugins");
+        clean(&install_dir, &file);
+
+        let (static_dirs, mut problems) = expand_plugin_dirs(&cfg.static_paths);
+        let installed_dirs: Vec<PathBuf> = file
+            .installed
+            .iter()
+            .map(|(id, v)| version_dir(&install_dir, id, v))
+            .collect();
+        let all: Vec<PathBuf> = static_dirs
+            .iter()
+            .cloned()
+            .chain(installed_dirs.iter().cloned())
+            .collect();
+        let set = check_set(&cfg.prefix, &all);
+        let mut warnings: Vec<String> = problems
+            .drain(..)
+            .chain(set.problems)
+            .map(|p| p.to_string())
+            .collect();
+        let mut records = BTreeMap::new();
+        for m in set.plugins {
+            let origin = if installed_dirs.contains(&m.dir) {
+                Origin::Installed
+            } else {
+                Origin::Static
+            };
+            let enabled = !file.disabled.contains(&m.id);
+            records.insert(
+                m.id.clone(),
+                Record {
+                    manifest: m,
+                    origin,
+                    enabled,
+                    handle: None,
+                    listable: true,
+                },
+            );
+        }
+        for id in file.installed.keys() {
+            if !records.contains_key(id) {
+                warnings.push(format!("installed plugin {id} could not be loaded"));
+            }
+        }
+        let installed = Arc::new(ArcSwap::from_pointee(Installed::from_manifests(
+            records.values().map(|r| &r.manifest),
+        )));
+        let (tx, rx) = mpsc::unbounded_channel();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let lc = Arc::new(Self {
+            inner: Mutex::new(Inner {
+                records,
+                file,
+                generation: format!("embedded-{now}-{}", std::process::id()),
+                revision: 0,
+                listed: None,
+            }),
+            cfg,
+            store,
+            plugins,
+            installed,
+            ops: tokio::sync::Mutex::new(()),
+            recompute: tx,
+        });
+        {
+            let mut inner = lc.lock();
+            let ids: Vec<String> = inner
+                .records
+                .iter()
+                .filter(|(_, r)| r.enabled)
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in ids {
+                if let Some(r) = inner.records.get_mut(&id) {
+                    r.handle = Some(lc.start(&r.manifest));
+                }
+            }
+        }
+        if !lc.cfg.managed {
+            lc.publish();
+            tokio::spawn(authority(Arc::clone(&lc), rx));
+        }
+        Ok((lc, warnings))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The installed declarations (for checking pushes in managed mode).
+    #[must_use]
+    pub fn installed(&self) -> Arc<ArcSwap<Installed>> {
+        Arc::clone(&self.installed)
+    }
+
+    /// Starts supervising a plugin and registers it; its state changes feed
+    /// the authority.
+    fn start(&self, m: &Manifest) -> Arc<PluginHandle> {
+        let handle = Arc::new(supervise(
+            PluginSpec::from_manifest(m, &self.data_root()),
+            self.cfg.supervisor.clone(),
+        ));
+        self.plugins.insert(Arc::clone(&handle));
+        let mut w = handle.subscribe();
+        let tx = self.recompute.clone();
+        tokio::spawn(async move {
+            while w.changed().await.is_ok() {
+                if tx.send(()).is_err() {
+                    break;
+                }
+            }
+        });
+        handle
+    }
+
+    /// Publishes a new revision if the set of listed plugins changed, and
+    /// returns the current revision. Embedded mode only.
+    fn publish(&self) -> u64 {
+        if self.cfg.managed {
+            return self.store.current().revision();
+        }
+        let mut inner = self.lock();
+        for r in inner.records.values_mut() {
+            if r.handle
+                .as_ref()
+                .is_some_and(|h| h.state().phase == Phase::Ready)
+            {
+                r.listable = true;
+            }
+        }
+        let listed: Vec<&Manifest> = inner
+            .records
+            .values()
+            .filter(|r| {
+                r.enabled
+                    && r.listable
+                    && r.handle
+                        .as_ref()
+                        .is_some_and(|h| !matches!(h.state().phase, Phase::Failed | Phase::Stopped))
+            })
+            .map(|r| &r.manifest)
+            .collect();
+        let key: Vec<(String, String)> = listed
+            .iter()
+            .map(|m| (m.id.clone(), m.version.to_string()))
+            .collect();
+        if inner.listed.as_ref() == Some(&key) {
+            return inner.revision;
+        }
+        let revision = inner.revision + 1;
+        let snapshot =
+            Snapshot::from_manifests(&self.cfg.prefix, inner.generation.clone(), revision, listed);
+        let r = self.store.offer(snapshot);
+        if matches!(r.outcome, Outcome::Accepted | Outcome::Unchanged) {
+            tracing::info!(generation = %inner.generation, revision, plugins = key.len(), "catalog revision");
+        } else {
+            tracing::error!(outcome = r.outcome.as_str(), reasons = ?r.reasons, "the embedded catalog was refused");
+        }
+        for d in &r.defects {
+            tracing::error!(tool = %d.tool, reason = %d.reason, "tool withheld");
+        }
+        inner.revision = revision;
+        inner.listed = Some(key);
+        revision
+    }
+
+    fn refuse_if_managed(&self) -> Result<(), LifecycleError> {
+        if self.cfg.managed {
+            return Err(LifecycleError::Refused(
+                "toolhost is in managed mode: the backend owns the catalog, so plugins are installed and \
+                 switched by editing the configuration and restarting, and activated by the backend's pushes"
+                    .to_owned(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn save(&self, inner: &Inner) -> Result<(), LifecycleError> {
+        inner
+            .file
+            .save(&self.state_file())
+            .map_err(|e| io("cannot write the plugin state", e))
+    }
+
+    fn refresh_installed(&self, inner: &Inner) {
+        self.installed.store(Arc::new(Installed::from_manifests(
+            inner.records.values().map(|r| &r.manifest),
+        )));
+    }
+
+    /// Stages `source` (a plugin directory or a `.tar.gz` of one), loads and
+    /// validates it. The staging directory is removed on failure.
+    fn stage_and_load(&self, source: &Path) -> Result<(PathBuf, Manifest), LifecycleError> {
+        let staging =
+            staging_dir(&self.install_dir()).map_err(|e| io("cannot stage the plugin", e))?;
+        let loaded = stage(source, &staging)
+            .map_err(|e| LifecycleError::Invalid(format!("cannot read {}: {e}", source.display())))
+            .and_then(|()| {
+                Manifest::load(&staging).map_err(|problems| {
+                    LifecycleError::Invalid(
+                        problems
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join("\n"),
+                    )
+                })
+            });
+        match loaded {
+            Ok(m) => Ok((staging, m)),
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&staging);
+                Err(e)
+            }
+        }
+    }
+
+    /// Exposed-name collisions between `m` and every other installed plugin.
+    fn collisions(&self, inner: &Inner, m: &Manifest) -> Result<(), LifecycleError> {
+        let mut pairs: Vec<(&str, &str)> = inner
+            .records
+            .values()
+            .filter(|r| r.manifest.id != m.id)
+            .flat_map(|r| {
+                r.manifest
+                    .tools
+                    .iter()
+                    .map(move |t| (r.manifest.id.as_str(), t.name.as_str()))
+            })
+            .collect();
+        pairs.extend(m.tools.iter().map(|t| (m.id.as_str(), t.name.as_str())));
+        let clashes: Vec<String> = naming::find_collisions(&self.cfg.prefix, pairs)
+            .into_iter()
+            .map(|c| {
+                format!(
+                    "exposed name `{}` of plugin {:?} (tool {}) collides with plugin {:?} (tool {})",
+                    c.exposed, c.second.0, c.second.1, c.first.0, c.first.1
+                )
+            })
+            .collect();
+        if clashes.is_empty() {
+            Ok(())
+        } else {
+            Err(LifecycleError::Invalid(clashes.join("\n")))
+        }
+    }
+
+    /// Moves a staged plugin into `<id>@<version>` and reloads it from there.
+    fn place(&self, staging: &Path, m: &Manifest) -> Result<Manifest, LifecycleError> {
+        let target = version_dir(&self.install_dir(), &m.id, &m.version.to_string());
+        if target.exists() {
+            let _ = std::fs::remove_dir_all(&target);
+        }
+        std::fs::rename(staging, &target)
+            .map_err(|e| io("cannot move the plugin into place", e))?;
+        Manifest::load(&target).map_err(|p| {
+            LifecycleError::Invalid(
+                p.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            )
+        })
+    }
+
+    async fn wait_ready(&self, h: &PluginHandle, m: &Manifest) -> Result<(), LifecycleError> {
+        let mut rx = h.subscribe();
+        let limit = Duration::from_millis(m.runtime.startup_timeout_ms) + Duration::from_secs(2);
+        let waited = tokio::time::timeout(
+            limit,
+            rx.wait_for(|s| matches!(s.phase, Phase::Ready | Phase::Failed | Phase::Restarting)),
+        )
+        .await;
+        match waited {
+            Ok(Ok(s)) if s.phase == Phase::Ready => Ok(()),
+            _ => {
+                let why = h
+                    .state()
+                    .last_error
+                    .unwrap_or_else(|| "it did not become ready in time".to_owned());
+                Err(LifecycleError::StartFailed(why))
+            }
+        }
+    }
+
+    /// Installs a plugin: validated against everything installed, moved into
+    /// place in one rename, recorded, started; its tools enter the catalog
+    /// when it is ready. Returns the catalog revision.
+    pub async fn install(&self, source: &Path) -> Result<u64, LifecycleError> {
+        self.refuse_if_managed()?;
+        let _op = self.ops.lock().await;
+        let (staging, m) = self.stage_and_load(source)?;
+        let checked = {
+            let inner = self.lock();
+            match inner.records.get(&m.id) {
+                Some(r) => Err(LifecycleError::Refused(format!(
+                    "plugin {} is already installed (version {}); use upgrade",
+                    m.id, r.manifest.version
+                ))),
+                None => self.collisions(&inner, &m),
+            }
+        };
+        if let Err(e) = checked {
+            let _ = std::fs::remove_dir_all(&staging);
+            return Err(e);
+        }
+        let m = self.place(&staging, &m)?;
+        let handle = {
+            let mut inner = self.lock();
+            inner
+                .file
+                .installed
+                .insert(m.id.clone(), m.version.to_string());
+            inner.file.disabled.remove(&m.id);
+            self.save(&inner)?;
+            let handle = self.start(&m);
+            inner.records.insert(
+                m.id.clone(),
+                Record {
+                    manifest: m.clone(),
+                    origin: Origin::Installed,
+                    enabled: true,
+                    handle: Some(Arc::clone(&handle)),
+                    listable: false,
+                },
+            );
+            self.refresh_installed(&inner);
+            handle
+        };
+        tracing::info!(plugin = %m.id, version = %m.version, "installed");
+        let ready = self.wait_ready(&handle, &m).await;
+        let revision = self.publish();
+        ready.map(|()| revision).map_err(|e| {
+            LifecycleError::StartFailed(format!(
+                "plugin {} is installed but not ready ({e}); its tools will appear when it is",
+                m.id
+            ))
+        })
+    }
+
+    /// Upgrades an installed plugin to the version in `source`. The new
+    /// process must be ready before anything changes; then the catalog
+    /// switches in one revision, calls already on the old process finish
+    /// (up to the drain timeout), and the old process stops. A new version
+    /// that cannot start leaves the old one serving.
+    pub async fn upgrade(&self, source: &Path) -> Result<u64, LifecycleError> {
+        self.refuse_if_managed()?;
+        let _op = self.ops.lock().await;
+        let (staging, m) = self.stage_and_load(source)?;
+        let checked = {
+            let inner = self.lock();
+            match inner.records.get(&m.id) {
+                None => Err(LifecycleError::NotFound(format!(
+                    "plugin {} is not installed; use install",
+                    m.id
+                ))),
+                Some(r) if r.origin == Origin::Static => Err(LifecycleError::Refused(format!(
+                    "plugin {} comes from the configuration's plugins paths; upgrade it there",
+                    m.id
+                ))),
+                Some(r) if r.manifest.version == m.version => Err(LifecycleError::Refused(
+                    format!("plugin {} is already at version {}", m.id, m.version),
+                )),
+                Some(_) => self.collisions(&inner, &m),
+            }
+        };
+        if let Err(e) = checked {
+            let _ = std::fs::remove_dir_all(&staging);
+            return Err(e);
+        }
+        let m = self.place(&staging, &m)?;
+        let new = self.start(&m);
+        if let Err(e) = self.wait_ready(&new, &m).await {
+            new.stop().await;
+            self.plugins.remove_version(&m.id, &m.version.to_string());
+            let _ = std::fs::remove_dir_all(&m.dir);
+            return Err(LifecycleError::StartFailed(format!(
+                "version {} of {} did not start ({e}); the old version keeps serving",
+                m.version, m.id
+            )));
+        }
+        let (old_handle, old_dir, old_version) = {
+            let mut inner = self.lock();
+            inner
+                .file
+                .installed
+                .insert(m.id.clone(), m.version.to_string());
+            self.save(&inner)?;
+            let Some(r) = inner.records.get_mut(&m.id) else {
+                return Err(LifecycleError::NotFound(format!(
+                    "plugin {} was removed meanwhile",
+                    m.id
+                )));
+            };
+            let old_dir = r.manifest.dir.clone();
+            let old_version = r.manifest.version.to_string();
+            r.manifest = m.clone();
+            r.listable = true;
+            let old = r.handle.replace(Arc::clone(&new));
+            if !r.enabled {
+                // Upgrading a disabled plugin installs the files only.
+                r.handle = None;
+            }
+            self.refresh_installed(&inner);
+            (old, old_dir, old_version)
+        };
+        let revision = self.publish();
+        tracing::info!(plugin = %m.id, from = %old_version, to = %m.version, revision, "upgraded");
+        if let Some(old) = old_handle {
+            // Calls dispatched to the old process finish, bounded by their
+            // deadlines; then it stops.
+            if let Some(client) = old.client() {
+                let deadline = tokio::time::Instant::now() + self.cfg.drain_timeout;
+                while client.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
+            old.stop().await;
+            self.plugins.remove_version(&m.id, &old_version);
+        }
+        if self.lock().records.get(&m.id).is_some_and(|r| !r.enabled) {
+            new.stop().await;
+            self.plugins.remove_version(&m.id, &m.version.to_string());
+        }
+        let _ = std::fs::remove_dir_all(old_dir);
+        Ok(revision)
+    }
+
+    /// Enables a plugin: started, and its tools return when it is ready.
+    pub async fn enable(&self, id: &str) -> Result<u64, LifecycleError> {
+        self.refuse_if_managed()?;
+        let _op = self.ops.lock().await;
+        let (handle, m) = {
+            let mut inner = self.lock();
+            let Some(r) = inner.records.get(id) else {
+                return Err(LifecycleError::NotFound(format!(
+                    "no plugin {id:?} is installed"
+                )));
+            };
+            if r.enabled {
+                drop(inner);
+                return Ok(self.publish());
+            }
+            let m = r.manifest.clone();
+            let handle = self.start(&m);
+            if let Some(r) = inner.records.get_mut(id) {
+                r.enabled = true;
+                r.listable = false;
+                r.handle = Some(Arc::clone(&handle));
+            }
+            inner.file.disabled.remove(id);
+            self.save(&inner)?;
+            (handle, m)
+        };
+        let ready = self.wait_ready(&handle, &m).await;
+        let revision = self.publish();
+        ready.map(|()| revision)
+    }
+
+    /// Disables a plugin: its tools are withdrawn (a new revision), calls in
+    /// flight are cancelled, and its process stops.
+    pub async fn disable(&self, id: &str) -> Result<u64, LifecycleError> {
+        self.refuse_if_managed()?;
+        let _op = self.ops.lock().await;
+        self.disable_locked(id).await
+    }
+
+    async fn disable_locked(&self, id: &str) -> Result<u64, LifecycleError> {
+        let handle = {
+            let mut inner = self.lock();
+            let Some(r) = inner.records.get_mut(id) else {
+                return Err(LifecycleError::NotFound(format!(
+                    "no plugin {id:?} is installed"
+                )));
+            };
+            r.enabled = false;
+            let handle = r.handle.take();
+            inner.file.disabled.insert(id.to_owned());
+            self.save(&inner)?;
+            handle
+        };
+        // Withdraw first, so no new call is authorized; then stop the
+        // process, which fails the calls in flight at once.
+        let revision = self.publish();
+        if let Some(h) = handle {
+            h.stop().await;
+            self.plugins.remove_version(id, h.version());
+        }
+        Ok(revision)
+    }
+
+    /// Removes an installed plugin: disabled, its files deleted; its data
+    /// directory is kept unless `purge`.
+    pub async fn remove(&self, id: &str, purge: bool) -> Result<u64, LifecycleError> {
+        self.refuse_if_managed()?;
+        let _op = self.ops.lock().await;
+        let origin = self.lock().records.get(id).map(|r| r.origin);
+        match origin {
+            None => {
+                return Err(LifecycleError::NotFound(format!(
+                    "no plugin {id:?} is installed"
+                )));
+            }
+            Some(Origin::Static) => {
+                return Err(LifecycleError::Refused(format!(
+                    "plugin {id} comes from the configuration's plugins paths; remove it there (or disable it)"
+                )));
+            }
+            Some(Origin::Installed) => {}
+        }
+        self.disable_locked(id).await?;
+        let dir = {
+            let mut inner = self.lock();
+            inner.file.installed.remove(id);
+            inner.file.disabled.remove(id);
+            self.save(&inner)?;
+            let dir = inner.records.remove(id).map(|r| r.manifest.dir);
+            self.refresh_installed(&inner);
+            dir
+        };
+        if let Some(dir) = dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        if purge {
+            let _ = std::fs::remove_dir_all(self.data_root().join(id));
+        }
+        tracing::info!(plugin = %id, purge, "removed");
+        Ok(self.publish())
+    }
+
+    /// Every plugin, by id.
+    #[must_use]
+    pub fn list(&self) -> Vec<PluginInfo> {
+        self.lock()
+            .records
+            .values()
+            .map(|r| PluginInfo {
+                id: r.manifest.id.clone(),
+                version: r.manifest.version.to_string(),
+                enabled: r.enabled,
+                origin: match r.origin {
+                    Origin::Static => "static",
+                    Origin::Installed => "installed",
+                },
+            })
+            .collect()
+    }
+
+    /// Stops every plugin (daemon shutdown).
+    pub async fn shutdown(&self) {
+        let handles = self.plugins.all();
+        futures::future::join_all(handles.iter().map(|h| h.stop())).await;
+    }
+}
+
+/// Removes staging directories and installed versions the state file does
+/// not name: the leftovers of an interrupted install or upgrade.
+fn clean(install_dir: &Path, file: &StateFile) {
+    let Ok(entries) = std::fs::read_dir(install_dir) else {
+        return;
+    };
+    for e in entries.filter_map(Result::ok) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let keep = name
+            .split_once('@')
+            .is_some_and(|(id, v)| file.installed.get(id).is_some_and(|iv| iv == v));
+        if !keep {
+            tracing::warn!(leftover = %name, "removing what an interrupted install or upgrade left behind");
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+/// Publishes a revision whenever a plugin's state changes in a way that
+/// changes what is listed.
+async fn authority(lc: Arc<Lifecycle>, mut rx: mpsc::UnboundedReceiver<()>) {
+    while rx.recv().await.is_some() {
+        while rx.try_recv().is_ok() {}
+        lc.publish();
+    }
+}

@@ -1,0 +1,451 @@
+//! Plugin lifecycle, live: install, upgrade, enable, disable, remove, with an
+//! MCP client connected throughout and calls running in a loop; persistence
+//! across restarts; and an interrupted install leaving nothing behind.
+
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, RoleClient, ServiceExt as _};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+use toolhost_admin::admin as pb;
+use toolhost_e2e::{Daemon, Scratch, TOKEN, bin, events, eventually, testplug_dir};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+#[derive(Clone, Default)]
+struct Agent {
+    changed: Arc<AtomicUsize>,
+}
+
+impl ClientHandler for Agent {
+    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
+        self.changed.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+type Client = RunningService<RoleClient, Agent>;
+
+async fn agent(url: &str) -> Client {
+    let t = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(TOKEN.to_owned()),
+    );
+    Agent::default()
+        .serve(t)
+        .await
+        .unwrap_or_else(|e| panic!("connect: {e}"))
+}
+
+/// A testplug plugin directory with a given id, version, mode and `msg`
+/// length limit (the "schema" an upgrade changes).
+fn kit(root: &Path, dir: &str, id: &str, version: &str, mode: &str, max_msg: u32) -> PathBuf {
+    let d = testplug_dir(&root.join(dir), id, mode);
+    let manifest = d.join("plugin.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap_or_default();
+    let text = text
+        .replace("version = \"1.0.0\"", &format!("version = \"{version}\""))
+        .replace("maxLength = 20", &format!("maxLength = {max_msg}"));
+    std::fs::write(&manifest, text).unwrap_or_else(|e| panic!("{e}"));
+    d
+}
+
+fn config(root: &Path, statics: &[PathBuf]) -> String {
+    let list: Vec<String> = statics
+        .iter()
+        .map(|p| format!("{:?}", p.display().to_string()))
+        .collect();
+    format!(
+        "plugins = [{}]\nstate_dir = {:?}\n\n[[http.tokens]]\ntoken = \"{TOKEN}\"\nsurface = \"chat\"\ntask_id = \"t\"\nsession_id = \"s\"\n\n[supervisor]\nbackoff_first_ms = 50\nstop_grace_ms = 2000\n",
+        list.join(", "),
+        root.join("state").display().to_string()
+    )
+}
+
+async fn admin(
+    root: &Path,
+) -> toolhost_admin::admin::admin_client::AdminClient<tonic::transport::Channel> {
+    let sock = root.join("state/admin.sock");
+    eventually(WAIT, "the admin socket", async || {
+        toolhost_admin::connect_unix(&sock).await.ok()
+    })
+    .await
+}
+
+async fn names(c: &Client) -> Vec<String> {
+    let mut n: Vec<String> = c
+        .list_all_tools()
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    n.sort();
+    n
+}
+
+fn installed_dirs(root: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(root.join("state/plugins"))
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+fn code(r: &Result<rmcp::model::CallToolResult, rmcp::service::ServiceError>) -> String {
+    match r {
+        Ok(r) => r
+            .structured_content
+            .as_ref()
+            .and_then(|s| s.pointer("/error/code"))
+            .and_then(Value::as_str)
+            .unwrap_or("ok")
+            .to_owned(),
+        Err(e) if e.to_string().contains("Unknown tool") => "unknown_tool".to_owned(),
+        Err(e) => format!("protocol: {e}"),
+    }
+}
+
+async fn echo(c: &Client, msg: &str) -> String {
+    let p = CallToolRequestParams::new("kandev_kit_echo").with_arguments(
+        json!({ "msg": msg, "n": 1 })
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+    );
+    code(&c.call_tool(p).await)
+}
+
+#[tokio::test]
+async fn install_upgrade_disable_enable_remove_while_agents_work() {
+    let root = Scratch::new("lifecycle");
+    let base = testplug_dir(&root.path().join("static"), "my-kit", "normal");
+    let d = Daemon::start(
+        root.path(),
+        &config(root.path(), std::slice::from_ref(&base)),
+        &[],
+    );
+    let mut a = admin(root.path()).await;
+    let c = agent(&d.url).await;
+    d.wait_metric("toolhost_mcp_listeners", 1.0).await;
+    let told = c.service().changed.clone();
+    let before = told.load(Ordering::SeqCst);
+
+    // Install: clients are told, the new tools are callable.
+    let v1 = kit(root.path(), "src1", "kit", "1.0.0", "normal", 20);
+    let r = a
+        .install_plugin(pb::InstallPluginRequest {
+            path: v1.display().to_string(),
+        })
+        .await;
+    let rev1 = r
+        .unwrap_or_else(|e| panic!("install: {e}"))
+        .into_inner()
+        .revision;
+    eventually(WAIT, "list_changed after install", async || {
+        (told.load(Ordering::SeqCst) > before).then_some(())
+    })
+    .await;
+    assert!(names(&c).await.contains(&"kandev_kit_echo".to_owned()));
+    assert_eq!(echo(&c, "hello there").await, "ok");
+    assert_eq!(installed_dirs(root.path()), ["kit@1.0.0"]);
+
+    // A colliding install is refused, naming both; nothing changes.
+    let clash = kit(root.path(), "src-clash", "my_kit", "1.0.0", "normal", 20);
+    let r = a
+        .install_plugin(pb::InstallPluginRequest {
+            path: clash.display().to_string(),
+        })
+        .await;
+    let e = r.err().map(|s| s.message().to_owned()).unwrap_or_default();
+    assert!(
+        e.contains("\"my_kit\"") && e.contains("\"my-kit\"") && e.contains("collides"),
+        "{e}"
+    );
+    assert_eq!(
+        installed_dirs(root.path()),
+        ["kit@1.0.0"],
+        "no staging left, nothing installed"
+    );
+    let st = a
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_inner();
+    assert_eq!(st.revision, rev1, "the catalog did not change");
+
+    // Calls in a loop from here on, counting every outcome.
+    let outcomes: Arc<std::sync::Mutex<BTreeMap<String, usize>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let looper = {
+        let (c2, outcomes, stop) = (
+            agent(&d.url).await,
+            Arc::clone(&outcomes),
+            Arc::clone(&stop),
+        );
+        tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                let o = echo(&c2, "ok").await;
+                if let Ok(mut m) = outcomes.lock() {
+                    *m.entry(o).or_default() += 1;
+                }
+            }
+            let _ = c2.cancel().await;
+        })
+    };
+    eventually(WAIT, "the loop to run", async || {
+        (outcomes
+            .lock()
+            .map(|m| m.values().sum::<usize>())
+            .unwrap_or(0)
+            > 20)
+            .then_some(())
+    })
+    .await;
+
+    // Upgrade with a changed schema: clients told, new schema enforced.
+    let told_before = told.load(Ordering::SeqCst);
+    let v2 = kit(root.path(), "src2", "kit", "2.0.0", "normal", 5);
+    let r = a
+        .upgrade_plugin(pb::UpgradePluginRequest {
+            path: v2.display().to_string(),
+        })
+        .await;
+    assert!(r.is_ok(), "upgrade: {r:?}");
+    eventually(WAIT, "list_changed after upgrade", async || {
+        (told.load(Ordering::SeqCst) > told_before).then_some(())
+    })
+    .await;
+    assert_eq!(
+        echo(&c, "too long now").await,
+        "invalid_arguments",
+        "calls validate against the new schema"
+    );
+    assert_eq!(
+        installed_dirs(root.path()),
+        ["kit@2.0.0"],
+        "the old version's files are gone"
+    );
+
+    // A version that cannot start leaves the old one serving.
+    let v3 = kit(root.path(), "src3", "kit", "3.0.0", "exit-early", 5);
+    let r = a
+        .upgrade_plugin(pb::UpgradePluginRequest {
+            path: v3.display().to_string(),
+        })
+        .await;
+    let e = r.err().map(|s| s.message().to_owned()).unwrap_or_default();
+    assert!(
+        e.contains("did not start") && e.contains("old version keeps serving"),
+        "{e}"
+    );
+    assert_eq!(echo(&c, "ok").await, "ok");
+    assert_eq!(installed_dirs(root.path()), ["kit@2.0.0"]);
+
+    stop.store(true, Ordering::SeqCst);
+    let _ = looper.await;
+    let outcomes = outcomes.lock().map(|m| m.clone()).unwrap_or_default();
+    let failed: Vec<(&String, &usize)> = outcomes
+        .iter()
+        .filter(|(k, _)| k.as_str() != "ok" && k.as_str() != "tool_unavailable")
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "only calls caught by the switch may fail (tool_unavailable): {outcomes:?}"
+    );
+    assert!(
+        outcomes.get("ok").copied().unwrap_or(0) > 20,
+        "{outcomes:?}"
+    );
+    let data = root.path().join("state/data/kit");
+    let ids: Vec<String> = events(&data, "invoked echo ")
+        .iter()
+        .filter_map(|l| l.split(' ').nth(2).map(str::to_owned))
+        .collect();
+    let unique: std::collections::BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "no call was dispatched twice");
+
+    // Disable: withdrawn, and calls fail closed.
+    let told_before = told.load(Ordering::SeqCst);
+    assert!(
+        a.disable_plugin(pb::PluginRef { id: "kit".into() })
+            .await
+            .is_ok()
+    );
+    eventually(WAIT, "list_changed after disable", async || {
+        (told.load(Ordering::SeqCst) > told_before).then_some(())
+    })
+    .await;
+    assert!(!names(&c).await.iter().any(|n| n.starts_with("kandev_kit_")));
+    assert_eq!(echo(&c, "ok").await, "unknown_tool");
+    // Enable: back.
+    assert!(
+        a.enable_plugin(pb::PluginRef { id: "kit".into() })
+            .await
+            .is_ok()
+    );
+    assert_eq!(echo(&c, "ok").await, "ok");
+
+    // Remove: files gone, data kept. Static plugins cannot be removed.
+    let r = a
+        .remove_plugin(pb::RemovePluginRequest {
+            id: "my-kit".into(),
+            purge: false,
+        })
+        .await;
+    assert_eq!(
+        r.err().map(|s| s.code()),
+        Some(tonic::Code::FailedPrecondition)
+    );
+    assert!(
+        a.remove_plugin(pb::RemovePluginRequest {
+            id: "kit".into(),
+            purge: false
+        })
+        .await
+        .is_ok()
+    );
+    assert!(installed_dirs(root.path()).is_empty());
+    assert!(
+        data.join("events.log").is_file(),
+        "the data directory is kept"
+    );
+    assert!(!names(&c).await.iter().any(|n| n.starts_with("kandev_kit_")));
+    let _ = c.cancel().await;
+}
+
+#[tokio::test]
+async fn what_is_installed_and_enabled_survives_a_restart() {
+    let root = Scratch::new("persist");
+    let base = testplug_dir(&root.path().join("static"), "base", "normal");
+    let cfg = config(root.path(), std::slice::from_ref(&base));
+    {
+        let _d = Daemon::start(root.path(), &cfg, &[]);
+        let mut a = admin(root.path()).await;
+        let v1 = kit(root.path(), "src1", "kit", "1.0.0", "normal", 20);
+        assert!(
+            a.install_plugin(pb::InstallPluginRequest {
+                path: v1.display().to_string()
+            })
+            .await
+            .is_ok()
+        );
+        assert!(
+            a.disable_plugin(pb::PluginRef { id: "base".into() })
+                .await
+                .is_ok()
+        );
+    }
+    let d = Daemon::start(root.path(), &cfg, &[]);
+    let mut a = admin(root.path()).await;
+    let list = a
+        .list_plugins(pb::ListPluginsRequest {})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_inner()
+        .plugins;
+    let summary: Vec<(String, String, bool)> = list
+        .iter()
+        .map(|p| (p.id.clone(), p.origin.clone(), p.enabled))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("base".to_owned(), "static".to_owned(), false),
+            ("kit".to_owned(), "installed".to_owned(), true)
+        ]
+    );
+    d.wait_metric("toolhost_plugin_state{plugin=\"kit\",state=\"ready\"}", 1.0)
+        .await;
+    let c = agent(&d.url).await;
+    let n = names(&c).await;
+    assert!(
+        n.contains(&"kandev_kit_echo".to_owned())
+            && !n.iter().any(|x| x.starts_with("kandev_base_")),
+        "{n:?}"
+    );
+    let _ = c.cancel().await;
+}
+
+#[tokio::test]
+async fn an_interrupted_install_leaves_nothing_half_installed() {
+    let root = Scratch::new("interrupted");
+    let base = testplug_dir(&root.path().join("static"), "base", "normal");
+    let cfg = config(root.path(), std::slice::from_ref(&base));
+    // What a daemon killed mid-install leaves: a staging directory and a
+    // placed version the state file never recorded.
+    let plugins = root.path().join("state/plugins");
+    std::fs::create_dir_all(plugins.join(".staging-0123456789abcdef"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let half = kit(root.path(), "src-half", "kit", "1.0.0", "normal", 20);
+    std::fs::rename(&half, plugins.join("kit@1.0.0")).unwrap_or_else(|e| panic!("{e}"));
+    {
+        let d = Daemon::start(root.path(), &cfg, &[]);
+        let mut a = admin(root.path()).await;
+        assert!(
+            installed_dirs(root.path()).is_empty(),
+            "leftovers removed: {:?}",
+            installed_dirs(root.path())
+        );
+        let list = a
+            .list_plugins(pb::ListPluginsRequest {})
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .into_inner()
+            .plugins;
+        assert_eq!(list.len(), 1);
+        // Now kill toolhost for real in the middle of an install.
+        let v1 = kit(root.path(), "src1", "kit", "1.0.0", "normal", 20);
+        let mut a2 = a.clone();
+        let pending = tokio::spawn(async move {
+            a2.install_plugin(pb::InstallPluginRequest {
+                path: v1.display().to_string(),
+            })
+            .await
+        });
+        let mut d = d;
+        d.signal_and_wait(rustix::process::Signal::KILL);
+        let _ = pending.await;
+    }
+    let d = Daemon::start(root.path(), &cfg, &[]);
+    let mut a = admin(root.path()).await;
+    let list = a
+        .list_plugins(pb::ListPluginsRequest {})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_inner()
+        .plugins;
+    let dirs = installed_dirs(root.path());
+    let kit_listed = list.iter().any(|p| p.id == "kit");
+    // Either the install committed (state file, directory, running plugin)
+    // or nothing of it is left.
+    if kit_listed {
+        assert_eq!(dirs, ["kit@1.0.0"]);
+        d.wait_metric("toolhost_plugin_state{plugin=\"kit\",state=\"ready\"}", 1.0)
+            .await;
+    } else {
+        assert!(dirs.is_empty(), "{dirs:?}");
+    }
+    let (code, out, err) = {
+        let o = std::process::Command::new(bin("toolhost"))
+            .args(["plugins", "list", "--admin"])
+            .arg(root.path().join("state/admin.sock"))
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("base") && out.contains("static"), "{out}");
+}
