@@ -280,6 +280,13 @@ pub async fn run(args: ServeArgs) -> Result<()> {
             options.allowed_origins = o;
         }
         let app = http_router(Arc::clone(&hub), Arc::clone(&tokens), options);
+        // Small JSON-RPC answers must not wait for Nagle's algorithm (a
+        // streamed answer is several small writes; without this, a delayed
+        // ACK costs ~40 ms per call).
+        let listener =
+            axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
+                let _ = tcp.set_nodelay(true);
+            });
         // A line for people and scripts (tests wait for it).
         eprintln!("toolhost: serving MCP on http://{local}/mcp");
         let stop = shutdown.clone();

@@ -1,0 +1,566 @@
+//! `toolhost-bench`: toolhost's costs next to the floor and a peer, in one
+//! run, interleaved so drift shows (issue "Benchmarks against the floor and
+//! against a peer gateway"). Run it through `scripts/bench` (which installs
+//! the peer and builds in release); `--quick` is the CI form.
+//!
+//! Systems, all answering the same `echo` tool with a small schema:
+//! - `toolhost` -> a Rust plugin over gRPC (default HTTP mode, and stateless
+//!   JSON mode);
+//! - `floor`: an in-process rmcp server answering the tool itself (default
+//!   and stateless JSON), the floor for any MCP server;
+//! - `grpc-direct`: the same plugin called directly over its socket, the
+//!   floor of the plugin hop;
+//! - `fastmcp-proxy`: a FastMCP gateway mounting a proxy of a FastMCP
+//!   upstream under a prefix.
+
+mod load;
+mod procs;
+mod scale;
+
+use anyhow::{Context as _, Result, bail};
+use load::{Endpoint, Run, Session, drive};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use toolhost_proto::plugin::plugin_client::PluginClient;
+use toolhost_proto::plugin::{AgentToolContext, AgentToolRequest};
+
+const TOKEN: &str = "bench-token-0123456789";
+
+/// A process tree under test; killed when dropped.
+struct Procs(Vec<Child>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+enum Target {
+    Http(Endpoint),
+    Grpc(PluginClient<tonic::transport::Channel>),
+}
+
+struct System {
+    name: &'static str,
+    target: Target,
+    /// The server processes whose CPU is charged to this system.
+    pids: Vec<u32>,
+    main_pid: u32,
+    _procs: Procs,
+}
+
+fn exe_dir() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .unwrap_or_default()
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Reads lines of `r` until one starts with `prefix`; returns the rest.
+fn wait_line(r: impl std::io::Read + Send + 'static, prefix: &'static str) -> Result<String> {
+    use std::io::BufRead as _;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(r).lines().map_while(Result::ok) {
+            if let Some(rest) = line.strip_prefix(prefix) {
+                let _ = tx.send(rest.to_owned());
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(30))
+        .with_context(|| format!("no line starting {prefix:?}"))
+}
+
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+fn echo_args() -> Value {
+    json!({ "msg": "hello", "n": 3 })
+}
+
+fn scratch(tag: &str) -> Result<PathBuf> {
+    let d = std::env::temp_dir().join(format!("toolhost-bench-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d)?;
+    Ok(d)
+}
+
+/// A plugin directory for testplug with the `echo` tool only.
+fn plugin_dir(dir: &Path) -> Result<PathBuf> {
+    let p = dir.join("bench");
+    std::fs::create_dir_all(&p)?;
+    let testplug = exe_dir().join("testplug");
+    if !testplug.is_file() {
+        bail!(
+            "{} is not built: cargo build --release --workspace --bins",
+            testplug.display()
+        );
+    }
+    std::fs::write(
+        p.join("plugin.toml"),
+        format!(
+            r#"id = "bench"
+version = "1.0.0"
+name = "Bench"
+
+[runtime]
+command = "{}"
+env = {{ TESTPLUG_QUIET = "1" }}
+
+[[tools]]
+name = "echo"
+description = "Echoes its arguments."
+surfaces = ["chat"]
+input_schema = {{ type = "object", required = ["msg", "n"], properties = {{ msg = {{ type = "string", maxLength = 20 }}, n = {{ type = "integer", minimum = 0, maximum = 10 }} }} }}
+annotations = {{ read_only = true, open_world = false }}
+"#,
+            testplug.display()
+        ),
+    )?;
+    Ok(p)
+}
+
+fn toolhost_config(dir: &Path, plugins: &Path, stateless: bool, managed: bool) -> Result<PathBuf> {
+    let file = dir.join("toolhost.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "plugins = [{:?}]\nstate_dir = {:?}\n[log]\nlevel = \"warn\"\n[http]\nstateless_json = {stateless}\n[[http.tokens]]\ntoken = \"{TOKEN}\"\nsurface = \"chat\"\ntask_id = \"t\"\nsession_id = \"s\"\n[backend]\nmanaged = {managed}\n",
+            plugins.display().to_string(),
+            dir.join("state").display().to_string()
+        ),
+    )?;
+    Ok(file)
+}
+
+async fn ready_http(ep: &Endpoint) -> Result<()> {
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = async {
+            Session::open(http.clone(), ep.clone())
+                .await?
+                .call(&echo_args())
+                .await
+        }
+        .await;
+        match r {
+            Ok(()) => return Ok(()),
+            Err(e) if Instant::now() > deadline => {
+                return Err(e.context(format!("{} never answered", ep.url)));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
+async fn start_toolhost(stateless: bool) -> Result<System> {
+    let dir = scratch(if stateless {
+        "toolhost-json"
+    } else {
+        "toolhost"
+    })?;
+    let plugins = plugin_dir(&dir)?;
+    let config = toolhost_config(&dir, &plugins, stateless, false)?;
+    let mut child = Command::new(exe_dir().join("toolhost"))
+        .args(["serve", "--http", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("cannot start toolhost (cargo build --release --workspace --bins)")?;
+    let url = wait_line(
+        child.stderr.take().context("stderr")?,
+        "toolhost: serving MCP on ",
+    )?;
+    let ep = Endpoint {
+        url,
+        token: Some(TOKEN.into()),
+        tool: "kandev_bench_echo".into(),
+        session: !stateless,
+    };
+    ready_http(&ep).await?;
+    let pid = child.id();
+    let mut pids = vec![pid];
+    pids.extend(procs::children(pid));
+    Ok(System {
+        name: if stateless {
+            "toolhost (stateless JSON)"
+        } else {
+            "toolhost"
+        },
+        target: Target::Http(ep),
+        pids,
+        main_pid: pid,
+        _procs: Procs(vec![child]),
+    })
+}
+
+async fn start_floor(json_mode: bool) -> Result<System> {
+    let mut cmd = Command::new(exe_dir().join("floor"));
+    if json_mode {
+        cmd.arg("--json");
+    }
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("cannot start floor")?;
+    let url = wait_line(
+        child.stderr.take().context("stderr")?,
+        "floor: serving MCP on ",
+    )?;
+    let ep = Endpoint {
+        url,
+        token: None,
+        tool: "echo".into(),
+        session: !json_mode,
+    };
+    ready_http(&ep).await?;
+    let pid = child.id();
+    Ok(System {
+        name: if json_mode {
+            "floor: in-process rmcp (stateless JSON)"
+        } else {
+            "floor: in-process rmcp"
+        },
+        target: Target::Http(ep),
+        pids: vec![pid],
+        main_pid: pid,
+        _procs: Procs(vec![child]),
+    })
+}
+
+async fn start_direct_grpc() -> Result<System> {
+    let dir = scratch("grpc")?;
+    let mut child = Command::new(exe_dir().join("testplug"))
+        .env("KANDEV_PLUGIN", "kandev-plugin-v1")
+        .env("PLUGIN_PROTOCOL_VERSIONS", "1")
+        .env("KANDEV_PLUGIN_DATA_DIR", &dir)
+        .env("TESTPLUG_QUIET", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let line = wait_line(child.stdout.take().context("stdout")?, "1|1|unix|")?;
+    let socket = PathBuf::from(line.trim_end_matches("|grpc"));
+    let channel = tonic::transport::Endpoint::from_static("http://plugin.invalid")
+        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
+            let p = socket.clone();
+            async move {
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
+                    tokio::net::UnixStream::connect(p).await?,
+                ))
+            }
+        }))
+        .await?;
+    let pid = child.id();
+    Ok(System {
+        name: "grpc-direct: the plugin alone",
+        target: Target::Grpc(PluginClient::new(channel)),
+        pids: vec![pid],
+        main_pid: pid,
+        _procs: Procs(vec![child]),
+    })
+}
+
+async fn wait_port(port: u16) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        if Instant::now() > deadline {
+            bail!("nothing listens on port {port}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+async fn start_fastmcp() -> Result<System> {
+    let python = root().join(".venv/bin/python");
+    let peer = Path::new(env!("CARGO_MANIFEST_DIR")).join("peer");
+    let (up, gw) = (free_port()?, free_port()?);
+    let upstream = Command::new(&python)
+        .arg(peer.join("upstream.py"))
+        .arg(up.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("cannot start the FastMCP upstream (scripts/bench installs fastmcp)")?;
+    wait_port(up).await?;
+    let gateway = Command::new(&python)
+        .arg(peer.join("proxy.py"))
+        .arg(format!("http://127.0.0.1:{up}/mcp"))
+        .arg(gw.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    wait_port(gw).await?;
+    let ep = Endpoint {
+        url: format!("http://127.0.0.1:{gw}/mcp"),
+        token: None,
+        tool: "up_echo".into(),
+        session: true,
+    };
+    ready_http(&ep).await?;
+    let pids = vec![gateway.id(), upstream.id()];
+    let main_pid = gateway.id();
+    Ok(System {
+        name: "fastmcp-proxy: FastMCP gateway -> FastMCP upstream",
+        target: Target::Http(ep),
+        pids,
+        main_pid,
+        _procs: Procs(vec![gateway, upstream]),
+    })
+}
+
+/// One measurement of one system at one concurrency.
+#[derive(Debug, Clone, Default)]
+struct Measured {
+    p50: Duration,
+    p99: Duration,
+    throughput: f64,
+    server_cpu_us: f64,
+    client_cpu_us: f64,
+    errors: u64,
+    first_error: Option<String>,
+}
+
+async fn measure(
+    sys: &System,
+    concurrency: usize,
+    duration: Duration,
+    http: &reqwest::Client,
+) -> Result<Measured> {
+    let server0 = procs::cpu_of(&sys.pids);
+    let me = std::process::id();
+    let client0 = procs::cpu_seconds(me);
+    let mut run: Run = match &sys.target {
+        Target::Http(ep) => {
+            let (http, ep) = (http.clone(), ep.clone());
+            drive(
+                concurrency,
+                duration,
+                || Session::open(http.clone(), ep.clone()),
+                |mut s: Session| {
+                    Box::pin(async move {
+                        let r = s.call(&echo_args()).await;
+                        (s, r)
+                    })
+                },
+            )
+            .await?
+        }
+        Target::Grpc(client) => {
+            let client = client.clone();
+            drive(
+                concurrency,
+                duration,
+                || {
+                    let c = client.clone();
+                    async move { Ok(c) }
+                },
+                |mut c: PluginClient<tonic::transport::Channel>| {
+                    Box::pin(async move {
+                        let req = AgentToolRequest {
+                            invocation_id: "bench".into(),
+                            name: "echo".into(),
+                            arguments: echo_args()
+                                .as_object()
+                                .map(toolhost_proto::json::struct_from_json),
+                            context: Some(AgentToolContext {
+                                task_id: "t".into(),
+                                session_id: "s".into(),
+                                workspace_id: String::new(),
+                                surface: "chat".into(),
+                            }),
+                        };
+                        let r = c
+                            .invoke_agent_tool(req)
+                            .await
+                            .map(|_| ())
+                            .map_err(anyhow::Error::from);
+                        (c, r)
+                    })
+                },
+            )
+            .await?
+        }
+    };
+    let server = procs::cpu_of(&sys.pids) - server0;
+    let client = procs::cpu_seconds(me) - client0;
+    let calls = run.calls.max(1) as f64;
+    Ok(Measured {
+        p50: run.percentile(0.50),
+        p99: run.percentile(0.99),
+        throughput: run.throughput(),
+        server_cpu_us: server / calls * 1e6,
+        client_cpu_us: client / calls * 1e6,
+        errors: run.errors,
+        first_error: run.first_error.take(),
+    })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let skip_peer = std::env::args().any(|a| a == "--no-peer");
+    let (rounds, duration) = if quick {
+        (1, Duration::from_millis(1500))
+    } else {
+        (3, Duration::from_secs(5))
+    };
+    let started = Instant::now();
+    println!("# toolhost-bench{}\n", if quick { " --quick" } else { "" });
+    println!(
+        "rounds: {rounds}, {} s per measurement, interleaved; machine: {} cores\n",
+        duration.as_secs_f64(),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+
+    let mut systems = vec![
+        start_toolhost(false).await?,
+        start_toolhost(true).await?,
+        start_floor(false).await?,
+        start_floor(true).await?,
+        start_direct_grpc().await?,
+    ];
+    if !skip_peer {
+        match start_fastmcp().await {
+            Ok(s) => systems.push(s),
+            Err(e) => println!("(peer not measured: {e:#})\n"),
+        }
+    }
+    let idle_rss = procs::rss_kib(systems[0].main_pid);
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(128)
+        .build()?;
+    let concurrencies = [1usize, 64];
+    let mut results: Vec<Vec<Vec<Measured>>> =
+        vec![vec![Vec::new(); concurrencies.len()]; systems.len()];
+    for _ in 0..rounds {
+        for (si, sys) in systems.iter().enumerate() {
+            for (ci, c) in concurrencies.iter().enumerate() {
+                let m = measure(sys, *c, duration, &http).await?;
+                results[si][ci].push(m);
+            }
+        }
+    }
+    let loaded_rss = procs::rss_kib(systems[0].main_pid);
+
+    println!("## The call path over streamable HTTP\n");
+    println!(
+        "| system | concurrency | p50 ms | p99 ms | calls/s | server CPU µs/call | load generator CPU µs/call | errors |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut summary: Vec<Vec<(f64, f64, f64, f64)>> = Vec::new();
+    for (si, sys) in systems.iter().enumerate() {
+        let mut per = Vec::new();
+        for (ci, c) in concurrencies.iter().enumerate() {
+            let ms_ = &results[si][ci];
+            let p50 = median(ms_.iter().map(|m| ms(m.p50)).collect());
+            let p99 = median(ms_.iter().map(|m| ms(m.p99)).collect());
+            let tput = median(ms_.iter().map(|m| m.throughput).collect());
+            let cpu = median(ms_.iter().map(|m| m.server_cpu_us).collect());
+            let client = median(ms_.iter().map(|m| m.client_cpu_us).collect());
+            let errors: u64 = ms_.iter().map(|m| m.errors).sum();
+            println!(
+                "| {} | {c} | {p50:.3} | {p99:.3} | {tput:.0} | {cpu:.0} | {client:.0} | {errors} |",
+                sys.name
+            );
+            if let Some(e) = ms_.iter().find_map(|m| m.first_error.clone()) {
+                println!("|  first error: {} | | | | | | | |", e.replace('|', "/"));
+            }
+            per.push((p50, p99, tput, cpu));
+        }
+        summary.push(per);
+    }
+    let failed: u64 = results.iter().flatten().flatten().map(|m| m.errors).sum();
+    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+    println!("\n### Ratios\n");
+    println!("| ratio | value | target |\n|---|---|---|");
+    println!(
+        "| toolhost p50 / floor p50, concurrency 1 (default mode) | {:.2} | <= 1.5 |",
+        ratio(summary[0][0].0, summary[2][0].0)
+    );
+    println!(
+        "| toolhost p50 / floor p50, concurrency 1 (stateless JSON) | {:.2} | <= 1.5 |",
+        ratio(summary[1][0].0, summary[3][0].0)
+    );
+    println!(
+        "| toolhost throughput / floor throughput, concurrency 64 (default) | {:.2} | >= 0.5 |",
+        ratio(summary[0][1].2, summary[2][1].2)
+    );
+    println!(
+        "| toolhost throughput / floor throughput, concurrency 64 (stateless JSON) | {:.2} | >= 0.5 |",
+        ratio(summary[1][1].2, summary[3][1].2)
+    );
+    println!(
+        "| toolhost own CPU per call (toolhost + plugin - plugin alone), concurrency 64 | {:.0} µs | <= 60 µs |",
+        summary[0][1].3 - summary[4][1].3
+    );
+    if systems.len() > 5 {
+        println!(
+            "| toolhost p50 / FastMCP proxy p50, concurrency 1 | {:.2} | |",
+            ratio(summary[0][0].0, summary[5][0].0)
+        );
+        println!(
+            "| toolhost throughput / FastMCP proxy throughput, concurrency 64 | {:.2} | |",
+            ratio(summary[0][1].2, summary[5][1].2)
+        );
+    }
+    drop(systems);
+
+    println!("\n## Memory\n\n| measurement | RSS |\n|---|---|");
+    println!(
+        "| toolhost idle, one plugin | {:.1} MiB |",
+        idle_rss as f64 / 1024.0
+    );
+    println!(
+        "| toolhost after the load above | {:.1} MiB |",
+        loaded_rss as f64 / 1024.0
+    );
+    match scale::rss_with_tools(if quick { 2_000 } else { 10_000 }).await {
+        Ok((n, kib)) => println!(
+            "| toolhost with {n} tools in its catalog | {:.1} MiB |",
+            kib as f64 / 1024.0
+        ),
+        Err(e) => println!("| toolhost with many tools | not measured: {e:#} |"),
+    }
+
+    println!("\n## The catalog at scale (real rmcp clients, in process)\n");
+    scale::report(if quick { 200 } else { 1_000 }).await?;
+    println!("\nwhole run: {:.0} s", started.elapsed().as_secs_f64());
+    if failed > 0 {
+        bail!("{failed} call(s) failed during the run; see the first errors above");
+    }
+    Ok(())
+}
