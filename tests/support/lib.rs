@@ -127,7 +127,14 @@ pub fn pids_with_cmdline(needle: &str) -> Vec<u32> {
 pub fn testplug_dir(root: &Path, id: &str, mode: &str) -> PathBuf {
     let dir = root.join(id);
     // (name, input schema, annotations, timeout_ms, extra manifest lines)
-    let tools: [(&str, &str, &str, u32, &str); 9] = [
+    let tools: [(&str, &str, &str, u32, &str); 10] = [
+        (
+            "flood",
+            r#"{ type = "object", properties = { lines = { type = "integer" } } }"#,
+            "read_only = true",
+            30_000,
+            "",
+        ),
         (
             "echo",
             r#"{ type = "object", required = ["msg", "n"], properties = { msg = { type = "string", maxLength = 20 }, n = { type = "integer", minimum = 0, maximum = 10 }, mode = { enum = ["fast", "slow"] }, settings = { type = "object", additionalProperties = { type = "string" } }, max_results = { type = "integer" } } }"#,
@@ -144,21 +151,21 @@ pub fn testplug_dir(root: &Path, id: &str, mode: &str) -> PathBuf {
         ),
         (
             "slow",
-            r#"{ type = "object", properties = { ms = { type = "integer", minimum = 0 } } }"#,
+            r#"{ type = "object", properties = { ms = { type = "integer", minimum = 0 }, note = { type = "string" } } }"#,
             "read_only = true",
             60_000,
             "",
         ),
         (
             "nap",
-            r#"{ type = "object", properties = { ms = { type = "integer", minimum = 0 } } }"#,
+            r#"{ type = "object", properties = { ms = { type = "integer", minimum = 0 }, note = { type = "string" } } }"#,
             "read_only = true",
             500,
             "",
         ),
         (
             "crash",
-            r#"{ type = "object" }"#,
+            r#"{ type = "object", properties = { note = { type = "string" } } }"#,
             "destructive = false",
             10_000,
             "",
@@ -172,14 +179,14 @@ pub fn testplug_dir(root: &Path, id: &str, mode: &str) -> PathBuf {
         ),
         (
             "big",
-            r#"{ type = "object", properties = { bytes = { type = "integer" } } }"#,
+            r#"{ type = "object", properties = { bytes = { type = "integer" }, note = { type = "string" } } }"#,
             "read_only = true",
             10_000,
             "",
         ),
         (
             "bad_output",
-            r#"{ type = "object" }"#,
+            r#"{ type = "object", properties = { note = { type = "string" } } }"#,
             "read_only = true",
             10_000,
             r#"output_schema = { type = "object", properties = { count = { type = "integer" } } }"#,
@@ -244,6 +251,12 @@ impl Daemon {
     /// --config ... --http 127.0.0.1:0 EXTRA...`, waiting until it serves.
     #[must_use]
     pub fn start(dir: &Path, config: &str, extra: &[&str]) -> Self {
+        Self::start_logging(dir, config, extra, "info,toolhost::audit=trace")
+    }
+
+    /// As [`Daemon::start`], with `RUST_LOG` set to `filter`.
+    #[must_use]
+    pub fn start_logging(dir: &Path, config: &str, extra: &[&str], filter: &str) -> Self {
         use std::io::BufRead as _;
         let file = dir.join("toolhost.toml");
         if let Err(e) = std::fs::write(&file, config) {
@@ -254,7 +267,7 @@ impl Daemon {
             .arg(&file)
             .args(["--http", "127.0.0.1:0"])
             .args(extra)
-            .env("RUST_LOG", "info,toolhost::audit=trace")
+            .env("RUST_LOG", filter)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -412,11 +425,15 @@ pub async fn http_request(
     }
     req.push_str("\r\n");
     req.push_str(body);
-    if stream.write_all(req.as_bytes()).await.is_err() {
+    if !matches!(
+        tokio::time::timeout(Duration::from_secs(10), stream.write_all(req.as_bytes())).await,
+        Ok(Ok(()))
+    ) {
         return (0, String::new());
     }
     let mut raw = Vec::new();
-    let _ = stream.read_to_end(&mut raw).await;
+    // A server that neither answers nor closes must not hang a test.
+    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw)).await;
     let text = String::from_utf8_lossy(&raw).into_owned();
     let status = text
         .split(' ')

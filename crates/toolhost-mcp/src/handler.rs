@@ -4,7 +4,8 @@ use crate::http::{TokenTable, bearer_token};
 use crate::hub::Hub;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter,
+    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, SubscriptionFilter,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt as _};
@@ -60,6 +61,24 @@ impl ServerHandler for Handler {
         )
         .with_server_info(Implementation::new("toolhost", env!("CARGO_PKG_VERSION")))
         .with_instructions("Tools served by toolhost from installed plugins.")
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        if !self.hub.session_allowed() {
+            return Err(McpError::invalid_request(
+                format!(
+                    "too many sessions (the limit is {}); close one and try again",
+                    self.hub.max_sessions()
+                ),
+                None,
+            ));
+        }
+        cx.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
     }
 
     async fn on_initialized(&self, cx: NotificationContext<RoleServer>) {

@@ -108,6 +108,8 @@ pub struct HttpOptions {
     pub max_body_bytes: usize,
     /// Stops the service (sessions end, new requests are refused).
     pub shutdown: CancellationToken,
+    /// A session idle this long is closed (abandoned sessions do not pile up).
+    pub session_idle_timeout: std::time::Duration,
 }
 
 impl Default for HttpOptions {
@@ -128,6 +130,7 @@ impl Default for HttpOptions {
             // Arguments may be 1 MiB serialized; leave room for the envelope.
             max_body_bytes: 2 * 1024 * 1024,
             shutdown: CancellationToken::new(),
+            session_idle_timeout: std::time::Duration::from_secs(300),
         }
     }
 }
@@ -169,9 +172,11 @@ pub fn http_router(hub: Arc<Hub>, tokens: Arc<TokenTable>, options: HttpOptions)
             .with_json_response(true);
     }
     let identity = Identity::Tokens(Arc::clone(&tokens));
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(options.session_idle_timeout);
     let service = StreamableHttpService::new(
         move || Ok(Handler::new(Arc::clone(&hub), identity.clone())),
-        Arc::new(LocalSessionManager::default()),
+        Arc::new(sessions),
         config,
     );
     let metrics_hub = Arc::clone(&hub_for_metrics);

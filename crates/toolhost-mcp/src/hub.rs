@@ -13,6 +13,9 @@ use toolhost_pipeline::Pipeline;
 /// for this change.
 const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The default limit of live sessions and subscriptions.
+pub const DEFAULT_MAX_SESSIONS: usize = 1024;
+
 enum Target {
     /// A session client (2025-11-25 and older).
     Peer(Peer<RoleServer>),
@@ -35,6 +38,8 @@ pub struct Hub {
     pub(crate) listings: ListingCache,
     listeners: Mutex<Vec<Listener>>,
     next_id: AtomicU64,
+    /// Most live sessions and subscriptions; 0 means no limit.
+    max_sessions: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for Hub {
@@ -55,7 +60,37 @@ impl Hub {
             listings: ListingCache::default(),
             listeners: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
+            max_sessions: std::sync::atomic::AtomicUsize::new(DEFAULT_MAX_SESSIONS),
         })
+    }
+
+    /// Sets the most live sessions and subscriptions (0: no limit). New
+    /// sessions beyond it are refused at `initialize`.
+    pub fn set_max_sessions(&self, max: usize) {
+        self.max_sessions.store(max, Ordering::Relaxed);
+    }
+
+    /// Whether one more session may start.
+    pub(crate) fn session_allowed(&self) -> bool {
+        let max = self.max_sessions.load(Ordering::Relaxed);
+        if max == 0 {
+            return true;
+        }
+        // Count only live ones: closed sessions are pruned first.
+        self.listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|l| match &*l.target {
+                Target::Peer(p) => !p.is_transport_closed(),
+                Target::Sink(_) => true,
+            });
+        self.listener_count() < max
+    }
+
+    /// The session limit.
+    #[must_use]
+    pub fn max_sessions(&self) -> usize {
+        self.max_sessions.load(Ordering::Relaxed)
     }
 
     fn store(&self) -> &Arc<Store> {

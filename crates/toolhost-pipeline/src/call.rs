@@ -21,6 +21,9 @@ pub struct Limits {
     pub max_timeout: Duration,
     /// Largest result (text plus structured content, serialized).
     pub max_result_bytes: usize,
+    /// Most calls in flight per plugin; more fail fast as
+    /// `plugin_unavailable` instead of queueing behind a slow plugin.
+    pub max_calls_per_plugin: usize,
 }
 
 impl Default for Limits {
@@ -28,6 +31,7 @@ impl Default for Limits {
         Self {
             max_timeout: Duration::from_secs(300),
             max_result_bytes: 1024 * 1024,
+            max_calls_per_plugin: 64,
         }
     }
 }
@@ -240,6 +244,16 @@ impl Pipeline {
             && let Err(why) = a.check(invocation_id, d, binding).await
         {
             return CallResult::failure(ErrorCode::NotAuthorized, why, None);
+        }
+        if client.in_flight() >= self.limits.max_calls_per_plugin {
+            return CallResult::failure(
+                ErrorCode::PluginUnavailable,
+                format!(
+                    "plugin {} already has {} calls in flight (the limit); try again shortly",
+                    d.plugin_id, self.limits.max_calls_per_plugin
+                ),
+                None,
+            );
         }
         // 6. Dispatch exactly once.
         let deadline = Duration::from_millis(u64::from(d.timeout_ms)).min(self.limits.max_timeout);

@@ -82,6 +82,10 @@ pub struct HttpConfig {
     pub allowed_origins: Option<Vec<String>>,
     #[serde(default)]
     pub stateless_json: bool,
+    /// Most live MCP sessions and subscriptions.
+    pub max_sessions: Option<usize>,
+    /// An idle session is closed after this long.
+    pub session_idle_timeout_ms: Option<u64>,
     #[serde(default)]
     pub tokens: Vec<TokenConfig>,
 }
@@ -102,6 +106,8 @@ pub struct TokenConfig {
 pub struct LimitsConfig {
     pub max_timeout_ms: Option<u64>,
     pub max_result_bytes: Option<usize>,
+    pub max_calls_per_plugin: Option<usize>,
+    pub max_request_bytes: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]

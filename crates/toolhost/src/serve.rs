@@ -47,13 +47,33 @@ pub struct ServeArgs {
     log_format: Option<String>,
 }
 
+/// Crates that log whole protocol messages (arguments and results
+/// included) at debug or trace. They are capped at `info` whatever the
+/// filter says: no log line ever carries argument or result contents.
+const PAYLOAD_LOGGERS: [&str; 9] = [
+    "rmcp",
+    "h2",
+    "hyper",
+    "hyper_util",
+    "tonic",
+    "tower",
+    "tower_http",
+    "axum",
+    "reqwest",
+];
+
 fn init_logging(format: &str, level: &str) -> Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+    use std::io::IsTerminal as _;
+    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
         .context("invalid log level")?;
+    for target in PAYLOAD_LOGGERS {
+        filter = filter.add_directive(format!("{target}=info").parse().context("log directive")?);
+    }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     match format {
         "json" => builder.json().init(),
         "pretty" => builder.init(),
@@ -205,6 +225,11 @@ pub async fn run(args: ServeArgs) -> Result<()> {
             .limits
             .max_result_bytes
             .unwrap_or(Limits::default().max_result_bytes),
+        max_calls_per_plugin: config
+            .limits
+            .max_calls_per_plugin
+            .unwrap_or(Limits::default().max_calls_per_plugin)
+            .max(1),
     };
     let mut pipeline = Pipeline::new(Arc::clone(&store), Arc::clone(&plugins), limits);
     if let Some(addr) = &config.backend.authorize {
@@ -216,6 +241,9 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     }
     let pipeline = Arc::new(pipeline);
     let hub = Hub::new(pipeline);
+    if let Some(max) = http_config.max_sessions {
+        hub.set_max_sessions(max);
+    }
     tokio::spawn(Arc::clone(&hub).run_notifier());
 
     let shutdown = CancellationToken::new();
@@ -269,8 +297,16 @@ pub async fn run(args: ServeArgs) -> Result<()> {
             tracing::warn!(%local, "listening on a non-loopback address; make sure tokens and allowed_hosts are what you intend");
         }
         let mut options = HttpOptions {
+            max_body_bytes: config
+                .limits
+                .max_request_bytes
+                .unwrap_or(HttpOptions::default().max_body_bytes),
             shutdown: shutdown.child_token(),
             stateless_json: http_config.stateless_json,
+            session_idle_timeout: http_config.session_idle_timeout_ms.map_or(
+                HttpOptions::default().session_idle_timeout,
+                Duration::from_millis,
+            ),
             ..HttpOptions::default()
         };
         if let Some(h) = http_config.allowed_hosts.clone() {
@@ -278,6 +314,12 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         }
         if let Some(o) = http_config.allowed_origins.clone() {
             options.allowed_origins = o;
+        }
+        if options.session_idle_timeout < max_timeout {
+            tracing::warn!(
+                "[http] session_idle_timeout_ms is below [limits] max_timeout_ms: a session can be closed \
+                 (and its answers lost) while one of its calls is still running"
+            );
         }
         let app = http_router(Arc::clone(&hub), Arc::clone(&tokens), options);
         // Small JSON-RPC answers must not wait for Nagle's algorithm (a

@@ -10,7 +10,8 @@
 //! context; `slow` (and `nap`, declared with a short deadline)
 //! waits `ms` milliseconds or until cancelled; `crash` exits the process
 //! mid-call; `count` says how many calls it has seen; `big` answers `bytes`
-//! bytes of text; `bad_output` answers structured content of the wrong shape.
+//! bytes of text; `bad_output` answers structured content of the wrong shape;
+//! `flood` prints `lines` lines on stdout and stderr (some very long).
 //!
 //! Every invocation and every cancellation is appended to `events.log` in
 //! the data directory, one line each, so tests can count what the plugin
@@ -102,6 +103,24 @@ async fn big(call: ToolCall) -> Result<ToolOutput, ToolError> {
     Ok(ToolOutput::text(
         "x".repeat(usize::try_from(n).unwrap_or(0)),
     ))
+}
+
+async fn flood(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    let lines = call
+        .arguments
+        .get("lines")
+        .and_then(Value::as_u64)
+        .unwrap_or(10_000);
+    let long = "z".repeat(10_000);
+    for i in 0..lines {
+        println!(
+            "flood line {i} {}",
+            if i % 100 == 0 { long.as_str() } else { "" }
+        );
+        eprintln!("{{\"level\":\"debug\",\"msg\":\"flood {i}\"}}");
+    }
+    Ok(ToolOutput::text(format!("printed {lines} lines")))
 }
 
 async fn bad_output(call: ToolCall) -> Result<ToolOutput, ToolError> {
@@ -196,6 +215,7 @@ fn tools() -> Plugin {
         .tool("echo_report", echo)
         .tool("nap", slow)
         .tool("only_task", count)
+        .tool("flood", flood)
         .tool("slow", slow)
         .tool("crash", crash)
         .tool("count", count)

@@ -1,0 +1,442 @@
+//! Chaos, bounded: while 32 agents call tools, plugins are killed, hung,
+//! flooded and upgraded, disabled and enabled; a backend pushes revisions
+//! out of order, from retired generations and in conflict. Afterwards the
+//! promises must hold: every call got exactly one answer, none was
+//! dispatched twice, the catalog is the greatest accepted version, the
+//! daemon's file descriptors and memory came back, and no plugin process or
+//! zombie is left.
+//!
+//! `CHAOS_SECONDS` (default 8) sets how long the faults run.
+
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt as _};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use toolhost_admin::admin as pb;
+use toolhost_e2e::{Daemon, Scratch, TOKEN, events, eventually, process_alive, testplug_dir};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn seconds() -> Duration {
+    Duration::from_secs(
+        std::env::var("CHAOS_SECONDS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(8),
+    )
+}
+
+fn config(root: &Path, plugins: &[PathBuf], extra: &str) -> String {
+    let list: Vec<String> = plugins
+        .iter()
+        .map(|p| format!("{:?}", p.display().to_string()))
+        .collect();
+    format!(
+        "plugins = [{}]\nstate_dir = {:?}\n[log]\nlevel = \"warn\"\n[http]\nmax_sessions = 256\n[[http.tokens]]\ntoken = \"{TOKEN}\"\nsurface = \"chat\"\ntask_id = \"t\"\nsession_id = \"s\"\n[supervisor]\nhealth_interval_ms = 200\nhealth_timeout_ms = 300\nbackoff_first_ms = 20\nbackoff_max_ms = 200\nmax_restarts = 100000\nstop_grace_ms = 1000\n[limits]\nmax_calls_per_plugin = 64\n{extra}",
+        list.join(", "),
+        root.join("state").display().to_string()
+    )
+}
+
+async fn client(url: &str) -> rmcp::service::RunningService<RoleClient, ()> {
+    let t = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(TOKEN.to_owned()),
+    );
+    ().serve(t).await.unwrap_or_else(|e| panic!("connect: {e}"))
+}
+
+fn fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+fn kill(pid: u32, sig: rustix::process::Signal) {
+    if let Some(p) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process(p, sig);
+    }
+}
+
+/// Outcome of a call, as a word.
+fn outcome(r: &Result<rmcp::model::CallToolResult, rmcp::service::ServiceError>) -> String {
+    match r {
+        Ok(r) => r
+            .structured_content
+            .as_ref()
+            .and_then(|s| s.pointer("/error/code"))
+            .and_then(Value::as_str)
+            .unwrap_or("ok")
+            .to_owned(),
+        Err(e) if e.to_string().contains("Unknown tool") => "unknown_tool".to_owned(),
+        Err(_) => "protocol_error".to_owned(),
+    }
+}
+
+/// The agents: `workers` sessions calling a mix of tools until `stop`.
+/// Returns (calls sent, answers received, outcomes).
+async fn agents(
+    url: String,
+    plugins: &'static [&'static str],
+    workers: usize,
+    stop: Arc<AtomicBool>,
+) -> (u64, u64, BTreeMap<String, u64>) {
+    let sent = Arc::new(AtomicU64::new(0));
+    let answered = Arc::new(AtomicU64::new(0));
+    let outcomes: Arc<Mutex<BTreeMap<String, u64>>> = Arc::default();
+    let mut set = tokio::task::JoinSet::new();
+    for w in 0..workers {
+        let (url, stop, sent, answered, outcomes) = (
+            url.clone(),
+            Arc::clone(&stop),
+            Arc::clone(&sent),
+            Arc::clone(&answered),
+            Arc::clone(&outcomes),
+        );
+        set.spawn(async move {
+            let c = client(&url).await;
+            let mut i = w;
+            while !stop.load(Ordering::SeqCst) {
+                i += 7;
+                let plugin = plugins[i % plugins.len()];
+                let (tool, args) = match i % 6 {
+                    0 => ("echo", json!({ "msg": "hi", "n": 1 })),
+                    1 => ("echo", json!({ "msg": 1 })),
+                    2 => ("slow", json!({ "ms": 20 })),
+                    3 => ("big", json!({ "bytes": 1_500_000 })),
+                    4 => ("count", json!({})),
+                    _ => ("nap", json!({ "ms": 1_000 })),
+                };
+                let p = CallToolRequestParams::new(format!("kandev_{plugin}_{tool}"))
+                    .with_arguments(args.as_object().cloned().unwrap_or_default());
+                sent.fetch_add(1, Ordering::SeqCst);
+                let r = tokio::time::timeout(Duration::from_secs(30), c.call_tool(p)).await;
+                answered.fetch_add(1, Ordering::SeqCst);
+                let o = match r {
+                    Ok(r) => outcome(&r),
+                    Err(_) => "no_answer".to_owned(),
+                };
+                if let Ok(mut m) = outcomes.lock() {
+                    *m.entry(o).or_default() += 1;
+                }
+            }
+            let _ = c.cancel().await;
+        });
+    }
+    while set.join_next().await.is_some() {}
+    let o = outcomes.lock().map(|m| m.clone()).unwrap_or_default();
+    (
+        sent.load(Ordering::SeqCst),
+        answered.load(Ordering::SeqCst),
+        o,
+    )
+}
+
+fn invocation_ids(dirs: &[PathBuf]) -> (usize, usize) {
+    let ids: Vec<String> = dirs
+        .iter()
+        .flat_map(|d| events(d, "invoked "))
+        .filter_map(|l| l.split(' ').nth(2).map(str::to_owned))
+        .collect();
+    let unique: BTreeSet<&String> = ids.iter().collect();
+    (ids.len(), unique.len())
+}
+
+#[tokio::test]
+async fn plugins_misbehave_while_agents_work() {
+    let root = Scratch::new("chaos");
+    let plugins = [
+        testplug_dir(root.path(), "a", "normal"),
+        testplug_dir(root.path(), "b", "normal"),
+    ];
+    let mut d = Daemon::start(root.path(), &config(root.path(), &plugins, ""), &[]);
+    let sock = root.path().join("state/admin.sock");
+    let mut admin = eventually(WAIT, "admin", async || {
+        toolhost_admin::connect_unix(&sock).await.ok()
+    })
+    .await;
+    let kit1 = testplug_dir(&root.path().join("v1"), "kit", "normal");
+    let kit2 = testplug_dir(&root.path().join("v2"), "kit", "normal");
+    let text = std::fs::read_to_string(kit2.join("plugin.toml")).unwrap_or_default();
+    std::fs::write(
+        kit2.join("plugin.toml"),
+        text.replace("version = \"1.0.0\"", "version = \"2.0.0\""),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        admin
+            .install_plugin(pb::InstallPluginRequest {
+                path: kit1.display().to_string()
+            })
+            .await
+            .is_ok()
+    );
+    d.wait_metric("toolhost_plugin_state{plugin=\"a\",state=\"ready\"}", 1.0)
+        .await;
+    d.wait_metric("toolhost_plugin_state{plugin=\"b\",state=\"ready\"}", 1.0)
+        .await;
+    // Baseline after warm-up: a first session has come and gone.
+    let warm = client(&d.url).await;
+    let _ = warm
+        .call_tool(CallToolRequestParams::new("kandev_a_count"))
+        .await;
+    let _ = warm.cancel().await;
+    let (fd0, rss0) = (fds(d.pid()), rss(d.pid()));
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let driver = tokio::spawn(agents(
+        d.url.clone(),
+        &["a", "b", "kit"],
+        32,
+        Arc::clone(&stop),
+    ));
+    let until = Instant::now() + seconds();
+    let mut faults: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut version = 1;
+    let mut round = 0u64;
+    while Instant::now() < until {
+        round += 1;
+        let kids = d.children();
+        match round % 6 {
+            0 | 3 => {
+                if let Some(k) = kids.get(usize::try_from(round).unwrap_or(0) % kids.len().max(1)) {
+                    kill(*k, rustix::process::Signal::KILL);
+                    *faults.entry("sigkill").or_default() += 1;
+                }
+            }
+            1 => {
+                if let Some(k) = kids.first() {
+                    kill(*k, rustix::process::Signal::STOP);
+                    *faults.entry("hang").or_default() += 1;
+                }
+            }
+            2 => {
+                let c = client(&d.url).await;
+                let _ = c
+                    .call_tool(
+                        CallToolRequestParams::new("kandev_b_flood").with_arguments(
+                            json!({ "lines": 20_000 })
+                                .as_object()
+                                .cloned()
+                                .unwrap_or_default(),
+                        ),
+                    )
+                    .await;
+                let _ = c.cancel().await;
+                *faults.entry("stdout_flood").or_default() += 1;
+            }
+            4 => {
+                let src = if version == 1 { &kit2 } else { &kit1 };
+                // Upgrades need a different version each time.
+                let text = std::fs::read_to_string(src.join("plugin.toml")).unwrap_or_default();
+                let next = format!("{}.0.0", version + 1);
+                let patched = text
+                    .lines()
+                    .map(|l| {
+                        if l.starts_with("version = ") {
+                            format!("version = \"{next}\"")
+                        } else {
+                            l.to_owned()
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                std::fs::write(src.join("plugin.toml"), patched).unwrap_or_else(|e| panic!("{e}"));
+                if admin
+                    .upgrade_plugin(pb::UpgradePluginRequest {
+                        path: src.display().to_string(),
+                    })
+                    .await
+                    .is_ok()
+                {
+                    version += 1;
+                    *faults.entry("upgrade").or_default() += 1;
+                }
+            }
+            _ => {
+                let _ = admin
+                    .disable_plugin(pb::PluginRef { id: "kit".into() })
+                    .await;
+                let _ = admin
+                    .enable_plugin(pb::PluginRef { id: "kit".into() })
+                    .await;
+                *faults.entry("disable_enable").or_default() += 1;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    stop.store(true, Ordering::SeqCst);
+    let (sent, answered, outcomes) = driver.await.unwrap_or_default();
+    println!("chaos: faults {faults:?}; calls {sent}, answers {answered}; outcomes {outcomes:?}");
+    assert!(sent > 100, "the agents ran: {sent}");
+    assert_eq!(sent, answered, "every call got exactly one answer");
+    assert_eq!(outcomes.get("no_answer"), None, "no call went unanswered");
+    assert_eq!(
+        outcomes.get("protocol_error"),
+        None,
+        "no protocol errors: {outcomes:?}"
+    );
+    let data: Vec<PathBuf> = ["a", "b", "kit"]
+        .iter()
+        .map(|p| root.path().join("state/data").join(p))
+        .collect();
+    let (total, unique) = invocation_ids(&data);
+    assert_eq!(total, unique, "no call was dispatched twice");
+
+    // Calm: every plugin ready again, resources back near the baseline.
+    for p in ["a", "b", "kit"] {
+        d.wait_metric(
+            &format!("toolhost_plugin_state{{plugin=\"{p}\",state=\"ready\"}}"),
+            1.0,
+        )
+        .await;
+    }
+    let fd1 = eventually(WAIT, "file descriptors back to baseline", async || {
+        let n = fds(d.pid());
+        (n <= fd0 + 8).then_some(n)
+    })
+    .await;
+    let rss1 = rss(d.pid());
+    println!("chaos: fds {fd0} -> {fd1}, rss {rss0} KiB -> {rss1} KiB");
+    assert!(
+        rss1 < rss0 * 3 + 20_000,
+        "memory came back: {rss0} -> {rss1} KiB"
+    );
+    let kids = d.children();
+    let status = d.signal_and_wait(rustix::process::Signal::TERM);
+    assert!(status.success());
+    eventually(WAIT, "no plugin left", async || {
+        kids.iter().all(|k| !process_alive(*k)).then_some(())
+    })
+    .await;
+}
+
+fn rss(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_racing_backend_ends_at_the_greatest_accepted_version() {
+    let root = Scratch::new("chaos-push");
+    let tp = testplug_dir(root.path(), "tp", "normal");
+    let d = Daemon::start(
+        root.path(),
+        &config(
+            root.path(),
+            std::slice::from_ref(&tp),
+            "[backend]\nmanaged = true\n",
+        ),
+        &[],
+    );
+    let sock = root.path().join("state/admin.sock");
+    let admin = eventually(WAIT, "admin", async || {
+        toolhost_admin::connect_unix(&sock).await.ok()
+    })
+    .await;
+    let m = toolhost_manifest::Manifest::load(&tp).unwrap_or_else(|p| panic!("{p:#?}"));
+    let full = toolhost_catalog::Snapshot::from_manifests("kandev", "g-old", 1, [&m]);
+    let push = |s: &toolhost_catalog::Snapshot| pb::PushCatalogRequest {
+        snapshot: Some(toolhost_admin::snapshot_to_proto(s)),
+    };
+    // A generation that will be retired.
+    let mut a0 = admin.clone();
+    assert!(a0.push_catalog(push(&full)).await.is_ok());
+    let best = Arc::new(Mutex::new(0u64));
+    let stop = Arc::new(AtomicBool::new(false));
+    let driver = tokio::spawn(agents(d.url.clone(), &["tp"], 16, Arc::clone(&stop)));
+    let mut pushers = tokio::task::JoinSet::new();
+    for p in 0..4u64 {
+        let (mut a, full, best) = (admin.clone(), full.clone(), Arc::clone(&best));
+        pushers.spawn(async move {
+            let mut rng = p * 7919 + 13;
+            let until = Instant::now() + seconds() / 2;
+            let mut outcomes: BTreeMap<i32, u64> = BTreeMap::new();
+            while Instant::now() < until {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                let mut s = full.clone();
+                s.generation = if rng % 10 == 0 {
+                    "g-old".into()
+                } else {
+                    "g-new".into()
+                };
+                s.revision = rng % 500;
+                if rng % 3 == 0 {
+                    s.tools.truncate(usize::try_from(rng % 5).unwrap_or(0) + 1);
+                }
+                let Ok(r) = a
+                    .push_catalog(pb::PushCatalogRequest {
+                        snapshot: Some(toolhost_admin::snapshot_to_proto(&s)),
+                    })
+                    .await
+                else {
+                    continue;
+                };
+                let r = r.into_inner();
+                *outcomes.entry(r.outcome).or_default() += 1;
+                let accepted = matches!(
+                    pb::PushOutcome::try_from(r.outcome),
+                    Ok(pb::PushOutcome::Accepted | pb::PushOutcome::Unchanged)
+                );
+                if accepted
+                    && s.generation == "g-new"
+                    && let Ok(mut b) = best.lock()
+                {
+                    *b = (*b).max(s.revision);
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            outcomes
+        });
+    }
+    let mut all: BTreeMap<i32, u64> = BTreeMap::new();
+    while let Some(Ok(o)) = pushers.join_next().await {
+        for (k, v) in o {
+            *all.entry(k).or_default() += v;
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    let (sent, answered, outcomes) = driver.await.unwrap_or_default();
+    println!("pushes by outcome {all:?}; calls {sent} answered {answered}; {outcomes:?}");
+    assert_eq!(sent, answered);
+    let st = a0
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_inner();
+    let best = best.lock().map(|b| *b).unwrap_or(0);
+    assert_eq!(
+        (st.generation.as_str(), st.revision),
+        ("g-new", best),
+        "the greatest accepted version wins"
+    );
+    assert!(
+        all.get(&(pb::PushOutcome::Stale as i32))
+            .copied()
+            .unwrap_or(0)
+            > 0
+    );
+    assert_eq!(
+        outcomes.get("protocol_error").copied().unwrap_or(0)
+            + outcomes.get("no_answer").copied().unwrap_or(0),
+        0,
+        "{outcomes:?}"
+    );
+}
