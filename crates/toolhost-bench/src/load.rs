@@ -80,6 +80,28 @@ impl Session {
         Ok(req.send().await?)
     }
 
+    /// One `tools/call` with any arguments; answers the outcome word: `ok`,
+    /// the pipeline's error code, `unknown_tool`, or `http_<status>`.
+    pub async fn outcome(&mut self, tool: &str, arguments: &Value) -> Result<String> {
+        self.next += 1;
+        let body = json!({ "jsonrpc": "2.0", "id": self.next, "method": "tools/call",
+            "params": { "name": tool, "arguments": arguments } });
+        let r = self.post(&body).await?;
+        let status = r.status();
+        let text = r.text().await?;
+        if !status.is_success() {
+            return Ok(format!("http_{}", status.as_u16()));
+        }
+        let v = answer(&text)?;
+        if v.get("error").is_some() {
+            return Ok("unknown_tool".to_owned());
+        }
+        Ok(v.pointer("/result/structuredContent/error/code")
+            .and_then(Value::as_str)
+            .unwrap_or("ok")
+            .to_owned())
+    }
+
     /// One `tools/call`; the error says what was wrong with the answer.
     pub async fn call(&mut self, arguments: &Value) -> Result<()> {
         self.next += 1;

@@ -16,6 +16,7 @@
 mod load;
 mod procs;
 mod scale;
+mod soak;
 
 use anyhow::{Context as _, Result, bail};
 use load::{Endpoint, Run, Session, drive};
@@ -27,6 +28,11 @@ use toolhost_proto::plugin::plugin_client::PluginClient;
 use toolhost_proto::plugin::{AgentToolContext, AgentToolRequest};
 
 const TOKEN: &str = "bench-token-0123456789";
+
+/// Every Rust system under test (toolhost, its plugin, the floor, the plugin
+/// alone) runs with the same number of Tokio workers: toolhost's default on
+/// this 2-core machine (one per two cores).
+const WORKERS: &str = "1";
 
 /// A process tree under test; killed when dropped.
 struct Procs(Vec<Child>);
@@ -177,6 +183,7 @@ async fn start_toolhost(stateless: bool) -> Result<System> {
     let mut child = Command::new(exe_dir().join("toolhost"))
         .args(["serve", "--http", "127.0.0.1:0", "--config"])
         .arg(&config)
+        .env("TOKIO_WORKER_THREADS", WORKERS)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -211,6 +218,7 @@ async fn start_toolhost(stateless: bool) -> Result<System> {
 
 async fn start_floor(json_mode: bool) -> Result<System> {
     let mut cmd = Command::new(exe_dir().join("floor"));
+    cmd.env("TOKIO_WORKER_THREADS", WORKERS);
     if json_mode {
         cmd.arg("--json");
     }
@@ -252,6 +260,7 @@ async fn start_direct_grpc() -> Result<System> {
         .env("PLUGIN_PROTOCOL_VERSIONS", "1")
         .env("KANDEV_PLUGIN_DATA_DIR", &dir)
         .env("TESTPLUG_QUIET", "1")
+        .env("TOKIO_WORKER_THREADS", WORKERS)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -431,6 +440,11 @@ fn ms(d: Duration) -> f64 {
 
 #[tokio::main]
 async fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--soak") {
+        let seconds = args.get(i + 1).and_then(|s| s.parse().ok()).unwrap_or(120);
+        return soak::run(seconds).await;
+    }
     let quick = std::env::args().any(|a| a == "--quick");
     let skip_peer = std::env::args().any(|a| a == "--no-peer");
     let (rounds, duration) = if quick {
@@ -441,7 +455,7 @@ async fn main() -> Result<()> {
     let started = Instant::now();
     println!("# toolhost-bench{}\n", if quick { " --quick" } else { "" });
     println!(
-        "rounds: {rounds}, {} s per measurement, interleaved; machine: {} cores\n",
+        "rounds: {rounds}, {} s per measurement, interleaved; machine: {} cores; Tokio workers per Rust server: {WORKERS}\n",
         duration.as_secs_f64(),
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
