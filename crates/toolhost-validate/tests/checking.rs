@@ -484,3 +484,41 @@ proptest! {
         }
     }
 }
+
+/// Inputs the fuzzers found, kept as regressions: checking never panics on
+/// them, and no string value is shown unless it is part of a key that may be
+/// named.
+#[test]
+fn fuzz_regressions() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz-regressions");
+    let s = compile(
+        json!({ "type": "object", "allOf": [ { "properties": { "q": { "type": "string", "format": "email" } } } ] }),
+    );
+    let mut seen = 0;
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let Ok(v) =
+            serde_json::from_slice::<Value>(&std::fs::read(entry.path()).unwrap_or_default())
+        else {
+            continue;
+        };
+        seen += 1;
+        if let Err(e) = check(&s, Some(v.clone())) {
+            let shown = rendered(&e);
+            let keys: Vec<&String> = v
+                .as_object()
+                .map(|m| m.keys().collect())
+                .unwrap_or_default();
+            for value in v
+                .as_object()
+                .into_iter()
+                .flat_map(|m| m.values())
+                .filter_map(Value::as_str)
+            {
+                if !keys.iter().any(|k| k.contains(value)) {
+                    assert!(!shown.contains(value), "{value} shown in {shown}");
+                }
+            }
+        }
+    }
+    assert!(seen > 0);
+}
