@@ -107,7 +107,10 @@ fn main() {
                     let h = supervise(spec(dir, root.path()), cfg.clone());
                     let pid = ready(&h, None).await;
                     let t = Instant::now();
-                    if let Some(p) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) {
+                    if let Some(p) = i32::try_from(pid)
+                        .ok()
+                        .and_then(rustix::process::Pid::from_raw)
+                    {
                         let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
                     }
                     ready(&h, Some(pid)).await;
