@@ -17,6 +17,7 @@ mod load;
 mod procs;
 mod scale;
 mod soak;
+mod upgrade;
 
 use anyhow::{Context as _, Result, bail};
 use load::{Endpoint, Run, Session, drive};
@@ -287,6 +288,21 @@ async fn start_direct_grpc() -> Result<System> {
     })
 }
 
+/// The admin API of a daemon that has just started: its socket appears a
+/// moment after the HTTP listener.
+async fn admin_client(
+    sock: &Path,
+) -> Result<toolhost_proto::admin::admin_client::AdminClient<tonic::transport::Channel>> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match toolhost_admin::connect_unix(sock).await {
+            Ok(c) => return Ok(c),
+            Err(e) if Instant::now() > deadline => return Err(e.into()),
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+}
+
 async fn wait_port(port: u16) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while tokio::net::TcpStream::connect(("127.0.0.1", port))
@@ -441,6 +457,10 @@ fn ms(d: Duration) -> f64 {
 #[tokio::main]
 async fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--upgrade") {
+        println!("## A live upgrade under load (8 agents)\n");
+        return upgrade::report().await;
+    }
     if let Some(i) = args.iter().position(|a| a == "--soak") {
         let seconds = args.get(i + 1).and_then(|s| s.parse().ok()).unwrap_or(120);
         return soak::run(seconds).await;
@@ -569,6 +589,9 @@ async fn main() -> Result<()> {
         ),
         Err(e) => println!("| toolhost with many tools | not measured: {e:#} |"),
     }
+
+    println!("\n## A live upgrade under load (8 agents)\n");
+    upgrade::report().await?;
 
     println!("\n## The catalog at scale (real rmcp clients, in process)\n");
     scale::report(if quick { 200 } else { 1_000 }).await?;

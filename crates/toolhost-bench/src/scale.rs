@@ -176,15 +176,11 @@ pub async fn rss_with_tools(n: usize) -> Result<(usize, u64)> {
         "toolhost: serving MCP on ",
     )?;
     let sock = dir.join("state/admin.sock");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut admin = loop {
-        match toolhost_admin::connect_unix(&sock).await {
-            Ok(c) => break c,
-            Err(e) if Instant::now() > deadline => {
-                let _ = child.kill();
-                return Err(e.into());
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+    let mut admin = match crate::admin_client(&sock).await {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = child.kill();
+            return Err(e);
         }
     };
     let snap = toolhost_admin::snapshot_to_proto(&snapshot(n, 1));

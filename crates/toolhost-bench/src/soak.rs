@@ -36,7 +36,7 @@ pub async fn run(seconds: u64) -> Result<()> {
     crate::ready_http(&ep).await?;
     let pid = child.id();
     let sock = dir.join("state/admin.sock");
-    let mut admin = toolhost_admin::connect_unix(&sock).await?;
+    let mut admin = crate::admin_client(&sock).await?;
     let rss_start = crate::procs::rss_kib(pid);
 
     let stop = Arc::new(AtomicBool::new(false));
