@@ -3,43 +3,20 @@
 //! mode, and the operator CLI against a running daemon.
 
 use rmcp::model::CallToolRequestParams;
-use rmcp::service::{NotificationContext, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, RoleClient, ServiceExt as _};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use toolhost_admin::admin as pb;
 use toolhost_admin::admin::admin_client::AdminClient;
 use toolhost_catalog::Snapshot;
-use toolhost_e2e::{Daemon, Scratch, TOKEN, bin, events, eventually, testplug_dir};
+use toolhost_e2e::{
+    AgentClient, Daemon, Scratch, TOKEN, agent, bin, events, eventually, testplug_dir,
+};
 use toolhost_manifest::Manifest;
 
 const WAIT: Duration = Duration::from_secs(20);
-
-#[derive(Clone, Default)]
-struct Agent {
-    changed: Arc<AtomicUsize>,
-}
-
-impl ClientHandler for Agent {
-    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
-        self.changed.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-async fn agent(url: &str, token: &str) -> RunningService<RoleClient, Agent> {
-    let t = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token.to_owned()),
-    );
-    Agent::default()
-        .serve(t)
-        .await
-        .unwrap_or_else(|e| panic!("connect: {e}"))
-}
 
 fn config(root: &Path, plugin: &Path, extra: &str) -> String {
     format!(
@@ -92,7 +69,7 @@ fn outcome(r: &pb::PushCatalogResponse) -> pb::PushOutcome {
     pb::PushOutcome::try_from(r.outcome).unwrap_or(pb::PushOutcome::Unspecified)
 }
 
-async fn names(c: &RunningService<RoleClient, Agent>) -> Vec<String> {
+async fn names(c: &AgentClient) -> Vec<String> {
     let mut n: Vec<String> = c
         .list_all_tools()
         .await
@@ -133,7 +110,7 @@ async fn managed_pushes_follow_the_store_rules_and_reach_clients() {
     assert_eq!(outcome(&r), pb::PushOutcome::Accepted, "{r:?}");
     let agent_state = c.service().clone();
     eventually(WAIT, "list_changed after a push", async || {
-        (agent_state.changed.load(Ordering::SeqCst) == 1).then_some(())
+        (agent_state.list_changed.load(Ordering::SeqCst) == 1).then_some(())
     })
     .await;
     let listed = names(&c).await;
@@ -201,7 +178,7 @@ async fn managed_pushes_follow_the_store_rules_and_reach_clients() {
         "listings untouched by stale, conflicting and invalid pushes"
     );
     assert_eq!(
-        agent_state.changed.load(Ordering::SeqCst),
+        agent_state.list_changed.load(Ordering::SeqCst),
         1,
         "no notification for them either"
     );

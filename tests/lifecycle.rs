@@ -3,43 +3,18 @@
 //! across restarts; and an interrupted install leaving nothing behind.
 
 use rmcp::model::CallToolRequestParams;
-use rmcp::service::{NotificationContext, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, RoleClient, ServiceExt as _};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use toolhost_admin::admin as pb;
-use toolhost_e2e::{Daemon, Scratch, TOKEN, bin, events, eventually, testplug_dir};
+use toolhost_e2e::{
+    AgentClient, Daemon, Scratch, TOKEN, agent, bin, events, eventually, testplug_dir,
+};
 
 const WAIT: Duration = Duration::from_secs(30);
-
-#[derive(Clone, Default)]
-struct Agent {
-    changed: Arc<AtomicUsize>,
-}
-
-impl ClientHandler for Agent {
-    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
-        self.changed.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-type Client = RunningService<RoleClient, Agent>;
-
-async fn agent(url: &str) -> Client {
-    let t = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(TOKEN.to_owned()),
-    );
-    Agent::default()
-        .serve(t)
-        .await
-        .unwrap_or_else(|e| panic!("connect: {e}"))
-}
 
 /// A testplug plugin directory with a given id, version, mode and `msg`
 /// length limit (the "schema" an upgrade changes).
@@ -76,7 +51,7 @@ async fn admin(
     .await
 }
 
-async fn names(c: &Client) -> Vec<String> {
+async fn names(c: &AgentClient) -> Vec<String> {
     let mut n: Vec<String> = c
         .list_all_tools()
         .await
@@ -114,7 +89,7 @@ fn code(r: &Result<rmcp::model::CallToolResult, rmcp::service::ServiceError>) ->
     }
 }
 
-async fn echo(c: &Client, msg: &str) -> String {
+async fn echo(c: &AgentClient, msg: &str) -> String {
     let p = CallToolRequestParams::new("kandev_kit_echo").with_arguments(
         json!({ "msg": msg, "n": 1 })
             .as_object()
@@ -134,9 +109,9 @@ async fn install_upgrade_disable_enable_remove_while_agents_work() {
         &[],
     );
     let mut a = admin(root.path()).await;
-    let c = agent(&d.url).await;
+    let c = agent(&d.url, TOKEN).await;
     d.wait_metric("toolhost_mcp_listeners", 1.0).await;
-    let told = c.service().changed.clone();
+    let told = c.service().list_changed.clone();
     let before = told.load(Ordering::SeqCst);
 
     // Install: clients are told, the new tools are callable.
@@ -187,7 +162,7 @@ async fn install_upgrade_disable_enable_remove_while_agents_work() {
     let stop = Arc::new(AtomicBool::new(false));
     let looper = {
         let (c2, outcomes, stop) = (
-            agent(&d.url).await,
+            agent(&d.url, TOKEN).await,
             Arc::clone(&outcomes),
             Arc::clone(&stop),
         );
@@ -365,7 +340,7 @@ async fn what_is_installed_and_enabled_survives_a_restart() {
     );
     d.wait_metric("toolhost_plugin_state{plugin=\"kit\",state=\"ready\"}", 1.0)
         .await;
-    let c = agent(&d.url).await;
+    let c = agent(&d.url, TOKEN).await;
     let n = names(&c).await;
     assert!(
         n.contains(&"kandev_kit_echo".to_owned())

@@ -5,42 +5,27 @@
 //! it. Plugins count their invocations in `events.log`, so "the handler was
 //! not invoked" is a fact read from the plugin, not an assumption.
 
+use rmcp::ServiceExt as _;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ProtocolVersion,
     ServerNotification, SubscriptionFilter, Tool,
 };
-use rmcp::service::{
-    ClientLifecycleMode, ClientServiceExt as _, NotificationContext, PeerRequestOptions,
-    RunningService,
-};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _, PeerRequestOptions};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{ClientHandler, RoleClient, ServiceExt as _};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use toolhost_e2e::{
-    Daemon, Scratch, TOKEN, bin, events, eventually, http_request, process_alive, testplug_dir,
-    workspace_root,
+    Agent, AgentClient, Daemon, Scratch, TOKEN, agent, bin, events, eventually, http_request,
+    process_alive, testplug_dir, workspace_root,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
 const SECRET: &str = "S3CRET-v4lue-e2e";
 
-#[derive(Clone, Default)]
-struct Agent {
-    list_changed: Arc<AtomicUsize>,
-}
-
-impl ClientHandler for Agent {
-    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
-        self.list_changed.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-type Client = RunningService<RoleClient, Agent>;
+type Client = AgentClient;
 
 fn config(root: &Path, plugins: &[PathBuf], extra: &str) -> String {
     let list: Vec<String> = plugins
@@ -72,16 +57,6 @@ stop_grace_ms = 2000
         list.join(", "),
         root.join("state").display().to_string(),
     )
-}
-
-async fn http_client(url: &str, token: &str) -> Client {
-    let t = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token.to_owned()),
-    );
-    match Agent::default().serve(t).await {
-        Ok(c) => c,
-        Err(e) => panic!("cannot connect: {e}"),
-    }
 }
 
 async fn http_client_2026(url: &str) -> Client {
@@ -449,7 +424,7 @@ async fn stdio_and_http_sessions_get_the_whole_pipeline() {
     )
     .await;
 
-    let http = http_client(&d.url, TOKEN).await;
+    let http = agent(&d.url, TOKEN).await;
     conformance(&http, &data, "task-http", "session-http").await;
     let _ = http.cancel().await;
 
@@ -550,7 +525,7 @@ async fn list_changed_reaches_both_eras_and_withdrawn_tools_fail_closed() {
     )
     .await;
 
-    let legacy = http_client(&d.url, TOKEN).await;
+    let legacy = agent(&d.url, TOKEN).await;
     let modern = http_client_2026(&d.url).await;
     let mut sub = modern
         .listen(SubscriptionFilter::builder().tools_list_changed().build())
@@ -572,9 +547,9 @@ async fn list_changed_reaches_both_eras_and_withdrawn_tools_fail_closed() {
         let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
     }
 
-    let agent = legacy.service().clone();
+    let watcher = legacy.service().clone();
     eventually(WAIT, "the legacy session to be told", async || {
-        (agent.list_changed.load(Ordering::SeqCst) >= 1).then_some(())
+        (watcher.list_changed.load(Ordering::SeqCst) >= 1).then_some(())
     })
     .await;
     let n = tokio::time::timeout(WAIT, sub.next()).await;
@@ -595,7 +570,7 @@ async fn list_changed_reaches_both_eras_and_withdrawn_tools_fail_closed() {
         assert!(after.iter().any(|t| t.name == "kandev_tp_echo"));
     }
     // A client that listed before the change and calls the withdrawn tool.
-    let stale = http_client(&d.url, TOKEN).await;
+    let stale = agent(&d.url, TOKEN).await;
     let r = stale
         .call_tool(CallToolRequestParams::new("kandev_victim_count"))
         .await;
@@ -659,9 +634,9 @@ async fn stdio_sessions_are_told_of_changes_too() {
     if let Some(p) = rustix::process::Pid::from_raw(pid) {
         let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
     }
-    let agent = c.service().clone();
+    let watcher = c.service().clone();
     eventually(WAIT, "the stdio session to be told", async || {
-        (agent.list_changed.load(Ordering::SeqCst) >= 1).then_some(())
+        (watcher.list_changed.load(Ordering::SeqCst) >= 1).then_some(())
     })
     .await;
     let after = c.list_all_tools().await.unwrap_or_default();
@@ -679,7 +654,7 @@ async fn a_call_to_a_restarting_plugin_is_plugin_unavailable_and_not_retried() {
         1.0,
     )
     .await;
-    let c = http_client(&d.url, TOKEN).await;
+    let c = agent(&d.url, TOKEN).await;
     let data = root.path().join("state/data/flaky");
     // `crash` exits the process mid-call: the call may or may not have run.
     let r = call(&c, "kandev_flaky_crash", None).await;

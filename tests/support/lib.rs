@@ -446,3 +446,36 @@ pub async fn http_request(
         .unwrap_or_default();
     (status, body)
 }
+
+/// An agent for the tests: counts the `tools/list_changed` notifications it
+/// receives (sessions of 2025-11-25 and older).
+#[derive(Clone, Default)]
+pub struct Agent {
+    /// Notifications received.
+    pub list_changed: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl rmcp::ClientHandler for Agent {
+    async fn on_tool_list_changed(&self, _: rmcp::service::NotificationContext<rmcp::RoleClient>) {
+        self.list_changed
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A connected test agent.
+pub type AgentClient = rmcp::service::RunningService<rmcp::RoleClient, Agent>;
+
+/// Connects an [`Agent`] over streamable HTTP with `token`.
+pub async fn agent(url: &str, token: &str) -> AgentClient {
+    use rmcp::ServiceExt as _;
+    let t = rmcp::transport::StreamableHttpClientTransport::from_config(
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            url.to_owned(),
+        )
+        .auth_header(token.to_owned()),
+    );
+    match Agent::default().serve(t).await {
+        Ok(c) => c,
+        Err(e) => panic!("cannot connect to {url}: {e}"),
+    }
+}
