@@ -12,7 +12,7 @@ use toolhost_admin::admin as pb;
 use toolhost_admin::admin::admin_client::AdminClient;
 use toolhost_catalog::Snapshot;
 use toolhost_e2e::{
-    AgentClient, Daemon, Scratch, TOKEN, agent, bin, events, eventually, testplug_dir,
+    Daemon, Scratch, TOKEN, agent, bin, events, eventually, listed_names as names, testplug_dir,
 };
 use toolhost_manifest::Manifest;
 
@@ -67,18 +67,6 @@ async fn push(
 
 fn outcome(r: &pb::PushCatalogResponse) -> pb::PushOutcome {
     pb::PushOutcome::try_from(r.outcome).unwrap_or(pb::PushOutcome::Unspecified)
-}
-
-async fn names(c: &AgentClient) -> Vec<String> {
-    let mut n: Vec<String> = c
-        .list_all_tools()
-        .await
-        .unwrap_or_default()
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .collect();
-    n.sort();
-    n
 }
 
 #[tokio::test]

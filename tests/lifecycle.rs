@@ -11,7 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use toolhost_admin::admin as pb;
 use toolhost_e2e::{
-    AgentClient, Daemon, Scratch, TOKEN, agent, bin, events, eventually, testplug_dir,
+    AgentClient, Daemon, Scratch, TOKEN, agent, bin, events, eventually, listed_names as names,
+    testplug_dir,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -49,18 +50,6 @@ async fn admin(
         toolhost_admin::connect_unix(&sock).await.ok()
     })
     .await
-}
-
-async fn names(c: &AgentClient) -> Vec<String> {
-    let mut n: Vec<String> = c
-        .list_all_tools()
-        .await
-        .unwrap_or_default()
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .collect();
-    n.sort();
-    n
 }
 
 fn installed_dirs(root: &Path) -> Vec<String> {

@@ -479,3 +479,11 @@ pub async fn agent(url: &str, token: &str) -> AgentClient {
         Err(e) => panic!("cannot connect to {url}: {e}"),
     }
 }
+
+/// The names a client lists, sorted.
+pub async fn listed_names(c: &AgentClient) -> Vec<String> {
+    let tools = c.list_all_tools().await.unwrap_or_default();
+    let mut names: Vec<String> = tools.into_iter().map(|t| t.name.to_string()).collect();
+    names.sort();
+    names
+}

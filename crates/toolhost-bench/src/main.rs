@@ -173,14 +173,25 @@ async fn ready_http(ep: &Endpoint) -> Result<()> {
     }
 }
 
-async fn start_toolhost(stateless: bool) -> Result<System> {
-    let dir = scratch(if stateless {
-        "toolhost-json"
-    } else {
-        "toolhost"
-    })?;
+/// A `toolhost serve` of the bench plugin in a fresh scratch directory,
+/// killed when dropped.
+struct Spawned {
+    dir: PathBuf,
+    url: String,
+    procs: Procs,
+}
+
+impl Spawned {
+    fn pid(&self) -> u32 {
+        self.procs.0.first().map_or(0, Child::id)
+    }
+}
+
+/// Starts toolhost (HTTP on a free port) and waits for its serving line.
+fn spawn_toolhost(tag: &str, stateless: bool, managed: bool) -> Result<Spawned> {
+    let dir = scratch(tag)?;
     let plugins = plugin_dir(&dir)?;
-    let config = toolhost_config(&dir, &plugins, stateless, false)?;
+    let config = toolhost_config(&dir, &plugins, stateless, managed)?;
     let mut child = Command::new(exe_dir().join("toolhost"))
         .args(["serve", "--http", "127.0.0.1:0", "--config"])
         .arg(&config)
@@ -190,9 +201,23 @@ async fn start_toolhost(stateless: bool) -> Result<System> {
         .stderr(Stdio::piped())
         .spawn()
         .context("cannot start toolhost (cargo build --release --workspace --bins)")?;
-    let url = wait_line(
-        child.stderr.take().context("stderr")?,
-        "toolhost: serving MCP on ",
+    let stderr = child.stderr.take().context("stderr")?;
+    let procs = Procs(vec![child]);
+    let url = wait_line(stderr, "toolhost: serving MCP on ")?;
+    Ok(Spawned { dir, url, procs })
+}
+
+async fn start_toolhost(stateless: bool) -> Result<System> {
+    let Spawned {
+        url, procs: guard, ..
+    } = spawn_toolhost(
+        if stateless {
+            "toolhost-json"
+        } else {
+            "toolhost"
+        },
+        stateless,
+        false,
     )?;
     let ep = Endpoint {
         url,
@@ -201,7 +226,7 @@ async fn start_toolhost(stateless: bool) -> Result<System> {
         session: !stateless,
     };
     ready_http(&ep).await?;
-    let pid = child.id();
+    let pid = guard.0.first().map_or(0, Child::id);
     let mut pids = vec![pid];
     pids.extend(procs::children(pid));
     Ok(System {
@@ -213,7 +238,7 @@ async fn start_toolhost(stateless: bool) -> Result<System> {
         target: Target::Http(ep),
         pids,
         main_pid: pid,
-        _procs: Procs(vec![child]),
+        _procs: guard,
     })
 }
 

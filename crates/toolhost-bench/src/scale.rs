@@ -2,7 +2,7 @@
 //! transports: `tools/list` of 10,000 tools, and `tools/list_changed` to many
 //! sessions. Plus toolhost's resident memory with a large catalog.
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use rmcp::service::NotificationContext;
 use rmcp::{ClientHandler, RoleClient, ServiceExt as _};
 use std::collections::BTreeMap;
@@ -161,28 +161,8 @@ pub async fn report(sessions: usize) -> Result<()> {
 /// installed, so they are withheld but held, compiled, in the catalog), and
 /// reads its resident memory.
 pub async fn rss_with_tools(n: usize) -> Result<(usize, u64)> {
-    let dir = crate::scratch("rss")?;
-    let plugins = crate::plugin_dir(&dir)?;
-    let config = crate::toolhost_config(&dir, &plugins, false, true)?;
-    let mut child = std::process::Command::new(crate::exe_dir().join("toolhost"))
-        .args(["serve", "--http", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()?;
-    let _ = crate::wait_line(
-        child.stderr.take().context("stderr")?,
-        "toolhost: serving MCP on ",
-    )?;
-    let sock = dir.join("state/admin.sock");
-    let mut admin = match crate::admin_client(&sock).await {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = child.kill();
-            return Err(e);
-        }
-    };
+    let daemon = crate::spawn_toolhost("rss", false, true)?;
+    let mut admin = crate::admin_client(&daemon.dir.join("state/admin.sock")).await?;
     let snap = toolhost_admin::snapshot_to_proto(&snapshot(n, 1));
     let pushed = admin
         .push_catalog(toolhost_admin::admin::PushCatalogRequest {
@@ -192,9 +172,7 @@ pub async fn rss_with_tools(n: usize) -> Result<(usize, u64)> {
     // The store frees the pushed copy on its reaper thread; give it a moment
     // so the figure is the catalog, not the garbage.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let kib = crate::procs::rss_kib(child.id());
-    let _ = child.kill();
-    let _ = child.wait();
+    let kib = crate::procs::rss_kib(daemon.pid());
     pushed?;
     Ok((n, kib))
 }

@@ -3,7 +3,7 @@
 //! answers by outcome, p99, and toolhost's resident memory at start and end.
 
 use crate::load::{Endpoint, Session};
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,22 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub async fn run(seconds: u64) -> Result<()> {
-    let dir = crate::scratch("soak")?;
-    let plugins = crate::plugin_dir(&dir)?;
-    let config = crate::toolhost_config(&dir, &plugins, false, false)?;
-    let mut child = std::process::Command::new(crate::exe_dir().join("toolhost"))
-        .args(["serve", "--http", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .env("TOKIO_WORKER_THREADS", crate::WORKERS)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()?;
-    let _procs = crate::Procs(Vec::new());
-    let url = crate::wait_line(
-        child.stderr.take().context("stderr")?,
-        "toolhost: serving MCP on ",
-    )?;
+    let daemon = crate::spawn_toolhost("soak", false, false)?;
+    let (dir, url) = (daemon.dir.clone(), daemon.url.clone());
     let ep = Endpoint {
         url,
         token: Some(crate::TOKEN.into()),
@@ -34,7 +20,7 @@ pub async fn run(seconds: u64) -> Result<()> {
         session: true,
     };
     crate::ready_http(&ep).await?;
-    let pid = child.id();
+    let pid = daemon.pid();
     let sock = dir.join("state/admin.sock");
     let mut admin = crate::admin_client(&sock).await?;
     let rss_start = crate::procs::rss_kib(pid);
@@ -96,8 +82,7 @@ pub async fn run(seconds: u64) -> Result<()> {
     stop.store(true, Ordering::SeqCst);
     while workers.join_next().await.is_some() {}
     let rss_end = crate::procs::rss_kib(pid);
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(daemon);
 
     let outcomes = outcomes.lock().map(|m| m.clone()).unwrap_or_default();
     let mut lat = latencies.lock().map(|l| l.clone()).unwrap_or_default();

@@ -3,7 +3,7 @@
 //! and the longest call latency while it happened.
 
 use crate::load::{Endpoint, Session};
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -23,21 +23,8 @@ fn kit(dir: &Path, version: &str) -> Result<std::path::PathBuf> {
 }
 
 pub async fn report() -> Result<()> {
-    let dir = crate::scratch("upgrade")?;
-    let plugins = crate::plugin_dir(&dir)?;
-    let config = crate::toolhost_config(&dir, &plugins, false, false)?;
-    let mut child = std::process::Command::new(crate::exe_dir().join("toolhost"))
-        .args(["serve", "--http", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .env("TOKIO_WORKER_THREADS", crate::WORKERS)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()?;
-    let url = crate::wait_line(
-        child.stderr.take().context("stderr")?,
-        "toolhost: serving MCP on ",
-    )?;
+    let daemon = crate::spawn_toolhost("upgrade", false, false)?;
+    let (dir, url) = (daemon.dir.clone(), daemon.url.clone());
     let mut admin = crate::admin_client(&dir.join("state/admin.sock")).await?;
     let v1 = kit(&dir, "1.0.0")?;
     admin
@@ -93,8 +80,7 @@ pub async fn report() -> Result<()> {
     tokio::time::sleep(Duration::from_secs(1)).await;
     stop.store(true, Ordering::SeqCst);
     while agents.join_next().await.is_some() {}
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(daemon);
 
     let log = log.lock().map(|l| l.clone()).unwrap_or_default();
     let during: Vec<&(Instant, Duration, String)> = log
