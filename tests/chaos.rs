@@ -23,6 +23,31 @@ use toolhost_e2e::{Daemon, Scratch, TOKEN, events, eventually, process_alive, te
 
 const WAIT: Duration = Duration::from_secs(30);
 
+/// Warnings, plus the two records [`dispatched_outside_their_version`]
+/// joins: every call's audit event and every catalog version applied.
+const LOG_FILTER: &str = "warn,toolhost::audit=info,toolhost::catalog=debug";
+
+/// Checks [`dispatched_outside_their_version`] once the daemon's log has
+/// caught up with what the plugins recorded, and asserts no violation.
+async fn assert_dispatched_within_their_version(d: &Daemon, plugins: &[(&str, PathBuf)]) {
+    let (checked, violations) = eventually(WAIT, "an audit event for every dispatch", async || {
+        let (checked, violations) = dispatched_outside_their_version(&d.logs(), plugins);
+        let unlogged = violations
+            .iter()
+            .any(|v| v.contains("no authorization on record"));
+        (!unlogged).then_some((checked, violations))
+    })
+    .await;
+    println!(
+        "chaos: {checked} dispatches checked against the catalog version they were authorized in"
+    );
+    assert!(checked > 0, "the plugins recorded dispatches");
+    assert!(
+        violations.is_empty(),
+        "dispatched outside the version authorized: {violations:#?}"
+    );
+}
+
 fn seconds() -> Duration {
     Duration::from_secs(
         std::env::var("CHAOS_SECONDS")
@@ -38,7 +63,7 @@ fn config(root: &Path, plugins: &[PathBuf], extra: &str) -> String {
         .map(|p| format!("{:?}", p.display().to_string()))
         .collect();
     format!(
-        "plugins = [{}]\nstate_dir = {:?}\n[log]\nlevel = \"warn\"\n[http]\nmax_sessions = 256\n[[http.tokens]]\ntoken = \"{TOKEN}\"\nsurface = \"chat\"\ntask_id = \"t\"\nsession_id = \"s\"\n[supervisor]\nhealth_interval_ms = 200\nhealth_timeout_ms = 300\nbackoff_first_ms = 20\nbackoff_max_ms = 200\nmax_restarts = 100000\nstop_grace_ms = 1000\n[limits]\nmax_calls_per_plugin = 64\n{extra}",
+        "plugins = [{}]\nstate_dir = {:?}\n[log]\nlevel = \"warn\"\nformat = \"json\"\n[http]\nmax_sessions = 256\n[[http.tokens]]\ntoken = \"{TOKEN}\"\nsurface = \"chat\"\ntask_id = \"t\"\nsession_id = \"s\"\n[supervisor]\nhealth_interval_ms = 200\nhealth_timeout_ms = 300\nbackoff_first_ms = 20\nbackoff_max_ms = 200\nmax_restarts = 100000\nstop_grace_ms = 1000\n[limits]\nmax_calls_per_plugin = 64\n{extra}",
         list.join(", "),
         root.join("state").display().to_string()
     )
@@ -140,6 +165,135 @@ async fn agents(
     )
 }
 
+/// The check that nothing was dispatched outside the catalog version it
+/// was authorized against. The daemon logs (as JSON) a `toolhost::catalog`
+/// event for every version that became current, with the names it added
+/// and removed, and an audit event for every call with the version its
+/// authorization saw. Replaying the first rebuilds each version's tool set;
+/// every invocation a plugin recorded must have an audit event whose
+/// version offered that tool. Returns (dispatches checked, violations).
+fn dispatched_outside_their_version(
+    logs: &str,
+    plugins: &[(&str, PathBuf)],
+) -> (usize, Vec<String>) {
+    type Version = (String, u64);
+    let mut tools: BTreeSet<String> = BTreeSet::new();
+    let mut history: BTreeMap<Version, BTreeSet<String>> = BTreeMap::new();
+    let mut authorized: BTreeMap<String, (String, Version)> = BTreeMap::new();
+    for line in logs.lines() {
+        let Ok(event) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let f = &event["fields"];
+        let version = |g: &str, r: &str| -> Option<Version> {
+            Some((f[g].as_str()?.to_owned(), f[r].as_u64()?))
+        };
+        match (event["target"].as_str(), f["message"].as_str()) {
+            (Some("toolhost::catalog"), Some("catalog applied")) => {
+                let names = |k: &str| {
+                    f[k].as_str()
+                        .unwrap_or_default()
+                        .split_whitespace()
+                        .map(str::to_owned)
+                        .collect::<Vec<_>>()
+                };
+                for gone in names("removed") {
+                    tools.remove(&gone);
+                }
+                tools.extend(names("added"));
+                if let Some(v) = version("generation", "revision") {
+                    history.insert(v, tools.clone());
+                }
+            }
+            (Some("toolhost::audit"), Some("tool call")) => {
+                if let (Some(id), Some(tool), Some(v)) = (
+                    f["invocation_id"].as_str(),
+                    f["tool"].as_str(),
+                    version("catalog_generation", "catalog_revision"),
+                ) {
+                    authorized.insert(id.to_owned(), (tool.to_owned(), v));
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut checked = 0;
+    let mut violations = Vec::new();
+    for (plugin, dir) in plugins {
+        for line in events(dir, "invoked ") {
+            let mut words = line.split(' ').skip(1);
+            let (Some(local), Some(id)) = (words.next(), words.next()) else {
+                continue;
+            };
+            checked += 1;
+            let tool = format!("kandev_{plugin}_{local}");
+            match authorized.get(id) {
+                None => violations.push(format!(
+                    "{id} ({tool}): dispatched with no authorization on record"
+                )),
+                Some((audited, _)) if *audited != tool => {
+                    violations.push(format!(
+                        "{id}: authorized as {audited}, dispatched as {tool}"
+                    ));
+                }
+                Some((_, v)) => match history.get(v) {
+                    None => violations.push(format!(
+                        "{id} ({tool}): authorized against {v:?}, which never became current"
+                    )),
+                    Some(set) if !set.contains(&tool) => {
+                        violations.push(format!(
+                            "{id}: {tool} was not in {v:?} when it was authorized"
+                        ));
+                    }
+                    Some(_) => {}
+                },
+            }
+        }
+    }
+    (checked, violations)
+}
+
+/// The checker itself: a dispatch authorized in a version that had
+/// withdrawn its tool is caught, and so is one nobody audited.
+#[test]
+fn the_version_check_catches_a_dispatch_outside_its_version() {
+    let root = Scratch::new("chaos-check");
+    let dir = root.path().join("tp");
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        dir.join("events.log"),
+        "invoked echo i1 task=t\ninvoked echo i2 task=t\ninvoked slow i3 task=t\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let applied = |rev: u64, added: &str, removed: &str| {
+        json!({ "target": "toolhost::catalog", "fields": { "message": "catalog applied",
+            "generation": "g", "revision": rev, "added": added, "removed": removed } })
+        .to_string()
+    };
+    let audit = |id: &str, tool: &str, rev: u64| {
+        json!({ "target": "toolhost::audit", "fields": { "message": "tool call",
+            "invocation_id": id, "tool": tool, "catalog_generation": "g", "catalog_revision": rev } })
+        .to_string()
+    };
+    let logs = [
+        "toolhost: serving MCP on http://127.0.0.1:1/mcp".to_owned(),
+        applied(1, "kandev_tp_echo kandev_tp_slow", ""),
+        applied(2, "", "kandev_tp_echo"),
+        audit("i1", "kandev_tp_echo", 1),
+        audit("i2", "kandev_tp_echo", 2),
+    ]
+    .join("\n");
+    let (checked, violations) = dispatched_outside_their_version(&logs, &[("tp", dir)]);
+    assert_eq!(checked, 3);
+    assert_eq!(
+        violations,
+        [
+            "i2: kandev_tp_echo was not in (\"g\", 2) when it was authorized",
+            "i3 (kandev_tp_slow): dispatched with no authorization on record",
+        ]
+    );
+}
+
 fn invocation_ids(dirs: &[PathBuf]) -> (usize, usize) {
     let ids: Vec<String> = dirs
         .iter()
@@ -157,7 +311,12 @@ async fn plugins_misbehave_while_agents_work() {
         testplug_dir(root.path(), "a", "normal"),
         testplug_dir(root.path(), "b", "normal"),
     ];
-    let mut d = Daemon::start(root.path(), &config(root.path(), &plugins, ""), &[]);
+    let mut d = Daemon::start_logging(
+        root.path(),
+        &config(root.path(), &plugins, ""),
+        &[],
+        LOG_FILTER,
+    );
     let sock = root.path().join("state/admin.sock");
     let mut admin = eventually(WAIT, "admin", async || {
         toolhost_admin::connect_unix(&sock).await.ok()
@@ -290,6 +449,8 @@ async fn plugins_misbehave_while_agents_work() {
         .collect();
     let (total, unique) = invocation_ids(&data);
     assert_eq!(total, unique, "no call was dispatched twice");
+    let named: Vec<(&str, PathBuf)> = ["a", "b", "kit"].into_iter().zip(data).collect();
+    assert_dispatched_within_their_version(&d, &named).await;
 
     // Calm: every plugin ready again, resources back near the baseline.
     for p in ["a", "b", "kit"] {
@@ -335,7 +496,7 @@ fn rss(pid: u32) -> u64 {
 async fn a_racing_backend_ends_at_the_greatest_accepted_version() {
     let root = Scratch::new("chaos-push");
     let tp = testplug_dir(root.path(), "tp", "normal");
-    let d = Daemon::start(
+    let d = Daemon::start_logging(
         root.path(),
         &config(
             root.path(),
@@ -343,6 +504,7 @@ async fn a_racing_backend_ends_at_the_greatest_accepted_version() {
             "[backend]\nmanaged = true\n",
         ),
         &[],
+        LOG_FILTER,
     );
     let sock = root.path().join("state/admin.sock");
     let admin = eventually(WAIT, "admin", async || {
@@ -365,7 +527,8 @@ async fn a_racing_backend_ends_at_the_greatest_accepted_version() {
         let (mut a, full, best) = (admin.clone(), full.clone(), Arc::clone(&best));
         pushers.spawn(async move {
             let mut rng = p * 7919 + 13;
-            let until = Instant::now() + seconds() / 2;
+            let started = Instant::now();
+            let until = started + seconds() / 2;
             let mut outcomes: BTreeMap<i32, u64> = BTreeMap::new();
             while Instant::now() < until {
                 rng ^= rng << 13;
@@ -377,7 +540,12 @@ async fn a_racing_backend_ends_at_the_greatest_accepted_version() {
                 } else {
                     "g-new".into()
                 };
-                s.revision = rng % 500;
+                // Mostly forward, a few milliseconds apart, so that many
+                // revisions are accepted; the pushers overtake each other,
+                // so many are also stale, and equal revisions with
+                // different truncations conflict.
+                let tick = u64::try_from(started.elapsed().as_millis()).unwrap_or(0) / 4;
+                s.revision = tick + rng % 6;
                 if rng % 3 == 0 {
                     s.tools.truncate(usize::try_from(rng % 5).unwrap_or(0) + 1);
                 }
@@ -416,6 +584,7 @@ async fn a_racing_backend_ends_at_the_greatest_accepted_version() {
     let (sent, answered, outcomes) = driver.await.unwrap_or_default();
     println!("pushes by outcome {all:?}; calls {sent} answered {answered}; {outcomes:?}");
     assert_eq!(sent, answered);
+    assert_dispatched_within_their_version(&d, &[("tp", root.path().join("state/data/tp"))]).await;
     let st = a0
         .get_status(pb::GetStatusRequest {})
         .await

@@ -71,6 +71,18 @@ pub(crate) struct Body {
     pub change_seq: u64,
 }
 
+/// How one catalog's exposed names differ from an earlier one's: for logs
+/// and for anyone rebuilding a version's tool set from the versions before.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct NameChanges<'a> {
+    /// Names only the newer catalog has.
+    pub added: Vec<&'a str>,
+    /// Names only the older catalog has.
+    pub removed: Vec<&'a str>,
+    /// Names both have, with a different declaration.
+    pub changed: Vec<&'a str>,
+}
+
 /// A published catalog: a version and its compiled tools. Immutable; the
 /// store swaps in a new one.
 #[derive(Debug, Default)]
@@ -91,6 +103,41 @@ impl Catalog {
     #[must_use]
     pub fn revision(&self) -> u64 {
         self.revision
+    }
+
+    /// The exposed names that differ from `prev`, each list in name order.
+    #[must_use]
+    pub fn changes_since<'a>(&'a self, prev: &'a Catalog) -> NameChanges<'a> {
+        let mut out = NameChanges::default();
+        let (mut old, mut new) = (prev.entries().peekable(), self.entries().peekable());
+        loop {
+            let order = match (old.peek(), new.peek()) {
+                (None, None) => return out,
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (Some(o), Some(n)) => o.descriptor.exposed_name.cmp(&n.descriptor.exposed_name),
+            };
+            match order {
+                std::cmp::Ordering::Less => {
+                    if let Some(o) = old.next() {
+                        out.removed.push(&o.descriptor.exposed_name);
+                    }
+                }
+                std::cmp::Ordering::Greater => {
+                    if let Some(n) = new.next() {
+                        out.added.push(&n.descriptor.exposed_name);
+                    }
+                }
+                std::cmp::Ordering::Equal => {
+                    if let (Some(o), Some(n)) = (old.next(), new.next())
+                        && !Arc::ptr_eq(o, n)
+                        && o.descriptor != n.descriptor
+                    {
+                        out.changed.push(&n.descriptor.exposed_name);
+                    }
+                }
+            }
+        }
     }
 
     /// Every entry, sound or not, in name order.

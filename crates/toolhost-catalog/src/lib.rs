@@ -23,7 +23,7 @@ mod descriptor;
 mod installed;
 mod store;
 
-pub use catalog::{Catalog, Defect, Entry};
+pub use catalog::{Catalog, Defect, Entry, NameChanges};
 pub use descriptor::{Descriptor, Snapshot, canonical_digest};
 pub use installed::Installed;
 pub use store::{OfferResult, Outcome, Store};

@@ -231,8 +231,10 @@ impl Store {
                 revision: snapshot.revision,
                 body: Arc::clone(&cur.body),
             };
-            self.current.store(Arc::new(next));
-            return answer(Outcome::Unchanged, vec![], &self.current.load(), vec![]);
+            let next = Arc::new(next);
+            self.current.store(Arc::clone(&next));
+            trace_applied(&cur, &next);
+            return answer(Outcome::Unchanged, vec![], &next, vec![]);
         }
 
         let (body, changed) = self.build(&mut w, &cur.body, plan, installed);
@@ -242,10 +244,12 @@ impl Store {
             revision: snapshot.revision,
             body: Arc::new(body),
         };
-        let replaced = self.current.swap(Arc::new(next));
+        let next = Arc::new(next);
+        let replaced = self.current.swap(Arc::clone(&next));
         self.changes.send_replace(seq);
+        trace_applied(&cur, &next);
         self.reaper.reap(Box::new((replaced, cur)));
-        answer(Outcome::Accepted, vec![], &self.current.load(), changed)
+        answer(Outcome::Accepted, vec![], &next, changed)
     }
 
     fn shape_problems(&self, generation: &str, plan: &[Planned]) -> Vec<String> {
@@ -505,4 +509,28 @@ impl Store {
             .schemas
             .len()
     }
+}
+
+/// The `toolhost::catalog` debug event for a version that became current:
+/// which exposed names appeared, vanished or changed declaration. Emitted
+/// under the writer lock, so the events come out in the order the versions
+/// were applied, and replaying them rebuilds every version's tool set: the
+/// history an operator (or the chaos suite) needs to tell which tools a
+/// call's `catalog_revision` offered. Names only; the diff is computed only
+/// when someone listens at debug.
+fn trace_applied(prev: &Catalog, next: &Catalog) {
+    if !tracing::enabled!(target: "toolhost::catalog", tracing::Level::DEBUG) {
+        return;
+    }
+    let diff = next.changes_since(prev);
+    tracing::debug!(
+        target: "toolhost::catalog",
+        generation = %next.generation,
+        revision = next.revision,
+        tools = next.len(),
+        added = %diff.added.join(" "),
+        removed = %diff.removed.join(" "),
+        changed = %diff.changed.join(" "),
+        "catalog applied"
+    );
 }

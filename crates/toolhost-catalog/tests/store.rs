@@ -318,6 +318,57 @@ proptest! {
     }
 }
 
+proptest! {
+    /// Replaying `changes_since` from the first catalog rebuilds every later
+    /// one's names (what the chaos suite does with the `toolhost::catalog`
+    /// log), and `changed` names exactly the tools whose declaration moved.
+    #[test]
+    fn name_changes_rebuild_each_version(
+        versions in prop::collection::vec(prop::collection::btree_set(0usize..8, 0..8), 1..12),
+        edited in prop::collection::btree_set(0usize..8, 0..4),
+    ) {
+        let s = Store::new("kandev");
+        let mut names: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+        let mut prev = s.current();
+        for (revision, tools) in (1u64..).zip(&versions) {
+            let descriptors = tools
+                .iter()
+                .map(|i| {
+                    let mut t = tool("p", &format!("t{i}"), &["chat"], obj());
+                    if revision % 2 == 0 && edited.contains(i) {
+                        t.description = "edited".to_owned();
+                    }
+                    t
+                })
+                .collect();
+            prop_assert!(matches!(
+                s.offer(snap("g", revision, descriptors)).outcome,
+                Outcome::Accepted | Outcome::Unchanged
+            ));
+            let next = s.current();
+            let diff = next.changes_since(&prev);
+            for gone in &diff.removed {
+                prop_assert!(names.remove(*gone), "removed {} was not there", gone);
+            }
+            for new in &diff.added {
+                prop_assert!(names.insert((*new).to_owned()), "added {} was there", new);
+            }
+            let want: Vec<&str> = next.entries().map(|e| e.descriptor.exposed_name.as_str()).collect();
+            prop_assert_eq!(names.iter().map(String::as_str).collect::<Vec<_>>(), want);
+            for c in &diff.changed {
+                let (old, new) = (prev.get(c), next.get(c));
+                prop_assert!(old.zip(new).is_some_and(|(o, n)| o.descriptor != n.descriptor));
+            }
+            let moved = next
+                .entries()
+                .filter(|n| prev.get(&n.descriptor.exposed_name).is_some_and(|o| o.descriptor != n.descriptor))
+                .count();
+            prop_assert_eq!(diff.changed.len(), moved);
+            prev = next;
+        }
+    }
+}
+
 /// Offers from several threads at once end at the greatest revision, and a
 /// reader never sees the version go backwards or a retired generation return.
 #[test]

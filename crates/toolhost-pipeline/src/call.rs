@@ -150,8 +150,16 @@ impl Pipeline {
         drop(catalog);
         let d = &entry.descriptor;
         let span = tracing::info_span!("tools/call", invocation_id = %invocation_id, tool = %d.exposed_name, plugin = %d.plugin_id);
+        let mut authorized_at = None;
         let result = self
-            .run(binding, &entry, &invocation_id, arguments, cancel)
+            .run(
+                binding,
+                &entry,
+                &invocation_id,
+                arguments,
+                cancel,
+                &mut authorized_at,
+            )
             .instrument(span)
             .await;
         // 8. Audit: ids, outcome and duration; never contents.
@@ -163,6 +171,8 @@ impl Pipeline {
             task_id = %binding.task_id,
             session_id = %binding.session_id,
             outcome = result.outcome(),
+            catalog_generation = authorized_at.as_ref().map(|v: &CatalogVersion| v.0.as_str()),
+            catalog_revision = authorized_at.as_ref().map(|v| v.1),
             duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             "tool call"
         );
@@ -177,6 +187,7 @@ impl Pipeline {
         invocation_id: &str,
         arguments: Option<Value>,
         cancel: CancellationToken,
+        authorized_at: &mut Option<CatalogVersion>,
     ) -> CallResult {
         let d = &entry.descriptor;
         // Withheld entries (a schema that does not compile, or a pushed
@@ -221,6 +232,9 @@ impl Pipeline {
                 None,
             );
         }
+        // The audit names the version this call was authorized against, so
+        // what was dispatched can be checked against what was offered.
+        *authorized_at = Some((now.generation().to_owned(), now.revision()));
         drop(now);
         if !binding.is_active() {
             return CallResult::failure(
@@ -362,6 +376,9 @@ impl Pipeline {
         }
     }
 }
+
+/// (generation, revision) of a catalog version.
+type CatalogVersion = (String, u64);
 
 /// 128 random bits as 32 hex digits.
 fn invocation_id() -> String {
