@@ -154,12 +154,23 @@ async fn hostile_http_gets_clear_errors_and_the_daemon_keeps_serving() {
         2
     );
 
-    // Sessions are capped (3, with `c` open); abandoned ones are closed
-    // when idle.
-    let mut abandoned = Vec::new();
-    for _ in 0..2 {
-        abandoned.push(client(&d.url).await);
-    }
+    // Sessions are capped (3, with `c` open), counted from `initialize`:
+    // one that never sends `notifications/initialized` holds a slot too.
+    // Abandoned ones are closed when idle.
+    let abandoned = vec![client(&d.url).await];
+    let (status, _) = http_request(
+        &d.base(),
+        "POST",
+        "/mcp",
+        &[
+            ("Authorization", &format!("Bearer {TOKEN}")),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ],
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"half-open","version":"1"}}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "a session that only initializes is admitted");
     let refused = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(d.url.clone()).auth_header(TOKEN.to_owned()),
     );

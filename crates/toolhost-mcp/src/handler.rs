@@ -28,13 +28,21 @@ pub enum Identity {
 pub struct Handler {
     hub: Arc<Hub>,
     identity: Identity,
+    /// The hub's id for this session, from `initialize` on. Shared by the
+    /// clones rmcp makes of one session's handler; each session gets its
+    /// own from [`Handler::new`].
+    admitted: Arc<std::sync::OnceLock<u64>>,
 }
 
 impl Handler {
     /// A handler over the hub.
     #[must_use]
     pub fn new(hub: Arc<Hub>, identity: Identity) -> Self {
-        Self { hub, identity }
+        Self {
+            hub,
+            identity,
+            admitted: Arc::default(),
+        }
     }
 
     fn binding(&self, extensions: &rmcp::model::Extensions) -> Result<Binding, McpError> {
@@ -68,22 +76,26 @@ impl ServerHandler for Handler {
         request: InitializeRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, McpError> {
-        if !self.hub.session_allowed() {
-            return Err(McpError::invalid_request(
-                format!(
-                    "too many sessions (the limit is {}); close one and try again",
-                    self.hub.max_sessions()
-                ),
-                None,
-            ));
+        let b = self.binding(&cx.extensions)?;
+        if self.admitted.get().is_none() {
+            let Some(id) = self.hub.admit_peer(&b.surface, cx.peer.clone()) else {
+                return Err(McpError::invalid_request(
+                    format!(
+                        "too many sessions (the limit is {}); close one and try again",
+                        self.hub.max_sessions()
+                    ),
+                    None,
+                ));
+            };
+            let _ = self.admitted.set(id);
         }
         cx.peer.set_peer_info(request.clone());
         self.negotiate_initialize(&request)
     }
 
-    async fn on_initialized(&self, cx: NotificationContext<RoleServer>) {
-        if let Ok(b) = self.binding(&cx.extensions) {
-            self.hub.add_peer(&b.surface, cx.peer.clone());
+    async fn on_initialized(&self, _cx: NotificationContext<RoleServer>) {
+        if let Some(id) = self.admitted.get() {
+            self.hub.mark_ready(*id);
         }
     }
 

@@ -256,14 +256,14 @@ async fn metrics(hub: Arc<Hub>) -> impl IntoResponse {
         &mut out,
         "toolhost_sessions",
         "gauge",
-        "MCP sessions and subscriptions that receive tools/list_changed.",
+        "MCP sessions (initializing ones included) and subscriptions, counted against max_sessions.",
     );
-    let _ = writeln!(out, "toolhost_sessions {}", hub.listener_count());
+    let _ = writeln!(out, "toolhost_sessions {}", hub.session_count());
     family(
         &mut out,
         "toolhost_mcp_listeners",
         "gauge",
-        "Same as toolhost_sessions.",
+        "Sessions and subscriptions that receive tools/list_changed.",
     );
     let _ = writeln!(out, "toolhost_mcp_listeners {}", hub.listener_count());
     family(

@@ -28,7 +28,23 @@ struct Listener {
     surface: String,
     /// The surface epoch this listener has last been told about.
     seen: u64,
+    /// Whether the client has finished initializing. A session counts
+    /// toward the limit from `initialize` on, so sessions that never send
+    /// `notifications/initialized` cannot pile up past it, but it is told
+    /// of changes only once it is ready.
+    ready: bool,
     target: Arc<Target>,
+}
+
+impl Listener {
+    /// Subscriptions are removed when their stream ends; a session is live
+    /// until its transport closes (the client left, or the idle timeout).
+    fn is_live(&self) -> bool {
+        match &*self.target {
+            Target::Peer(p) => !p.is_transport_closed(),
+            Target::Sink(_) => true,
+        }
+    }
 }
 
 /// Shared by every session: the pipeline, listing caches, and the listeners
@@ -70,21 +86,42 @@ impl Hub {
         self.max_sessions.store(max, Ordering::Relaxed);
     }
 
-    /// Whether one more session may start.
-    pub(crate) fn session_allowed(&self) -> bool {
+    /// Admits a session at `initialize`, if the limit allows one more:
+    /// counted from now, notified once [`Hub::mark_ready`]. The check and
+    /// the insert happen under one lock, so concurrent `initialize`s cannot
+    /// overshoot the limit. `None` when the limit is reached.
+    pub(crate) fn admit_peer(&self, surface: &str, peer: Peer<RoleServer>) -> Option<u64> {
         let max = self.max_sessions.load(Ordering::Relaxed);
-        if max == 0 {
-            return true;
-        }
-        // Count only live ones: closed sessions are pruned first.
-        self.listeners
+        let mut listeners = self
+            .listeners
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .retain(|l| match &*l.target {
-                Target::Peer(p) => !p.is_transport_closed(),
-                Target::Sink(_) => true,
-            });
-        self.listener_count() < max
+            .unwrap_or_else(PoisonError::into_inner);
+        // Count only live ones: closed sessions are pruned first.
+        listeners.retain(Listener::is_live);
+        if max != 0 && listeners.len() >= max {
+            return None;
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        listeners.push(Listener {
+            id,
+            surface: surface.to_owned(),
+            seen: self.store().current().surface_epoch(surface),
+            ready: false,
+            target: Arc::new(Target::Peer(peer)),
+        });
+        Some(id)
+    }
+
+    /// The session admitted as `id` finished initializing: from now on it
+    /// is told of list changes.
+    pub(crate) fn mark_ready(&self, id: u64) {
+        let mut listeners = self
+            .listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(l) = listeners.iter_mut().find(|l| l.id == id) {
+            l.ready = true;
+        }
     }
 
     /// The session limit.
@@ -103,10 +140,22 @@ impl Hub {
         self.listeners
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|l| l.ready)
+            .count()
+    }
+
+    /// Sessions and subscriptions counted against the limit: the listeners
+    /// plus sessions still initializing.
+    #[must_use]
+    pub fn session_count(&self) -> usize {
+        self.listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
             .len()
     }
 
-    fn add(&self, surface: &str, target: Target) -> u64 {
+    pub(crate) fn add_subscription(&self, surface: &str, sink: SubscriptionSink) -> u64 {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let seen = self.store().current().surface_epoch(surface);
         self.listeners
@@ -116,17 +165,10 @@ impl Hub {
                 id,
                 surface: surface.to_owned(),
                 seen,
-                target: Arc::new(target),
+                ready: true,
+                target: Arc::new(Target::Sink(sink)),
             });
         id
-    }
-
-    pub(crate) fn add_peer(&self, surface: &str, peer: Peer<RoleServer>) -> u64 {
-        self.add(surface, Target::Peer(peer))
-    }
-
-    pub(crate) fn add_subscription(&self, surface: &str, sink: SubscriptionSink) -> u64 {
-        self.add(surface, Target::Sink(sink))
     }
 
     pub(crate) fn remove(&self, id: u64) {
@@ -154,11 +196,8 @@ impl Hub {
                 .listeners
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            listeners.retain(|l| match &*l.target {
-                Target::Peer(p) => !p.is_transport_closed(),
-                Target::Sink(_) => true,
-            });
-            for l in listeners.iter_mut() {
+            listeners.retain(Listener::is_live);
+            for l in listeners.iter_mut().filter(|l| l.ready) {
                 let epoch = catalog.surface_epoch(&l.surface);
                 if epoch > l.seen {
                     l.seen = epoch;
