@@ -68,7 +68,18 @@ pub struct Pipeline {
     /// The backend's `Authorize`, when configured.
     authorizer: Option<crate::Authorizer>,
     /// Call counters and the duration histogram.
-    stats: std::sync::Mutex<CallStats>,
+    stats: std::sync::Mutex<Counters>,
+}
+
+/// What [`Pipeline::count`] updates on every call. Keyed by tool, then by
+/// the outcome's static word, so a call to a tool already counted finds
+/// its slot with a borrowed `&str` and allocates nothing.
+#[derive(Debug, Default)]
+struct Counters {
+    by_tool: std::collections::HashMap<String, std::collections::BTreeMap<&'static str, u64>>,
+    buckets: [u64; 12],
+    count: u64,
+    sum_seconds: f64,
 }
 
 impl Pipeline {
@@ -94,10 +105,20 @@ impl Pipeline {
     /// Call counters and durations so far, for metrics.
     #[must_use]
     pub fn stats(&self) -> CallStats {
-        self.stats
+        let c = self
+            .stats
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        CallStats {
+            calls: c
+                .by_tool
+                .iter()
+                .flat_map(|(tool, outcomes)| outcomes.iter().map(|(o, n)| ((tool.clone(), *o), *n)))
+                .collect(),
+            buckets: c.buckets,
+            count: c.count,
+            sum_seconds: c.sum_seconds,
+        }
     }
 
     fn count(&self, tool: &str, outcome: &'static str, took: Duration) {
@@ -105,7 +126,11 @@ impl Pipeline {
             .stats
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        *s.calls.entry((tool.to_owned(), outcome)).or_default() += 1;
+        let outcomes = match s.by_tool.get_mut(tool) {
+            Some(o) => o,
+            None => s.by_tool.entry(tool.to_owned()).or_default(),
+        };
+        *outcomes.entry(outcome).or_default() += 1;
         let secs = took.as_secs_f64();
         for (i, le) in DURATION_BUCKETS.iter().enumerate() {
             if secs <= *le {
