@@ -9,9 +9,6 @@
 //! `CHAOS_SECONDS` (default 8) sets how long the faults run.
 
 use rmcp::model::CallToolRequestParams;
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{RoleClient, ServiceExt as _};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -19,7 +16,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use toolhost_admin::admin as pb;
-use toolhost_e2e::{Daemon, Scratch, TOKEN, events, eventually, process_alive, testplug_dir};
+use toolhost_e2e::{
+    Daemon, Scratch, TOKEN, agent, events, eventually, outcome_code, process_alive, testplug_dir,
+};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -69,13 +68,6 @@ fn config(root: &Path, plugins: &[PathBuf], extra: &str) -> String {
     )
 }
 
-async fn client(url: &str) -> rmcp::service::RunningService<RoleClient, ()> {
-    let t = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(TOKEN.to_owned()),
-    );
-    ().serve(t).await.unwrap_or_else(|e| panic!("connect: {e}"))
-}
-
 fn fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .map(|d| d.count())
@@ -94,13 +86,7 @@ fn kill(pid: u32, sig: rustix::process::Signal) {
 /// Outcome of a call, as a word.
 fn outcome(r: &Result<rmcp::model::CallToolResult, rmcp::service::ServiceError>) -> String {
     match r {
-        Ok(r) => r
-            .structured_content
-            .as_ref()
-            .and_then(|s| s.pointer("/error/code"))
-            .and_then(Value::as_str)
-            .unwrap_or("ok")
-            .to_owned(),
+        Ok(r) => outcome_code(r),
         Err(e) if e.to_string().contains("Unknown tool") => "unknown_tool".to_owned(),
         Err(_) => "protocol_error".to_owned(),
     }
@@ -127,7 +113,7 @@ async fn agents(
             Arc::clone(&outcomes),
         );
         set.spawn(async move {
-            let c = client(&url).await;
+            let c = agent(&url, TOKEN).await;
             let mut i = w;
             while !stop.load(Ordering::SeqCst) {
                 i += 7;
@@ -343,7 +329,7 @@ async fn plugins_misbehave_while_agents_work() {
     d.wait_metric("toolhost_plugin_state{plugin=\"b\",state=\"ready\"}", 1.0)
         .await;
     // Baseline after warm-up: a first session has come and gone.
-    let warm = client(&d.url).await;
+    let warm = agent(&d.url, TOKEN).await;
     let _ = warm
         .call_tool(CallToolRequestParams::new("kandev_a_count"))
         .await;
@@ -378,7 +364,7 @@ async fn plugins_misbehave_while_agents_work() {
                 }
             }
             2 => {
-                let c = client(&d.url).await;
+                let c = agent(&d.url, TOKEN).await;
                 let _ = c
                     .call_tool(
                         CallToolRequestParams::new("kandev_b_flood").with_arguments(

@@ -2,16 +2,17 @@
 //! a unique secret in every argument position of every failure mode appears
 //! in no response, no log line (at trace level) and no metric.
 
+use rmcp::ServiceExt as _;
 use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
 use rmcp::service::PeerRequestOptions;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{RoleClient, ServiceExt as _};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
 use toolhost_e2e::{
-    Daemon, Scratch, TOKEN, events, eventually, http_request, process_alive, testplug_dir,
+    AgentClient, Daemon, Scratch, TOKEN, agent, events, eventually, http_request, outcome_code,
+    process_alive, testplug_dir,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -24,15 +25,8 @@ fn config(root: &Path, plugin: &Path, extra_http: &str, extra: &str) -> String {
     )
 }
 
-async fn client(url: &str) -> rmcp::service::RunningService<RoleClient, ()> {
-    let t = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(TOKEN.to_owned()),
-    );
-    ().serve(t).await.unwrap_or_else(|e| panic!("connect: {e}"))
-}
-
 async fn call(
-    c: &rmcp::service::RunningService<RoleClient, ()>,
+    c: &AgentClient,
     name: &str,
     args: Value,
 ) -> Result<rmcp::model::CallToolResult, String> {
@@ -43,13 +37,7 @@ async fn call(
 
 fn code(r: &Result<rmcp::model::CallToolResult, String>) -> String {
     match r {
-        Ok(r) => r
-            .structured_content
-            .as_ref()
-            .and_then(|s| s.pointer("/error/code"))
-            .and_then(Value::as_str)
-            .unwrap_or("ok")
-            .to_owned(),
+        Ok(r) => outcome_code(r),
         Err(e) => format!("protocol: {e}"),
     }
 }
@@ -118,7 +106,7 @@ async fn hostile_http_gets_clear_errors_and_the_daemon_keeps_serving() {
     let deep = format!("{}1{}", "[".repeat(5000), "]".repeat(5000));
     let (s, _) = send(h(&[("Content-Type", "application/json")]), &deep).await;
     assert!((400..500).contains(&s), "deeply nested body: {s}");
-    let c = client(&d.url).await;
+    let c = agent(&d.url, TOKEN).await;
     let mut nested = json!("x");
     for _ in 0..100 {
         nested = json!({ "k": nested });
@@ -157,7 +145,7 @@ async fn hostile_http_gets_clear_errors_and_the_daemon_keeps_serving() {
     // Sessions are capped (3, with `c` open), counted from `initialize`:
     // one that never sends `notifications/initialized` holds a slot too.
     // Abandoned ones are closed when idle.
-    let abandoned = vec![client(&d.url).await];
+    let abandoned = vec![agent(&d.url, TOKEN).await];
     let (status, _) = http_request(
         &d.base(),
         "POST",
@@ -215,7 +203,7 @@ async fn no_secret_reaches_a_response_a_log_line_or_a_metric() {
     let d = Daemon::start_logging(root.path(), &config(root.path(), &tp, "", ""), &[], "trace");
     d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
         .await;
-    let c = client(&d.url).await;
+    let c = agent(&d.url, TOKEN).await;
     let mut n = 0;
     let mut secret = || {
         n += 1;

@@ -3,7 +3,7 @@
 //! across restarts; and an interrupted install leaving nothing behind.
 
 use rmcp::model::CallToolRequestParams;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use std::time::Duration;
 use toolhost_admin::admin as pb;
 use toolhost_e2e::{
     AgentClient, Daemon, Scratch, TOKEN, agent, bin, events, eventually, listed_names as names,
-    testplug_dir,
+    outcome_code, testplug_dir,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -66,13 +66,7 @@ fn installed_dirs(root: &Path) -> Vec<String> {
 
 fn code(r: &Result<rmcp::model::CallToolResult, rmcp::service::ServiceError>) -> String {
     match r {
-        Ok(r) => r
-            .structured_content
-            .as_ref()
-            .and_then(|s| s.pointer("/error/code"))
-            .and_then(Value::as_str)
-            .unwrap_or("ok")
-            .to_owned(),
+        Ok(r) => outcome_code(r),
         Err(e) if e.to_string().contains("Unknown tool") => "unknown_tool".to_owned(),
         Err(e) => format!("protocol: {e}"),
     }

@@ -487,3 +487,15 @@ pub async fn listed_names(c: &AgentClient) -> Vec<String> {
     names.sort();
     names
 }
+
+/// A call's outcome as the pipeline names it: `ok`, or the
+/// `structuredContent.error.code` of a failure.
+#[must_use]
+pub fn outcome_code(r: &rmcp::model::CallToolResult) -> String {
+    r.structured_content
+        .as_ref()
+        .and_then(|s| s.pointer("/error/code"))
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("ok")
+        .to_owned()
+}

@@ -56,12 +56,18 @@ impl AdminService {
         Self { state }
     }
 
-    fn lifecycle_answer(&self, revision: u64) -> Response<pb::LifecycleResponse> {
+    /// A lifecycle operation's answer: the revision it produced, in the
+    /// current generation, or its error as a gRPC status.
+    fn lifecycle_answer(
+        &self,
+        done: Result<u64, LifecycleError>,
+    ) -> Result<Response<pb::LifecycleResponse>, Status> {
+        let revision = done.map_err(lifecycle_status)?;
         let generation = self.state.store.current().generation().to_owned();
-        Response::new(pb::LifecycleResponse {
+        Ok(Response::new(pb::LifecycleResponse {
             generation,
             revision,
-        })
+        }))
     }
 }
 
@@ -213,13 +219,7 @@ impl Admin for AdminService {
         request: Request<pb::InstallPluginRequest>,
     ) -> Result<Response<pb::LifecycleResponse>, Status> {
         let path = std::path::PathBuf::from(request.into_inner().path);
-        let revision = self
-            .state
-            .lifecycle
-            .install(&path)
-            .await
-            .map_err(lifecycle_status)?;
-        Ok(self.lifecycle_answer(revision))
+        self.lifecycle_answer(self.state.lifecycle.install(&path).await)
     }
 
     async fn upgrade_plugin(
@@ -227,39 +227,23 @@ impl Admin for AdminService {
         request: Request<pb::UpgradePluginRequest>,
     ) -> Result<Response<pb::LifecycleResponse>, Status> {
         let path = std::path::PathBuf::from(request.into_inner().path);
-        let revision = self
-            .state
-            .lifecycle
-            .upgrade(&path)
-            .await
-            .map_err(lifecycle_status)?;
-        Ok(self.lifecycle_answer(revision))
+        self.lifecycle_answer(self.state.lifecycle.upgrade(&path).await)
     }
 
     async fn enable_plugin(
         &self,
         request: Request<pb::PluginRef>,
     ) -> Result<Response<pb::LifecycleResponse>, Status> {
-        let revision = self
-            .state
-            .lifecycle
-            .enable(&request.into_inner().id)
-            .await
-            .map_err(lifecycle_status)?;
-        Ok(self.lifecycle_answer(revision))
+        let id = request.into_inner().id;
+        self.lifecycle_answer(self.state.lifecycle.enable(&id).await)
     }
 
     async fn disable_plugin(
         &self,
         request: Request<pb::PluginRef>,
     ) -> Result<Response<pb::LifecycleResponse>, Status> {
-        let revision = self
-            .state
-            .lifecycle
-            .disable(&request.into_inner().id)
-            .await
-            .map_err(lifecycle_status)?;
-        Ok(self.lifecycle_answer(revision))
+        let id = request.into_inner().id;
+        self.lifecycle_answer(self.state.lifecycle.disable(&id).await)
     }
 
     async fn remove_plugin(
@@ -267,13 +251,7 @@ impl Admin for AdminService {
         request: Request<pb::RemovePluginRequest>,
     ) -> Result<Response<pb::LifecycleResponse>, Status> {
         let r = request.into_inner();
-        let revision = self
-            .state
-            .lifecycle
-            .remove(&r.id, r.purge)
-            .await
-            .map_err(lifecycle_status)?;
-        Ok(self.lifecycle_answer(revision))
+        self.lifecycle_answer(self.state.lifecycle.remove(&r.id, r.purge).await)
     }
 
     async fn restart_plugin(
