@@ -209,7 +209,19 @@ impl Snapshot {
     /// this, whatever order they arrived in.
     pub fn normalize(&mut self) {
         for t in &mut self.tools {
-            t.surfaces.sort();
+            if !t.surfaces.is_sorted() {
+                t.surfaces.sort();
+            }
+        }
+        // A snapshot already in name order (the embedded authority's, or a
+        // backend's that keeps the order GetCatalog returns) is checked in
+        // one pass; sorting 10,000 descriptors costs milliseconds of cache
+        // misses even when nothing moves.
+        if self
+            .tools
+            .is_sorted_by(|a, b| a.exposed_name <= b.exposed_name)
+        {
+            return;
         }
         self.tools
             .sort_by(|a, b| a.exposed_name.cmp(&b.exposed_name));
