@@ -479,6 +479,29 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
+/// `--profile SECONDS [--json]`: one toolhost under load at concurrency 64
+/// for SECONDS, its pids printed first, so a profiler can attach:
+/// `perf record -p PID -- sleep 20`.
+async fn profile_target(seconds: u64, stateless: bool) -> Result<()> {
+    let sys = start_toolhost(stateless).await?;
+    println!(
+        "toolhost pid {}; server pids {:?}; driving concurrency 64 for {seconds} s",
+        sys.main_pid, sys.pids
+    );
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(128)
+        .build()?;
+    let m = measure(&sys, 64, Duration::from_secs(seconds), &http).await?;
+    println!(
+        "{:.0} calls/s, p50 {:.3} ms, server CPU {:.0} µs/call, errors {}",
+        m.throughput,
+        ms(m.p50),
+        m.server_cpu_us,
+        m.errors
+    );
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
@@ -489,6 +512,11 @@ async fn main() -> Result<()> {
     if let Some(i) = args.iter().position(|a| a == "--soak") {
         let seconds = args.get(i + 1).and_then(|s| s.parse().ok()).unwrap_or(120);
         return soak::run(seconds).await;
+    }
+    if let Some(i) = args.iter().position(|a| a == "--profile") {
+        let seconds = args.get(i + 1).and_then(|s| s.parse().ok()).unwrap_or(30);
+        let stateless = args.iter().any(|a| a == "--json");
+        return profile_target(seconds, stateless).await;
     }
     let quick = std::env::args().any(|a| a == "--quick");
     let skip_peer = std::env::args().any(|a| a == "--no-peer");
