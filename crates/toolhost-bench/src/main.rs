@@ -12,6 +12,10 @@
 //!   floor of the plugin hop;
 //! - `fastmcp-proxy`: a FastMCP gateway mounting a proxy of a FastMCP
 //!   upstream under a prefix.
+//!
+//! Other modes: `--upgrade` (a live upgrade under load), `--soak SECONDS`,
+//! and `--profile SECONDS [--json]` (one toolhost under load, its pid
+//! printed, for `perf record -p`).
 
 mod load;
 mod procs;
