@@ -17,7 +17,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use toolhost_admin::admin as pb;
 use toolhost_e2e::{
-    Daemon, Scratch, TOKEN, agent, events, eventually, outcome_code, process_alive, testplug_dir,
+    Daemon, Scratch, TOKEN, agent, call_tool, events, eventually, outcome_code, process_alive,
+    testplug_dir,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -126,10 +127,10 @@ async fn agents(
                     4 => ("count", json!({})),
                     _ => ("nap", json!({ "ms": 1_000 })),
                 };
-                let p = CallToolRequestParams::new(format!("kandev_{plugin}_{tool}"))
-                    .with_arguments(args.as_object().cloned().unwrap_or_default());
+                let name = format!("kandev_{plugin}_{tool}");
                 sent.fetch_add(1, Ordering::SeqCst);
-                let r = tokio::time::timeout(Duration::from_secs(30), c.call_tool(p)).await;
+                let r =
+                    tokio::time::timeout(Duration::from_secs(30), call_tool(&c, &name, args)).await;
                 answered.fetch_add(1, Ordering::SeqCst);
                 let o = match r {
                     Ok(r) => outcome(&r),
@@ -365,16 +366,7 @@ async fn plugins_misbehave_while_agents_work() {
             }
             2 => {
                 let c = agent(&d.url, TOKEN).await;
-                let _ = c
-                    .call_tool(
-                        CallToolRequestParams::new("kandev_b_flood").with_arguments(
-                            json!({ "lines": 20_000 })
-                                .as_object()
-                                .cloned()
-                                .unwrap_or_default(),
-                        ),
-                    )
-                    .await;
+                let _ = call_tool(&c, "kandev_b_flood", json!({ "lines": 20_000 })).await;
                 let _ = c.cancel().await;
                 *faults.entry("stdout_flood").or_default() += 1;
             }

@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
 use toolhost_e2e::{
-    AgentClient, Daemon, Scratch, TOKEN, agent, events, eventually, http_request, outcome_code,
-    process_alive, testplug_dir,
+    AgentClient, Daemon, Scratch, TOKEN, agent, call_tool, events, eventually, http_request,
+    outcome_code, process_alive, testplug_dir,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -30,9 +30,7 @@ async fn call(
     name: &str,
     args: Value,
 ) -> Result<rmcp::model::CallToolResult, String> {
-    let p = CallToolRequestParams::new(name.to_owned())
-        .with_arguments(args.as_object().cloned().unwrap_or_default());
-    c.call_tool(p).await.map_err(|e| e.to_string())
+    call_tool(c, name, args).await.map_err(|e| e.to_string())
 }
 
 fn code(r: &Result<rmcp::model::CallToolResult, String>) -> String {

@@ -2,7 +2,6 @@
 //! MCP client connected throughout and calls running in a loop; persistence
 //! across restarts; and an interrupted install leaving nothing behind.
 
-use rmcp::model::CallToolRequestParams;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -11,8 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use toolhost_admin::admin as pb;
 use toolhost_e2e::{
-    AgentClient, Daemon, Scratch, TOKEN, agent, bin, events, eventually, listed_names as names,
-    outcome_code, testplug_dir,
+    AgentClient, Daemon, Scratch, TOKEN, agent, bin, call_tool, events, eventually,
+    listed_names as names, outcome_code, testplug_dir,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -73,13 +72,7 @@ fn code(r: &Result<rmcp::model::CallToolResult, rmcp::service::ServiceError>) ->
 }
 
 async fn echo(c: &AgentClient, msg: &str) -> String {
-    let p = CallToolRequestParams::new("kandev_kit_echo").with_arguments(
-        json!({ "msg": msg, "n": 1 })
-            .as_object()
-            .cloned()
-            .unwrap_or_default(),
-    );
-    code(&c.call_tool(p).await)
+    code(&call_tool(c, "kandev_kit_echo", json!({ "msg": msg, "n": 1 })).await)
 }
 
 #[tokio::test]
@@ -231,12 +224,30 @@ async fn install_upgrade_disable_enable_remove_while_agents_work() {
     let unique: std::collections::BTreeSet<&String> = ids.iter().collect();
     assert_eq!(unique.len(), ids.len(), "no call was dispatched twice");
 
-    // Disable: withdrawn, and calls fail closed.
+    // Disable: withdrawn, calls in flight cancelled, and calls fail closed.
     let told_before = told.load(Ordering::SeqCst);
+    let kit_data = root.path().join("state/data/kit");
+    let slow_before = events(&kit_data, "invoked slow").len();
+    let busy = agent(&d.url, TOKEN).await;
+    let in_flight = tokio::spawn(async move {
+        let r = call_tool(&busy, "kandev_kit_slow", json!({ "ms": 60_000 })).await;
+        let _ = busy.cancel().await;
+        code(&r)
+    });
+    eventually(WAIT, "the slow call to reach kit", async || {
+        (events(&kit_data, "invoked slow").len() > slow_before).then_some(())
+    })
+    .await;
     assert!(
         a.disable_plugin(pb::PluginRef { id: "kit".into() })
             .await
             .is_ok()
+    );
+    let r = tokio::time::timeout(WAIT, in_flight).await;
+    assert_eq!(
+        r.ok().and_then(Result::ok).as_deref(),
+        Some("plugin_unavailable"),
+        "a call in flight fails at once when its plugin is disabled"
     );
     eventually(WAIT, "list_changed after disable", async || {
         (told.load(Ordering::SeqCst) > told_before).then_some(())

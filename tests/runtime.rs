@@ -10,7 +10,8 @@ use toolhost_e2e::{Scratch, events, eventually, process_alive, testplug_dir, wor
 use toolhost_manifest::Manifest;
 use toolhost_proto::plugin::{AgentToolContext, AgentToolRequest};
 use toolhost_runtime::{
-    InvokeError, Phase, PluginHandle, PluginSpec, PluginState, SupervisorConfig, supervise,
+    InvokeError, Phase, PluginClient, PluginHandle, PluginSpec, PluginState, SupervisorConfig,
+    supervise,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -42,6 +43,15 @@ async fn wait_phase(h: &PluginHandle, want: Phase) -> PluginState {
             h.state()
         ),
     }
+}
+
+/// A `testplug` named `name` under `root`, supervised and ready: its
+/// handle, the ready state and a client.
+async fn ready_testplug(root: &Path, name: &str) -> (PluginHandle, PluginState, PluginClient) {
+    let h = supervise(spec(&testplug_dir(root, name, "normal"), root), fast());
+    let s = wait_phase(&h, Phase::Ready).await;
+    let client = s.client.clone().unwrap_or_else(|| panic!("no client"));
+    (h, s, client)
 }
 
 fn request(tool: &str, args: serde_json::Value, id: &str) -> AgentToolRequest {
@@ -232,12 +242,7 @@ async fn each_bad_handshake_fails_with_a_clear_error() {
 #[tokio::test]
 async fn a_call_in_flight_fails_at_once_when_the_plugin_dies_and_ran_once() {
     let root = Scratch::new("inflight");
-    let h = supervise(
-        spec(&testplug_dir(root.path(), "dier", "normal"), root.path()),
-        fast(),
-    );
-    let s = wait_phase(&h, Phase::Ready).await;
-    let client = s.client.unwrap_or_else(|| panic!("no client"));
+    let (h, s, client) = ready_testplug(root.path(), "dier").await;
     // The plugin exits in the middle of the call; the deadline is far away.
     let started = std::time::Instant::now();
     let r = client
@@ -296,12 +301,7 @@ async fn a_call_in_flight_fails_at_once_when_the_plugin_dies_and_ran_once() {
 #[tokio::test]
 async fn a_deadline_is_a_timeout_and_the_handler_sees_the_cancellation() {
     let root = Scratch::new("deadline");
-    let h = supervise(
-        spec(&testplug_dir(root.path(), "sleepy", "normal"), root.path()),
-        fast(),
-    );
-    let s = wait_phase(&h, Phase::Ready).await;
-    let client = s.client.unwrap_or_else(|| panic!("no client"));
+    let (h, _, client) = ready_testplug(root.path(), "sleepy").await;
     let r = client
         .invoke(
             request("slow", serde_json::json!({ "ms": 60_000 }), "inv-deadline"),
@@ -330,6 +330,39 @@ async fn a_deadline_is_a_timeout_and_the_handler_sees_the_cancellation() {
     })
     .await;
     h.stop().await;
+}
+
+/// Stopping a plugin (what disable and remove do) fails its calls in flight
+/// at once, and the plugin's handlers are told, rather than the stop
+/// waiting for them to finish.
+#[tokio::test]
+async fn stopping_a_plugin_cancels_its_calls_in_flight() {
+    let root = Scratch::new("stop-inflight");
+    let (h, _, client) = ready_testplug(root.path(), "busy").await;
+    let call = tokio::spawn(async move {
+        client
+            .invoke(
+                request("slow", serde_json::json!({ "ms": 60_000 }), "inv-stop"),
+                Duration::from_secs(120),
+            )
+            .await
+    });
+    eventually(WAIT, "the slow call to arrive", async || {
+        (!events(&root.path().join("busy"), "invoked slow inv-stop").is_empty()).then_some(())
+    })
+    .await;
+    h.stop().await;
+    let r = tokio::time::timeout(WAIT, call).await;
+    assert!(
+        matches!(&r, Ok(Ok(Err(InvokeError::Unavailable { .. })))),
+        "the call failed as unavailable: {r:?}"
+    );
+    assert_eq!(
+        events(&root.path().join("busy"), "cancelled slow inv-stop").len(),
+        1,
+        "the handler saw the cancellation before the process stopped"
+    );
+    assert_eq!(h.state().phase, Phase::Stopped);
 }
 
 #[test]

@@ -499,3 +499,15 @@ pub fn outcome_code(r: &rmcp::model::CallToolResult) -> String {
         .unwrap_or("ok")
         .to_owned()
 }
+
+/// Calls `name` with `args` (a JSON object; anything else sends no
+/// arguments).
+pub async fn call_tool(
+    c: &AgentClient,
+    name: &str,
+    args: serde_json::Value,
+) -> Result<rmcp::model::CallToolResult, rmcp::service::ServiceError> {
+    let p = rmcp::model::CallToolRequestParams::new(name.to_owned())
+        .with_arguments(args.as_object().cloned().unwrap_or_default());
+    c.call_tool(p).await
+}
