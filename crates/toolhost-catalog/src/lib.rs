@@ -14,6 +14,11 @@
 //! a [`Defect`]: withheld from listings, failing closed when called, and
 //! reported, while the rest of the snapshot is served.
 //!
+//! Each version that becomes current is logged at debug under the target
+//! `toolhost::catalog` with the names it added, removed and changed
+//! ([`Catalog::changes_since`]), in the order the versions were applied: the
+//! history against which a call's audited version can be checked.
+//!
 //! What this crate must not do: know about processes, sessions or MCP. It
 //! answers "what is declared, and is it sound", never "is it running" or
 //! "may this caller use it"; those are asked again at call time.
