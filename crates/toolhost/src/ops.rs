@@ -91,6 +91,14 @@ fn status_error(s: &tonic::Status) -> anyhow::Error {
     anyhow::anyhow!("{} ({:?})", s.message(), s.code())
 }
 
+async fn installed_plugins(c: &mut AdminClient<Channel>) -> Result<Vec<pb::PluginStatus>> {
+    Ok(c.list_plugins(pb::ListPluginsRequest {})
+        .await
+        .map_err(|e| status_error(&e))?
+        .into_inner()
+        .plugins)
+}
+
 pub async fn status(t: &Target) -> Result<ExitCode> {
     let mut c = t.connect().await?;
     let st = c
@@ -98,12 +106,7 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
         .await
         .map_err(|e| status_error(&e))?
         .into_inner();
-    let plugins = c
-        .list_plugins(pb::ListPluginsRequest {})
-        .await
-        .map_err(|e| status_error(&e))?
-        .into_inner()
-        .plugins;
+    let plugins = installed_plugins(&mut c).await?;
     if t.format == Format::Json {
         let plugins: Vec<_> = plugins
             .iter()
@@ -240,12 +243,7 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
     let absolute = |p: &PathBuf| std::path::absolute(p).unwrap_or_else(|_| p.clone());
     let answer = match cmd {
         PluginsCommand::List => {
-            let plugins = c
-                .list_plugins(pb::ListPluginsRequest {})
-                .await
-                .map_err(|e| status_error(&e))?
-                .into_inner()
-                .plugins;
+            let plugins = installed_plugins(&mut c).await?;
             if t.format == Format::Json {
                 let v: Vec<_> = plugins
                     .iter()
