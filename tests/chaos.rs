@@ -1,10 +1,11 @@
 //! Chaos, bounded: while 32 agents call tools, plugins are killed, hung,
-//! flooded and upgraded, disabled and enabled; a backend pushes revisions
-//! out of order, from retired generations and in conflict. Afterwards the
-//! promises must hold: every call got exactly one answer, none was
-//! dispatched twice, the catalog is the greatest accepted version, the
-//! daemon's file descriptors and memory came back, and no plugin process or
-//! zombie is left.
+//! flooded, exit mid-call, and are upgraded, disabled and enabled; a
+//! backend pushes revisions out of order, from retired generations and in
+//! conflict. Afterwards the promises must hold: every call got exactly one
+//! answer, none was dispatched twice, none was dispatched outside the
+//! catalog version it was authorized in, the catalog is the greatest
+//! accepted version, the daemon's file descriptors and memory came back,
+//! and no plugin process or zombie is left.
 //!
 //! `CHAOS_SECONDS` (default 8) sets how long the faults run.
 
@@ -352,7 +353,21 @@ async fn plugins_misbehave_while_agents_work() {
         round += 1;
         let kids = d.children();
         match round % 6 {
-            0 | 3 => {
+            3 => {
+                // The plugin exits in the middle of the call: the connection
+                // closes mid-call, and the call fails as unavailable.
+                let c = agent(&d.url, TOKEN).await;
+                let victim = if round % 12 == 3 { "a" } else { "b" };
+                let r = call_tool(&c, &format!("kandev_{victim}_crash"), json!({})).await;
+                let _ = c.cancel().await;
+                assert_eq!(
+                    outcome(&r),
+                    "plugin_unavailable",
+                    "a call whose plugin exits mid-call"
+                );
+                *faults.entry("closed_mid_call").or_default() += 1;
+            }
+            0 => {
                 if let Some(k) = kids.get(usize::try_from(round).unwrap_or(0) % kids.len().max(1)) {
                     kill(*k, rustix::process::Signal::KILL);
                     *faults.entry("sigkill").or_default() += 1;
