@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use toolhost_admin::admin as pb;
 use toolhost_e2e::{
-    Daemon, Scratch, TOKEN, agent, call_tool, events, eventually, outcome_code, process_alive,
-    testplug_dir,
+    Daemon, Scratch, TOKEN, agent, call_tool, events, eventually, open_fds, outcome_code,
+    process_alive, rss_kib, testplug_dir,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -68,12 +68,6 @@ fn config(root: &Path, plugins: &[PathBuf], extra: &str) -> String {
         list.join(", "),
         root.join("state").display().to_string()
     )
-}
-
-fn fds(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|d| d.count())
-        .unwrap_or(0)
 }
 
 fn kill(pid: u32, sig: rustix::process::Signal) {
@@ -336,7 +330,7 @@ async fn plugins_misbehave_while_agents_work() {
         .call_tool(CallToolRequestParams::new("kandev_a_count"))
         .await;
     let _ = warm.cancel().await;
-    let (fd0, rss0) = (fds(d.pid()), rss(d.pid()));
+    let (fd0, rss0) = (open_fds(d.pid()), rss_kib(d.pid()));
 
     let stop = Arc::new(AtomicBool::new(false));
     let driver = tokio::spawn(agents(
@@ -454,11 +448,11 @@ async fn plugins_misbehave_while_agents_work() {
         .await;
     }
     let fd1 = eventually(WAIT, "file descriptors back to baseline", async || {
-        let n = fds(d.pid());
+        let n = open_fds(d.pid());
         (n <= fd0 + 8).then_some(n)
     })
     .await;
-    let rss1 = rss(d.pid());
+    let rss1 = rss_kib(d.pid());
     println!("chaos: fds {fd0} -> {fd1}, rss {rss0} KiB -> {rss1} KiB");
     assert!(
         rss1 < rss0 * 3 + 20_000,
@@ -471,18 +465,6 @@ async fn plugins_misbehave_while_agents_work() {
         kids.iter().all(|k| !process_alive(*k)).then_some(())
     })
     .await;
-}
-
-fn rss(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 #[tokio::test]

@@ -382,6 +382,26 @@ impl Drop for Daemon {
     }
 }
 
+/// Resident memory of a process, in KiB (0 if it is gone).
+#[must_use]
+pub fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// How many file descriptors a process has open (0 if it is gone).
+#[must_use]
+pub fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
 /// Pids whose parent is `pid`.
 #[must_use]
 pub fn children_of(pid: u32) -> Vec<u32> {
