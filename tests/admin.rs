@@ -529,7 +529,7 @@ async fn the_cli_drives_a_running_daemon() {
     );
     let (code, out, _) = cli(&["catalog", "show", "--admin", &sock]);
     let shown: Snapshot = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
-    assert_eq!((code, shown.revision, shown.tools.len()), (0, 1, 10));
+    assert_eq!((code, shown.revision, shown.tools.len()), (0, 1, 11));
 
     let (code, out, _) = cli(&["plugins", "restart", "tp", "--admin", &sock]);
     assert_eq!((code, out.trim()), (0, "restarting tp"));

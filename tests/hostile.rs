@@ -329,3 +329,804 @@ async fn no_secret_reaches_a_response_a_log_line_or_a_metric() {
         "the daemon logged at its most verbose levels"
     );
 }
+
+// ---------------------------------------------------------------------------
+// Hostile peers: each attack, on real processes, and the limit that stops it.
+// The figures printed here (`--nocapture`) are the ones in RELIABILITY.md.
+// ---------------------------------------------------------------------------
+
+/// One raw HTTP/1.1 exchange: (status, head, body).
+async fn exchange(
+    base: &str,
+    method: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let authority = base.trim_start_matches("http://");
+    let Ok(mut stream) = tokio::net::TcpStream::connect(authority).await else {
+        return (0, String::new(), String::new());
+    };
+    let mut req = format!(
+        "{method} /mcp HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    let _ = stream.write_all(req.as_bytes()).await;
+    let mut raw = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw)).await;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, head.to_owned(), body.to_owned())
+}
+
+fn session_id(head: &str) -> Option<String> {
+    head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case("mcp-session-id")
+            .then(|| v.trim().to_owned())
+    })
+}
+
+fn mcp_headers<'a>(auth: &'a str, session: Option<&'a str>) -> Vec<(&'a str, &'a str)> {
+    let mut h = vec![
+        ("Authorization", auth),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", "2025-11-25"),
+    ];
+    if let Some(s) = session {
+        h.push(("Mcp-Session-Id", s));
+    }
+    h
+}
+
+/// Opens a session with raw HTTP (initialize, then initialized); its id.
+async fn raw_session(base: &str, token: &str) -> String {
+    let auth = format!("Bearer {token}");
+    let (status, head, body) = exchange(base, "POST", &mcp_headers(&auth, None), INIT).await;
+    let Some(id) = session_id(&head) else {
+        panic!("no session id: {status} {head} {body}");
+    };
+    let (s, _, _) = exchange(
+        base,
+        "POST",
+        &mcp_headers(&auth, Some(&id)),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    )
+    .await;
+    assert_eq!(s, 202, "initialized accepted");
+    id
+}
+
+const SECOND_TOKEN: &str = "second-token-abcdefghijkl";
+
+fn two_tokens() -> String {
+    format!(
+        "\n[[http.tokens]]\ntoken = \"{SECOND_TOKEN}\"\nsurface = \"chat\"\ntask_id = \"t2\"\nsession_id = \"s2\"\n"
+    )
+}
+
+#[allow(unsafe_code)]
+fn with_fd_limit(cmd: &mut std::process::Command, limit: u64) {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: setrlimit is one system call, async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            rustix::process::setrlimit(
+                rustix::process::Resource::Nofile,
+                rustix::process::Rlimit {
+                    current: Some(limit),
+                    maximum: Some(limit),
+                },
+            )
+            .map_err(std::io::Error::from)
+        });
+    }
+}
+
+#[tokio::test]
+async fn an_idle_connection_flood_locks_no_one_out() {
+    let root = Scratch::new("fd-flood");
+    let tp = testplug_dir(root.path(), "tp", "normal");
+    let d = Daemon::start_with(
+        root.path(),
+        &config(
+            root.path(),
+            &tp,
+            "header_timeout_ms = 60000",
+            "[admin]\nmax_connections = 8\n",
+        ),
+        &[],
+        "info",
+        |cmd| with_fd_limit(cmd, 256),
+    );
+    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
+        .await;
+    let authority = d.base().trim_start_matches("http://").to_owned();
+    // More idle connections than the daemon has descriptors.
+    let mut flood = Vec::new();
+    for _ in 0..400 {
+        if let Ok(s) = tokio::net::TcpStream::connect(&authority).await {
+            flood.push(s);
+        }
+    }
+    let fds = toolhost_e2e::open_fds(d.pid());
+    assert!(fds < 256, "the daemon stays under its limit ({fds} open)");
+    // A fresh client still gets /healthz and a tool call.
+    let started = std::time::Instant::now();
+    let (s, body) = http_request(&d.base(), "GET", "/healthz", &[], "").await;
+    println!(
+        "fd flood: {} connections held, daemon at {fds} descriptors, /healthz in {:?}",
+        flood.len(),
+        started.elapsed()
+    );
+    assert_eq!((s, body.as_str()), (200, "ok\n"));
+    let c = agent(&d.url, TOKEN).await;
+    let r = call(&c, "kandev_tp_echo", json!({ "msg": "m", "n": 1 })).await;
+    assert_eq!(code(&r), "ok", "{r:?}");
+    // A plugin killed during the flood comes back: restarts keep their
+    // reserve of descriptors.
+    let Some(plugin) = d.children().first().copied() else {
+        panic!("no plugin process");
+    };
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(i32::try_from(plugin).unwrap_or(0))
+            .unwrap_or_else(|| panic!("pid")),
+        rustix::process::Signal::KILL,
+    );
+    eventually(WAIT, "the plugin restarted during the flood", async || {
+        d.children()
+            .first()
+            .is_some_and(|p| *p != plugin)
+            .then_some(())
+    })
+    .await;
+    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
+        .await;
+    let r = call(&c, "kandev_tp_echo", json!({ "msg": "m", "n": 2 })).await;
+    assert_eq!(code(&r), "ok", "{r:?}");
+    drop(flood);
+    let _ = c.cancel().await;
+}
+
+#[tokio::test]
+async fn a_slow_header_connection_is_closed_at_the_header_timeout() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let root = Scratch::new("slowloris");
+    let tp = testplug_dir(root.path(), "tp", "normal");
+    let d = Daemon::start(
+        root.path(),
+        &config(root.path(), &tp, "header_timeout_ms = 1000", ""),
+        &[],
+    );
+    let authority = d.base().trim_start_matches("http://").to_owned();
+    let Ok(mut s) = tokio::net::TcpStream::connect(&authority).await else {
+        panic!("cannot connect");
+    };
+    let started = std::time::Instant::now();
+    // One byte every 200 ms: the headers would take forever.
+    let request = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+    let mut closed_after = None;
+    for (i, b) in request.iter().cycle().enumerate().take(200) {
+        if s.write_all(&[*b]).await.is_err() {
+            closed_after = Some(started.elapsed());
+            break;
+        }
+        let mut buf = [0u8; 64];
+        if let Ok(Ok(0) | Err(_)) =
+            tokio::time::timeout(Duration::from_millis(200), s.read(&mut buf)).await
+        {
+            closed_after = Some(started.elapsed());
+            break;
+        }
+        assert!(i < 150, "still open after 30 s");
+    }
+    let Some(after) = closed_after else {
+        panic!("the slow connection was never closed");
+    };
+    println!("slow headers: closed after {after:?} (header_timeout_ms = 1000)");
+    assert!(after < Duration::from_secs(5), "closed after {after:?}");
+    let (s, _) = http_request(&d.base(), "GET", "/healthz", &[], "").await;
+    assert_eq!(s, 200);
+}
+
+#[tokio::test]
+async fn an_unknown_key_burst_gets_bounded_answers_and_memory_comes_back() {
+    let root = Scratch::new("amplify");
+    let tp = testplug_dir(root.path(), "tp", "normal");
+    let d = Daemon::start(root.path(), &config(root.path(), &tp, "", ""), &[]);
+    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
+        .await;
+    let c = agent(&d.url, TOKEN).await;
+    let r = call(&c, "kandev_tp_echo", json!({ "msg": "m", "n": 1 })).await;
+    assert_eq!(code(&r), "ok");
+    let baseline = toolhost_e2e::rss_kib(d.pid());
+    let mut args = serde_json::Map::new();
+    for i in 0..60_000 {
+        args.insert(format!("k{i}"), json!(1));
+    }
+    args.insert("msg".into(), json!("m"));
+    args.insert("n".into(), json!(1));
+    let args = Value::Object(args);
+    let mut peak = baseline;
+    for _round in 0..2 {
+        let calls: Vec<_> = (0..16)
+            .map(|_| call(&c, "kandev_tp_echo", args.clone()))
+            .collect();
+        for r in futures::future::join_all(calls).await {
+            assert_eq!(code(&r), "invalid_arguments");
+            let Ok(r) = r else { continue };
+            let text = serde_json::to_string(&r).unwrap_or_default();
+            assert!(text.len() < 12 * 1024, "answer of {} bytes", text.len());
+            let violations = r
+                .structured_content
+                .as_ref()
+                .and_then(|s| s.pointer("/error/violations"))
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            assert!(violations <= 22, "{violations} violations listed");
+            assert!(text.contains("more unexpected argument"), "{text:.300}");
+        }
+        peak = peak.max(toolhost_e2e::rss_kib(d.pid()));
+    }
+    let pid = d.pid();
+    let after = eventually(WAIT, "memory back near its baseline", async || {
+        let now = toolhost_e2e::rss_kib(pid);
+        println!("rss now {now} KiB (baseline {baseline}, peak {peak})");
+        (now < baseline + 16 * 1024).then_some(now)
+    })
+    .await;
+    println!(
+        "amplification burst: RSS {baseline} KiB before, {peak} KiB at peak, {after} KiB after"
+    );
+    let _ = c.cancel().await;
+}
+
+#[tokio::test]
+async fn listen_streams_are_capped_and_expire() {
+    use rmcp::model::{ProtocolVersion, SubscriptionFilter};
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _};
+    let root = Scratch::new("listen");
+    let tp = testplug_dir(root.path(), "tp", "normal");
+    let d = Daemon::start(
+        root.path(),
+        &config(
+            root.path(),
+            &tp,
+            "max_sessions = 2\nsession_idle_timeout_ms = 1500",
+            "",
+        ),
+        &[],
+    );
+    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
+        .await;
+    let client = async || {
+        let t = StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(d.url.clone())
+                .auth_header(TOKEN.to_owned()),
+        );
+        match ()
+            .serve_with_lifecycle(
+                t,
+                ClientLifecycleMode::Discover {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                },
+            )
+            .await
+        {
+            Ok(c) => c,
+            Err(e) => panic!("2026 client: {e}"),
+        }
+    };
+    let filter = || SubscriptionFilter::builder().tools_list_changed().build();
+    let (a, b, c) = (client().await, client().await, client().await);
+    let Ok(mut sa) = a.listen(filter()).await else {
+        panic!("first listen refused")
+    };
+    let Ok(_sb) = b.listen(filter()).await else {
+        panic!("second listen refused")
+    };
+    d.wait_metric("toolhost_sessions", 2.0).await;
+    let third = match c.listen(filter()).await {
+        Err(e) => e.to_string(),
+        Ok(mut s) => match tokio::time::timeout(Duration::from_secs(5), s.next()).await {
+            Ok(Ok(None)) => "ended".to_owned(),
+            Ok(Err(e)) => e.to_string(),
+            other => panic!("a third listen stream was admitted: {other:?}"),
+        },
+    };
+    println!("third listen stream: {third}");
+    // Expiry: with no activity, a stream ends within the idle timeout.
+    let started = std::time::Instant::now();
+    let ended =
+        tokio::time::timeout(WAIT, async { while let Ok(Some(_)) = sa.next().await {} }).await;
+    assert!(ended.is_ok(), "the listen stream never expired");
+    println!("listen stream expired after {:?}", started.elapsed());
+    d.wait_metric("toolhost_sessions", 0.0).await;
+}
+
+#[tokio::test]
+async fn a_session_belongs_to_its_token_and_quotas_count_per_token() {
+    let root = Scratch::new("hijack");
+    let tp = testplug_dir(root.path(), "tp", "normal");
+    let d = Daemon::start(
+        root.path(),
+        &format!(
+            "{}{}",
+            config(root.path(), &tp, "max_sessions_per_token = 2", ""),
+            two_tokens()
+        ),
+        &[],
+    );
+    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
+        .await;
+    let id = raw_session(&d.base(), TOKEN).await;
+    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+    let other = format!("Bearer {SECOND_TOKEN}");
+    let own = format!("Bearer {TOKEN}");
+    let (s, _, body) = exchange(&d.base(), "POST", &mcp_headers(&other, Some(&id)), list).await;
+    assert_eq!(s, 404, "another token's request on the session: {body}");
+    let (s, _, _) = exchange(&d.base(), "DELETE", &mcp_headers(&other, Some(&id)), "").await;
+    assert_eq!(s, 404, "another token cannot delete it");
+    let (s, _, unknown) = exchange(
+        &d.base(),
+        "POST",
+        &mcp_headers(&other, Some("no-such-session")),
+        list,
+    )
+    .await;
+    assert_eq!(s, 404);
+    assert_eq!(body, unknown, "a foreign session looks unknown");
+    let (s, _, body) = exchange(&d.base(), "POST", &mcp_headers(&own, Some(&id)), list).await;
+    assert_eq!(s, 200, "the owner still uses it: {body}");
+    assert!(body.contains("kandev_tp_echo"));
+    // Quota: a second session for this token, then no third; the other
+    // token is unaffected.
+    let _second = raw_session(&d.base(), TOKEN).await;
+    let (_, head, body) = exchange(&d.base(), "POST", &mcp_headers(&own, None), INIT).await;
+    assert!(
+        body.contains("too many sessions for this token"),
+        "{head}\n{body}"
+    );
+    let _theirs = raw_session(&d.base(), SECOND_TOKEN).await;
+    // Ids and client strings stay out of the log at info.
+    let logs = d.logs();
+    assert!(!logs.contains(&id), "a session id was logged");
+    assert!(!logs.contains("\"h\""), "clientInfo was logged");
+}
+
+#[tokio::test]
+async fn list_changed_does_not_keep_an_abandoned_session_alive() {
+    let root = Scratch::new("idle-notify");
+    let tp = testplug_dir(root.path(), "tp", "normal");
+    let d = Daemon::start(
+        root.path(),
+        &config(root.path(), &tp, "session_idle_timeout_ms = 1500", ""),
+        &[],
+    );
+    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
+        .await;
+    let abandoned = agent(&d.url, TOKEN).await;
+    d.wait_metric("toolhost_mcp_listeners", 1.0).await;
+    let sock = root.path().join("state/admin.sock");
+    let sock = sock.display().to_string();
+    let started = std::time::Instant::now();
+    // The catalog keeps changing; the session never sends a request.
+    eventually(WAIT, "the abandoned session closed", async || {
+        for op in ["disable", "enable"] {
+            let _ = std::process::Command::new(toolhost_e2e::bin("toolhost"))
+                .args(["plugins", op, "tp", "--admin", &sock])
+                .output();
+        }
+        (d.metric("toolhost_sessions").await == Some(0.0)).then_some(())
+    })
+    .await;
+    println!(
+        "abandoned session closed after {:?} of list changes",
+        started.elapsed()
+    );
+    assert!(
+        abandoned
+            .service()
+            .list_changed
+            .load(std::sync::atomic::Ordering::SeqCst)
+            > 0,
+        "it was notified meanwhile"
+    );
+}
+
+#[tokio::test]
+async fn a_dropped_connection_cancels_its_call_and_frees_the_slot() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let root = Scratch::new("disconnect");
+    let tp = testplug_dir(root.path(), "tp", "normal");
+    let d = Daemon::start(
+        root.path(),
+        &config(root.path(), &tp, "", "[limits]\nmax_calls_per_plugin = 1\n"),
+        &[],
+    );
+    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
+        .await;
+    let id = raw_session(&d.base(), TOKEN).await;
+    let auth = format!("Bearer {TOKEN}");
+    let body = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"kandev_tp_slow","arguments":{"ms":60000}}}"#;
+    let authority = d.base().trim_start_matches("http://").to_owned();
+    let Ok(mut s) = tokio::net::TcpStream::connect(&authority).await else {
+        panic!("cannot connect");
+    };
+    let mut req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in mcp_headers(&auth, Some(&id)) {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    let _ = s.write_all(req.as_bytes()).await;
+    let data = root.path().join("state/data/tp");
+    eventually(WAIT, "the plugin got the call", async || {
+        (!events(&data, "invoked slow").is_empty()).then_some(())
+    })
+    .await;
+    let mut buf = [0u8; 256];
+    let _ = tokio::time::timeout(Duration::from_millis(100), s.read(&mut buf)).await;
+    drop(s);
+    eventually(WAIT, "the plugin saw the cancellation", async || {
+        (!events(&data, "cancelled slow").is_empty()).then_some(())
+    })
+    .await;
+    // The one slot is free again.
+    let c = agent(&d.url, TOKEN).await;
+    let r = call(&c, "kandev_tp_echo", json!({ "msg": "m", "n": 1 })).await;
+    assert_eq!(code(&r), "ok", "{r:?}");
+    let _ = c.cancel().await;
+}
+
+#[tokio::test]
+async fn the_in_flight_cap_is_exact_and_big_answers_are_result_too_large() {
+    let root = Scratch::new("exact-cap");
+    let tp = testplug_dir(root.path(), "tp", "normal");
+    let d = Daemon::start(
+        root.path(),
+        &config(root.path(), &tp, "", "[limits]\nmax_calls_per_plugin = 3\n"),
+        &[],
+    );
+    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
+        .await;
+    let c = agent(&d.url, TOKEN).await;
+    let calls: Vec<_> = (0..40)
+        .map(|_| call(&c, "kandev_tp_slow", json!({ "ms": 1500 })))
+        .collect();
+    let results = futures::future::join_all(calls).await;
+    let ok = results.iter().filter(|r| code(r) == "ok").count();
+    assert_eq!(ok, 3, "exactly the cap ran");
+    assert_eq!(
+        events(&root.path().join("state/data/tp"), "invoked slow").len(),
+        3
+    );
+    // Over the gRPC message limit: the plugin ran, and the answer says so.
+    let r = call(&c, "kandev_tp_big", json!({ "bytes": 5 * 1024 * 1024 })).await;
+    assert_eq!(code(&r), "result_too_large", "{r:?}");
+    let text = serde_json::to_string(&r.as_ref().ok()).unwrap_or_default();
+    assert!(text.contains("may have done its work"), "{text}");
+    assert!(!text.contains("refused"), "{text}");
+    let _ = c.cancel().await;
+}
+
+#[allow(unsafe_code)]
+fn with_umask_zero(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: umask is one system call, async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::umask(0);
+            Ok(())
+        });
+    }
+}
+
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::symlink_metadata(path)
+        .map(|m| m.permissions().mode() & 0o7777)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A `.tar.gz` of `dir` made by the system's tar with `extra` options.
+fn tarball(dir: &Path, out: &Path, extra: &[&str]) {
+    let status = std::process::Command::new("tar")
+        .args(extra)
+        .arg("-czf")
+        .arg(out)
+        .arg("-C")
+        .arg(dir.parent().unwrap_or(dir))
+        .arg(dir.file_name().unwrap_or_default())
+        .status();
+    assert!(status.is_ok_and(|s| s.success()), "tar failed");
+}
+
+fn install(sock: &Path, archive: &Path) -> (bool, String) {
+    let out = std::process::Command::new(toolhost_e2e::bin("toolhost"))
+        .args(["plugins", "install"])
+        .arg(archive)
+        .arg("--admin")
+        .arg(sock)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+fn leftovers(root: &Path) -> Vec<String> {
+    std::fs::read_dir(root.join("state/plugins"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn files_are_private_and_archives_are_normalized_capped_and_relative() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let root = Scratch::new("files");
+    let tp = testplug_dir(root.path(), "tp", "normal");
+    let d = Daemon::start_with(
+        root.path(),
+        &config(
+            root.path(),
+            &tp,
+            "",
+            "[limits]\nmax_archive_bytes = 1048576\nmax_archive_entries = 50\n",
+        ),
+        &[],
+        "info",
+        with_umask_zero,
+    );
+    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
+        .await;
+    let state = root.path().join("state");
+    let sock = state.join("admin.sock");
+    eventually(WAIT, "the admin socket", async || {
+        sock.exists().then_some(())
+    })
+    .await;
+    assert_eq!(mode(&sock), 0o600, "admin socket");
+    assert_eq!(mode(&state), 0o700, "state_dir");
+    assert_eq!(mode(&state.join("data")), 0o700, "data root");
+    assert_eq!(mode(&state.join("data/tp")), 0o700, "a plugin's data");
+
+    // A world-writable, setuid plugin is installed with sane modes.
+    let kit = testplug_dir(&root.path().join("src"), "kit", "normal");
+    let _ = std::fs::write(kit.join("notes.txt"), "hello");
+    for (p, m) in [
+        (kit.clone(), 0o777),
+        (kit.join("plugin.toml"), 0o666),
+        (kit.join("notes.txt"), 0o4777),
+    ] {
+        let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(m));
+    }
+    let archive = root.path().join("kit.tar.gz");
+    tarball(&kit, &archive, &[]);
+    let (ok, out) = install(&sock, &archive);
+    assert!(ok, "{out}");
+    let placed = state.join("plugins/kit@1.0.0");
+    assert_eq!(mode(&placed), 0o755);
+    assert_eq!(mode(&placed.join("plugin.toml")), 0o644);
+    assert_eq!(
+        mode(&placed.join("notes.txt")),
+        0o755,
+        "no setuid, no group/other write"
+    );
+    assert_eq!(mode(&state.join("plugins.json")), 0o600, "state file");
+
+    // A bomb: 20 MiB of zeros (a few KiB packed) against a 1 MiB cap.
+    let bomb = root.path().join("bomb-src/bomb");
+    let _ = std::fs::create_dir_all(&bomb);
+    let _ = std::fs::write(bomb.join("plugin.toml"), "id = \"bomb\"\n");
+    let _ = std::fs::write(bomb.join("zeros"), vec![0u8; 20 << 20]);
+    let packed = root.path().join("bomb.tar.gz");
+    tarball(&bomb, &packed, &[]);
+    let (ok, out) = install(&sock, &packed);
+    assert!(!ok && out.contains("more than 1048576 bytes"), "{out}");
+    // Too many entries.
+    let many = root.path().join("many-src/many");
+    let _ = std::fs::create_dir_all(&many);
+    for i in 0..60 {
+        let _ = std::fs::write(many.join(format!("f{i}")), "x");
+    }
+    let packed = root.path().join("many.tar.gz");
+    tarball(&many, &packed, &[]);
+    let (ok, out) = install(&sock, &packed);
+    assert!(!ok && out.contains("more than 50 entries"), "{out}");
+    // Absolute paths are refused, not quietly made relative.
+    let packed = root.path().join("abs.tar.gz");
+    let status = std::process::Command::new("tar")
+        .args(["-P", "-czf"])
+        .arg(&packed)
+        .arg(&kit)
+        .status();
+    assert!(status.is_ok_and(|s| s.success()));
+    let (ok, out) = install(&sock, &packed);
+    assert!(!ok && out.contains("absolute path"), "{out}");
+    assert_eq!(leftovers(root.path()), ["kit@1.0.0"], "nothing left behind");
+}
+
+#[tokio::test]
+async fn a_handshake_naming_a_foreign_socket_is_refused() {
+    let root = Scratch::new("foreign");
+    // A socket that is not the plugin's: toolhost must never connect to it.
+    let decoy_dir = root.path().join("decoy");
+    let _ = std::fs::create_dir_all(&decoy_dir);
+    let decoy = decoy_dir.join("other.sock");
+    let Ok(listener) = tokio::net::UnixListener::bind(&decoy) else {
+        panic!("cannot bind the decoy");
+    };
+    let tp = testplug_dir(root.path(), "tp", "foreign");
+    let manifest = tp.join("plugin.toml");
+    let text = std::fs::read_to_string(&manifest)
+        .unwrap_or_default()
+        .replacen(
+            "startup_timeout_ms = 5000\n",
+            &format!(
+                "startup_timeout_ms = 5000\nenv = {{ TESTPLUG_SOCKET = {:?} }}\n",
+                decoy.display().to_string()
+            ),
+            1,
+        );
+    let _ = std::fs::write(&manifest, text);
+    let d = Daemon::start(root.path(), &config(root.path(), &tp, "", ""), &[]);
+    eventually(WAIT, "the foreign handshake refused", async || {
+        d.logs()
+            .contains("outside the directory toolhost gave it")
+            .then_some(())
+    })
+    .await;
+    let accepted = tokio::time::timeout(Duration::from_millis(300), listener.accept()).await;
+    assert!(accepted.is_err(), "toolhost connected to a foreign socket");
+}
+
+#[allow(unsafe_code)]
+fn with_inherited_fd(cmd: &mut std::process::Command, fd: i32) {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: fcntl is one system call, async-signal-safe. It clears
+    // close-on-exec so the daemon inherits the descriptor, as a careless
+    // parent would leave it.
+    unsafe {
+        cmd.pre_exec(move || {
+            let fd = std::os::fd::BorrowedFd::borrow_raw(fd);
+            rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty()).map_err(std::io::Error::from)
+        });
+    }
+}
+
+#[tokio::test]
+async fn a_plugin_sees_no_daemon_secret_and_no_inherited_descriptor() {
+    use std::os::fd::AsRawFd as _;
+    let root = Scratch::new("clean-env");
+    let tp = testplug_dir(root.path(), "tp", "normal");
+    let marker = root.path().join("inherited-marker");
+    let Ok(file) = std::fs::File::create(&marker) else {
+        panic!("marker");
+    };
+    let fd = file.as_raw_fd();
+    let d = Daemon::start_with(
+        root.path(),
+        &config(
+            root.path(),
+            &tp,
+            "",
+            "[plugin.tp]\npass_env = [\"TOOLHOST_TEST_PASSED\"]\n",
+        ),
+        &[],
+        "info",
+        |cmd| {
+            cmd.env("AWS_SECRET_ACCESS_KEY", "daemon-secret-do-not-leak")
+                .env("TOOLHOST_TEST_PASSED", "passed-on-purpose");
+            with_inherited_fd(cmd, fd);
+        },
+    );
+    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
+        .await;
+    let c = agent(&d.url, TOKEN).await;
+    let r = call(&c, "kandev_tp_env", json!({})).await;
+    let Ok(r) = r else { panic!("{r:?}") };
+    let s = r.structured_content.clone().unwrap_or_default();
+    let text = s.to_string();
+    assert!(!text.contains("daemon-secret-do-not-leak"), "{text}");
+    assert!(s.pointer("/vars/AWS_SECRET_ACCESS_KEY").is_none());
+    assert!(s.pointer("/vars/RUST_LOG").is_none(), "{text}");
+    assert_eq!(
+        s.pointer("/vars/TOOLHOST_TEST_PASSED")
+            .and_then(Value::as_str),
+        Some("passed-on-purpose")
+    );
+    assert!(s.pointer("/vars/PATH").is_some());
+    assert_eq!(
+        s.pointer("/vars/TMPDIR"),
+        s.pointer("/vars/KANDEV_PLUGIN_SOCKET_DIR")
+    );
+    let marker = marker.display().to_string();
+    assert!(
+        !text.contains(&marker),
+        "the plugin inherited the daemon's descriptor: {text}"
+    );
+    // The daemon itself did inherit it (so the check above means something).
+    let daemon_fds: Vec<String> = std::fs::read_dir(format!("/proc/{}/fd", d.pid()))
+        .map(|dir| {
+            dir.filter_map(Result::ok)
+                .filter_map(|e| std::fs::read_link(e.path()).ok())
+                .map(|t| t.display().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(daemon_fds.contains(&marker), "{daemon_fds:?}");
+    // Its socket directory goes when it does, however it ends.
+    let sockets = s
+        .pointer("/vars/KANDEV_PLUGIN_SOCKET_DIR")
+        .and_then(Value::as_str)
+        .map(std::path::PathBuf::from)
+        .unwrap_or_default();
+    assert!(sockets.is_dir());
+    let _ = call(&c, "kandev_tp_crash", json!({})).await;
+    eventually(
+        WAIT,
+        "the crashed plugin's socket directory removed",
+        async || (!sockets.exists()).then_some(()),
+    )
+    .await;
+    let _ = c.cancel().await;
+    drop(file);
+}
+
+#[tokio::test]
+async fn plugin_floods_and_control_characters_never_reach_the_log_raw() {
+    let root = Scratch::new("log-hygiene");
+    let tp = testplug_dir(root.path(), "tp", "normal");
+    let d = Daemon::start_logging(
+        root.path(),
+        &config(root.path(), &tp, "", ""),
+        &[],
+        "info,toolhost_runtime=debug",
+    );
+    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
+        .await;
+    let c = agent(&d.url, TOKEN).await;
+    let forged = "x\n2026-01-01T00:00:00Z  INFO toolhost::audit: forged\u{1b}[31m";
+    let r = call(&c, forged, json!({})).await;
+    assert!(code(&r).starts_with("protocol"), "{r:?}");
+    let r = call(&c, "kandev_tp_flood", json!({ "lines": 5000 })).await;
+    assert_eq!(code(&r), "ok", "{r:?}\n{}", d.logs());
+    let logs = eventually(WAIT, "the suppression summary", async || {
+        let l = d.logs();
+        l.contains("lines suppressed").then_some(l)
+    })
+    .await;
+    assert!(!logs.contains('\u{1b}'), "a raw ESC reached the log");
+    assert!(
+        !logs.lines().any(|l| l.starts_with("2026-01-01T00:00:00Z")),
+        "a forged line reached the log"
+    );
+    let forwarded = logs.matches("flood ").count();
+    println!("stderr flood: 10000 lines printed, {forwarded} forwarded");
+    assert!(forwarded < 1000, "{forwarded} plugin lines forwarded");
+    let _ = c.cancel().await;
+}

@@ -188,6 +188,7 @@ async fn conformance(c: &Client, data: &Path, task: &str, session: &str) {
             "kandev_tp_crash",
             "kandev_tp_echo",
             "kandev_tp_echo_report",
+            "kandev_tp_env",
             "kandev_tp_flood",
             "kandev_tp_nap",
             "kandev_tp_slow",

@@ -73,7 +73,9 @@ def main():
         print(f"toolhost offered protocol versions {offered}; this plugin speaks 1", file=sys.stderr)
         return 1
 
-    sock_dir = tempfile.mkdtemp(prefix="textkit-")
+    # toolhost gives each plugin process a private socket directory (also
+    # its TMPDIR); the handshake must name a socket inside it.
+    sock_dir = tempfile.mkdtemp(prefix="textkit-", dir=os.environ.get("KANDEV_PLUGIN_SOCKET_DIR"))
     path = os.path.join(sock_dir, "plugin.sock")
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     plugin_pb2_grpc.add_PluginServicer_to_server(TextKit(), server)

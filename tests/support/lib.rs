@@ -127,7 +127,14 @@ pub fn pids_with_cmdline(needle: &str) -> Vec<u32> {
 pub fn testplug_dir(root: &Path, id: &str, mode: &str) -> PathBuf {
     let dir = root.join(id);
     // (name, input schema, annotations, timeout_ms, extra manifest lines)
-    let tools: [(&str, &str, &str, u32, &str); 10] = [
+    let tools: [(&str, &str, &str, u32, &str); 11] = [
+        (
+            "env",
+            r#"{ type = "object" }"#,
+            "read_only = true",
+            10_000,
+            "",
+        ),
         (
             "flood",
             r#"{ type = "object", properties = { lines = { type = "integer" } } }"#,
@@ -257,12 +264,26 @@ impl Daemon {
     /// As [`Daemon::start`], with `RUST_LOG` set to `filter`.
     #[must_use]
     pub fn start_logging(dir: &Path, config: &str, extra: &[&str], filter: &str) -> Self {
+        Self::start_with(dir, config, extra, filter, |_| {})
+    }
+
+    /// As [`Daemon::start_logging`], with the command adjusted by `setup`
+    /// first (its environment, limits, umask).
+    #[must_use]
+    pub fn start_with(
+        dir: &Path,
+        config: &str,
+        extra: &[&str],
+        filter: &str,
+        setup: impl FnOnce(&mut std::process::Command),
+    ) -> Self {
         use std::io::BufRead as _;
         let file = dir.join("toolhost.toml");
         if let Err(e) = std::fs::write(&file, config) {
             panic!("cannot write {}: {e}", file.display());
         }
-        let mut child = match std::process::Command::new(bin("toolhost"))
+        let mut command = std::process::Command::new(bin("toolhost"));
+        command
             .args(["serve", "--config"])
             .arg(&file)
             .args(["--http", "127.0.0.1:0"])
@@ -270,9 +291,9 @@ impl Daemon {
             .env("RUST_LOG", filter)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-        {
+            .stderr(std::process::Stdio::piped());
+        setup(&mut command);
+        let mut child = match command.spawn() {
             Ok(c) => c,
             Err(e) => panic!("cannot start toolhost: {e}"),
         };

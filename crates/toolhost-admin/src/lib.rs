@@ -13,10 +13,12 @@
 //! pushed descriptor is served only if it matches the installed declaration.
 
 mod convert;
+mod limits;
 mod server;
 mod service;
 
 pub use convert::{snapshot_from_proto, snapshot_to_proto};
+pub use limits::{ConnectionLimits, Limited, PREFACE_BYTES};
 pub use server::{AdminError, connect_unix, serve_tcp, serve_unix};
 pub use service::{AdminService, AdminState};
 pub use toolhost_proto::admin;

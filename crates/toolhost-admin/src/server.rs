@@ -38,39 +38,74 @@ pub enum AdminError {
 
 /// Serves the admin API on a Unix socket with mode 0600 until `shutdown`.
 /// A stale socket file is replaced; a live one (another daemon) is an error.
+///
+/// The socket is never connectable by anyone else, not even for an
+/// instant: it is bound inside a fresh 0700 directory, made 0600 there, and
+/// only then renamed into place (a rename keeps the mode and cannot be
+/// raced by another user).
 pub async fn serve_unix(
     path: &Path,
     service: AdminService,
+    limits: crate::ConnectionLimits,
     shutdown: CancellationToken,
 ) -> Result<(), AdminError> {
-    use std::os::unix::fs::PermissionsExt;
+    let listener = bind_private(path)?;
+    let incoming = crate::limits::limited(
+        tokio_stream::wrappers::UnixListenerStream::new(listener),
+        limits,
+    );
+    let result = builder(limits)
+        .add_service(AdminServer::new(service))
+        .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
+        .await;
+    let _ = std::fs::remove_file(path);
+    Ok(result?)
+}
+
+/// Binds `path` so that no other user can ever connect to it.
+fn bind_private(path: &Path) -> Result<tokio::net::UnixListener, AdminError> {
+    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
     let err = |source| AdminError::Socket {
         path: path.to_path_buf(),
         source,
     };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(err)?;
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    std::fs::create_dir_all(dir).map_err(err)?;
+    if std::os::unix::net::UnixStream::connect(path).is_ok() {
+        return Err(err(std::io::Error::new(
+            std::io::ErrorKind::AddrInUse,
+            "another toolhost is serving on it",
+        )));
     }
-    if path.exists() {
-        if tokio::net::UnixStream::connect(path).await.is_ok() {
-            return Err(err(std::io::Error::new(
-                std::io::ErrorKind::AddrInUse,
-                "another toolhost is serving on it",
-            )));
-        }
-        std::fs::remove_file(path).map_err(err)?;
-    }
-    let listener = tokio::net::UnixListener::bind(path).map_err(err)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(err)?;
-    let result = tonic::transport::Server::builder()
-        .add_service(AdminServer::new(service))
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::UnixListenerStream::new(listener),
-            shutdown.cancelled_owned(),
-        )
-        .await;
-    let _ = std::fs::remove_file(path);
-    Ok(result?)
+    let private = (0..16u32)
+        .map(|attempt| dir.join(format!(".admin-{}-{attempt}", std::process::id())))
+        .find(|p| std::fs::DirBuilder::new().mode(0o700).create(p).is_ok())
+        .ok_or_else(|| {
+            err(std::io::Error::other(
+                "cannot create a private directory beside it",
+            ))
+        })?;
+    let result = (|| {
+        // The directory's mode does not depend on the umask once set.
+        std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700))?;
+        let staged = private.join("admin.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&staged)?;
+        std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))?;
+        std::fs::rename(&staged, path)?;
+        listener.set_nonblocking(true)?;
+        tokio::net::UnixListener::from_std(listener)
+    })();
+    let _ = std::fs::remove_dir_all(&private);
+    result.map_err(err)
+}
+
+/// The gRPC server with the admin API's connection settings: the server
+/// pings so that a live client (a `WatchEvents` stream, say) keeps its
+/// connection while a silent peer is closed by the idle timeout.
+fn builder(limits: crate::ConnectionLimits) -> tonic::transport::Server {
+    tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(limits.idle_timeout / 3))
+        .http2_keepalive_timeout(Some(limits.idle_timeout / 3))
 }
 
 /// Equal in time independent of where the inputs differ.
@@ -84,6 +119,7 @@ pub async fn serve_tcp(
     listener: tokio::net::TcpListener,
     token: &str,
     service: AdminService,
+    limits: crate::ConnectionLimits,
     shutdown: CancellationToken,
 ) -> Result<(), AdminError> {
     let expected: [u8; 32] = Sha256::digest(token.as_bytes()).into();
@@ -101,12 +137,13 @@ pub async fn serve_tcp(
             )),
         }
     };
-    tonic::transport::Server::builder()
+    let incoming = crate::limits::limited(
+        tokio_stream::wrappers::TcpListenerStream::new(listener),
+        limits,
+    );
+    builder(limits)
         .add_service(AdminServer::with_interceptor(service, check))
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
-            shutdown.cancelled_owned(),
-        )
+        .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
         .await?;
     Ok(())
 }

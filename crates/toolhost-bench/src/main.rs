@@ -148,7 +148,7 @@ fn toolhost_config(dir: &Path, plugins: &Path, stateless: bool, managed: bool) -
     std::fs::write(
         &file,
         format!(
-            "plugins = [{:?}]\nstate_dir = {:?}\n[log]\nlevel = \"warn\"\n[http]\nstateless_json = {stateless}\n[[http.tokens]]\ntoken = \"{TOKEN}\"\nsurface = \"chat\"\ntask_id = \"t\"\nsession_id = \"s\"\n[backend]\nmanaged = {managed}\n",
+            "plugins = [{:?}]\nstate_dir = {:?}\n[log]\nlevel = \"warn\"\n[http]\nstateless_json = {stateless}\n[[http.tokens]]\ntoken = \"{TOKEN}\"\nsurface = \"chat\"\ntask_id = \"t\"\nsession_id = \"s\"\n[backend]\nmanaged = {managed}\n[plugin.bench]\npass_env = [\"TOKIO_WORKER_THREADS\"]\n",
             plugins.display().to_string(),
             dir.join("state").display().to_string()
         ),

@@ -97,6 +97,8 @@ pub async fn report(sessions: usize) -> Result<()> {
         Arc::new(Plugins::new()),
         Limits::default(),
     )));
+    // Every session here has one identity: no per-token quota.
+    hub.set_max_sessions_per_token(0);
     tokio::spawn(Arc::clone(&hub).run_notifier());
     let counter = Counter(Arc::new(AtomicUsize::new(0)));
     let client = connect(&hub, &counter).await?;

@@ -3,7 +3,40 @@
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
+use std::path::{Component, Path, PathBuf};
+
+/// Caps on what one plugin archive may unpack to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArchiveLimits {
+    /// Most bytes of file contents, summed over entries.
+    pub max_bytes: u64,
+    /// Most entries (files and directories).
+    pub max_entries: u64,
+}
+
+impl Default for ArchiveLimits {
+    fn default() -> Self {
+        Self {
+            max_bytes: 256 * 1024 * 1024,
+            max_entries: 10_000,
+        }
+    }
+}
+
+/// Creates `dir` (and its parents) and makes it 0700 whatever the umask:
+/// the state directory and plugin data hold agent text.
+pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
+fn invalid(message: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidInput, message)
+}
 
 /// `<state_dir>/plugins.json`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,10 +67,17 @@ impl StateFile {
     /// the directory synced: a crash leaves the old state or the new.
     pub(crate) fn save(&self, path: &Path) -> std::io::Result<()> {
         let dir = path.parent().unwrap_or_else(|| Path::new("."));
-        std::fs::create_dir_all(dir)?;
+        private_dir(dir)?;
         let tmp = dir.join(format!(".plugins.json.{}.tmp", std::process::id()));
         {
-            let mut f = std::fs::File::create(&tmp)?;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)?;
+            // An older file may have been created with looser bits.
+            f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
             f.write_all(&serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?)?;
             f.sync_all()?;
         }
@@ -60,16 +100,44 @@ pub(crate) fn staging_dir(install_dir: &Path) -> std::io::Result<PathBuf> {
     Ok(dir)
 }
 
-/// Copies a plugin directory (or unpacks a `.tar.gz` of one) into `to`.
-/// Symlinks are refused: a plugin must not reach outside its directory.
-pub(crate) fn stage(from: &Path, to: &Path) -> std::io::Result<()> {
+/// Copies a plugin directory (or unpacks a `.tar.gz` of one) into `to`,
+/// then normalizes every mode. Symlinks are refused: a plugin must not
+/// reach outside its directory.
+pub(crate) fn stage(from: &Path, to: &Path, limits: ArchiveLimits) -> std::io::Result<()> {
     let name = from
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or_default();
     if from.is_file() && (name.ends_with(".tar.gz") || name.ends_with(".tgz")) {
-        return unpack(from, to);
+        unpack(from, to, limits)?;
+    } else {
+        copy(from, to)?;
     }
+    normalize_modes(to)
+}
+
+/// Installed files are nobody else's to change: no write bit for group or
+/// other, no setuid, setgid or sticky bit. The owner keeps read and write
+/// (and search, on directories); execute bits are kept as packaged.
+fn normalize_modes(dir: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let path = entry.path();
+        let mode = entry.metadata()?.permissions().mode();
+        let floor = if kind.is_dir() { 0o700 } else { 0o600 };
+        std::fs::set_permissions(
+            &path,
+            std::fs::Permissions::from_mode((mode & 0o755) | floor),
+        )?;
+        if kind.is_dir() {
+            normalize_modes(&path)?;
+        }
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
+}
+
+fn copy(from: &Path, to: &Path) -> std::io::Result<()> {
     if !from.is_dir() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -106,20 +174,49 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
 }
 
 /// Unpacks a `.tar.gz`. If it holds a single top directory with a
-/// `plugin.toml`, that directory is the plugin. Entries escaping the target
-/// (absolute paths, `..`) and links are refused.
-fn unpack(archive: &Path, to: &Path) -> std::io::Result<()> {
+/// `plugin.toml`, that directory is the plugin. Absolute paths, `..`,
+/// links and special files are refused, and so is an archive over either
+/// cap in `limits` (checked from each entry's header before its contents
+/// are written, so a bomb is refused before it fills the disk).
+fn unpack(archive: &Path, to: &Path, limits: ArchiveLimits) -> std::io::Result<()> {
     let file = std::fs::File::open(archive)?;
     let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(file));
+    tar.set_preserve_permissions(false);
+    tar.set_unpack_xattrs(false);
     let raw = to.join(".unpacked");
     std::fs::create_dir_all(&raw)?;
+    let (mut entries, mut bytes) = (0u64, 0u64);
     for entry in tar.entries()? {
         let mut entry = entry?;
         let kind = entry.header().entry_type();
         if !(kind.is_file() || kind.is_dir()) {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "archives may hold only files and directories",
+            return Err(invalid(
+                "archives may hold only files and directories".to_owned(),
+            ));
+        }
+        entries += 1;
+        if entries > limits.max_entries {
+            return Err(invalid(format!(
+                "the archive holds more than {} entries (the limit)",
+                limits.max_entries
+            )));
+        }
+        bytes = bytes.saturating_add(entry.header().size()?);
+        if bytes > limits.max_bytes {
+            return Err(invalid(format!(
+                "the archive unpacks to more than {} bytes (the limit)",
+                limits.max_bytes
+            )));
+        }
+        // The tar crate would quietly make an absolute path relative.
+        let path = entry.path()?;
+        if path
+            .components()
+            .any(|c| matches!(c, Component::RootDir | Component::Prefix(_)))
+        {
+            return Err(invalid(
+                "an archive entry has an absolute path; entries must be relative to the plugin"
+                    .to_owned(),
             ));
         }
         // `unpack_in` refuses paths that escape `raw`.

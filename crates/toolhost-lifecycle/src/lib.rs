@@ -24,4 +24,5 @@
 mod files;
 mod lifecycle;
 
+pub use files::ArchiveLimits;
 pub use lifecycle::{Lifecycle, LifecycleConfig, LifecycleError, PluginInfo};

@@ -1,6 +1,6 @@
 //! The lifecycle operations and the embedded authority.
 
-use crate::files::{StateFile, stage, staging_dir, version_dir};
+use crate::files::{ArchiveLimits, StateFile, private_dir, stage, staging_dir, version_dir};
 use arc_swap::ArcSwap;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -28,6 +28,10 @@ pub struct LifecycleConfig {
     pub managed: bool,
     /// How long an upgrade waits for the old process's calls to finish.
     pub drain_timeout: Duration,
+    /// Caps on what an installed archive may unpack to.
+    pub archive_limits: ArchiveLimits,
+    /// Per plugin id, the daemon's environment variables it also gets.
+    pub pass_env: BTreeMap<String, Vec<String>>,
 }
 
 /// Why an operation was refused or failed. Each message says what to do.
@@ -129,6 +133,8 @@ impl Lifecycle {
         store: Arc<Store>,
         plugins: Arc<Plugins>,
     ) -> Result<(Arc<Self>, Vec<String>), LifecycleError> {
+        // Plugin data holds agent text: nobody else may read the state.
+        private_dir(&cfg.state_dir).map_err(|e| io("cannot create the state directory", e))?;
         let state_path = cfg.state_dir.join("plugins.json");
         let file =
             StateFile::load(&state_path).map_err(|e| io("cannot read the plugin state", e))?;
@@ -232,10 +238,9 @@ impl Lifecycle {
     /// Starts supervising a plugin and registers it; its state changes feed
     /// the authority.
     fn start(&self, m: &Manifest) -> Arc<PluginHandle> {
-        let handle = Arc::new(supervise(
-            PluginSpec::from_manifest(m, &self.data_root()),
-            self.cfg.supervisor.clone(),
-        ));
+        let mut spec = PluginSpec::from_manifest(m, &self.data_root());
+        spec.pass_env = self.cfg.pass_env.get(&m.id).cloned().unwrap_or_default();
+        let handle = Arc::new(supervise(spec, self.cfg.supervisor.clone()));
         self.plugins.insert(Arc::clone(&handle));
         let mut w = handle.subscribe();
         let tx = self.recompute.clone();
@@ -329,7 +334,7 @@ impl Lifecycle {
     fn stage_and_load(&self, source: &Path) -> Result<(PathBuf, Manifest), LifecycleError> {
         let staging =
             staging_dir(&self.install_dir()).map_err(|e| io("cannot stage the plugin", e))?;
-        let loaded = stage(source, &staging)
+        let loaded = stage(source, &staging, self.cfg.archive_limits)
             .map_err(|e| LifecycleError::Invalid(format!("cannot read {}: {e}", source.display())))
             .and_then(|()| {
                 Manifest::load(&staging).map_err(|problems| {

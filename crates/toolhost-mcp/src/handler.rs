@@ -1,7 +1,8 @@
 //! The hand-written `ServerHandler`.
 
-use crate::http::{TokenTable, bearer_token};
-use crate::hub::Hub;
+use crate::http::{TokenTable, bearer_token, digest};
+use crate::hub::{Hub, Owner};
+use crate::listener::ClientGone;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
@@ -10,6 +11,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt as _};
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 use toolhost_pipeline::Binding;
 
 /// How a session's binding is found.
@@ -57,6 +59,27 @@ impl Handler {
             McpError::invalid_request("this session has no valid binding (bearer token)", None)
         })
     }
+
+    /// Whose quota a session counts against: the token's digest (HTTP), or
+    /// the process (stdio).
+    fn owner(&self, extensions: &rmcp::model::Extensions) -> Owner {
+        match &self.identity {
+            Identity::Fixed(_) => [0; 32],
+            Identity::Tokens(_) => extensions
+                .get::<http::request::Parts>()
+                .and_then(|p| bearer_token(&p.headers))
+                .map_or([0; 32], digest),
+        }
+    }
+}
+
+/// Cancelled when the HTTP client of this request went away (stdio has no
+/// such signal: the session's own end cancels its requests).
+fn client_gone(extensions: &rmcp::model::Extensions) -> Option<CancellationToken> {
+    extensions
+        .get::<http::request::Parts>()
+        .and_then(|p| p.extensions.get::<ClientGone>())
+        .map(|g| g.0.clone())
 }
 
 impl ServerHandler for Handler {
@@ -78,15 +101,11 @@ impl ServerHandler for Handler {
     ) -> Result<InitializeResult, McpError> {
         let b = self.binding(&cx.extensions)?;
         if self.admitted.get().is_none() {
-            let Some(id) = self.hub.admit_peer(&b.surface, cx.peer.clone()) else {
-                return Err(McpError::invalid_request(
-                    format!(
-                        "too many sessions (the limit is {}); close one and try again",
-                        self.hub.max_sessions()
-                    ),
-                    None,
-                ));
-            };
+            let owner = self.owner(&cx.extensions);
+            let id = self
+                .hub
+                .admit_peer(owner, &b.surface, cx.peer.clone())
+                .map_err(|refused| McpError::invalid_request(refused.to_string(), None))?;
             let _ = self.admitted.set(id);
         }
         cx.peer.set_peer_info(request.clone());
@@ -107,9 +126,16 @@ impl ServerHandler for Handler {
     }
 
     async fn listen(&self, cx: SubscriptionContext) -> Result<(), McpError> {
-        let b = self.binding(&cx.request_context().extensions)?;
-        let id = self.hub.add_subscription(&b.surface, cx.sink().clone());
-        cx.cancelled().await;
+        let extensions = &cx.request_context().extensions;
+        let b = self.binding(extensions)?;
+        let owner = self.owner(extensions);
+        let id = self
+            .hub
+            .add_subscription(owner, &b.surface, cx.sink().clone())
+            .map_err(|refused| McpError::invalid_request(refused.to_string(), None))?;
+        // A stream is not activity: it ends after the idle timeout like an
+        // idle session, and a client still there listens again.
+        let _ = tokio::time::timeout(self.hub.listen_timeout(), cx.cancelled()).await;
         self.hub.remove(id);
         Ok(())
     }
@@ -132,12 +158,28 @@ impl ServerHandler for Handler {
     ) -> Result<CallToolResponse, McpError> {
         let b = self.binding(&cx.extensions)?;
         let arguments = request.arguments.map(serde_json::Value::Object);
-        match self
+        let cancel = cx.ct.child_token();
+        let call = self
             .hub
             .pipeline
-            .call(&b, &request.name, arguments, cx.ct.clone())
-            .await
-        {
+            .call(&b, &request.name, arguments, cancel.clone());
+        let answer = match client_gone(&cx.extensions) {
+            None => call.await,
+            Some(gone) => {
+                // The client's connection dropping cancels the call as an
+                // explicit `notifications/cancelled` would, so the plugin
+                // is told and the call's slot frees at once.
+                tokio::pin!(call);
+                tokio::select! {
+                    r = &mut call => r,
+                    () = gone.cancelled() => {
+                        cancel.cancel();
+                        call.await
+                    }
+                }
+            }
+        };
+        match answer {
             Err(unknown) => Err(McpError::invalid_params(unknown.to_string(), None)),
             Ok(r) => {
                 let mut result = if r.is_error {

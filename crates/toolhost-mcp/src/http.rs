@@ -3,6 +3,7 @@
 
 use crate::handler::{Handler, Identity};
 use crate::hub::Hub;
+use crate::sessions::{Sessions, own_sessions};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
@@ -23,7 +24,9 @@ pub struct TokenTable {
     by_hash: RwLock<HashMap<[u8; 32], Binding>>,
 }
 
-fn digest(token: &str) -> [u8; 32] {
+/// The SHA-256 of a token: how tokens are keyed, and how sessions know
+/// their owner without keeping the token.
+pub(crate) fn digest(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
@@ -108,7 +111,8 @@ pub struct HttpOptions {
     pub max_body_bytes: usize,
     /// Stops the service (sessions end, new requests are refused).
     pub shutdown: CancellationToken,
-    /// A session idle this long is closed (abandoned sessions do not pile up).
+    /// A session with no client request for this long is closed (abandoned
+    /// sessions do not pile up). Notifications toolhost sends do not count.
     pub session_idle_timeout: std::time::Duration,
 }
 
@@ -165,23 +169,36 @@ pub fn http_router(hub: Arc<Hub>, tokens: Arc<TokenTable>, options: HttpOptions)
         .with_allowed_origins(options.allowed_origins)
         .enforce_origin_validation()
         .with_max_request_body_bytes(options.max_body_bytes)
-        .with_cancellation_token(options.shutdown);
+        .with_cancellation_token(options.shutdown.clone());
     if options.stateless_json {
         config = config
             .with_legacy_session_mode(false)
             .with_json_response(true);
     }
     let identity = Identity::Tokens(Arc::clone(&tokens));
-    let mut sessions = LocalSessionManager::default();
-    sessions.session_config.keep_alive = Some(options.session_idle_timeout);
+    // Idleness is toolhost's to judge (see `sessions`): rmcp's own timer
+    // counts the notifications toolhost sends as activity.
+    let mut manager = LocalSessionManager::default();
+    manager.session_config.keep_alive = None;
+    let manager = Arc::new(manager);
+    let sessions = Sessions::new(options.session_idle_timeout);
+    hub.set_listen_timeout(options.session_idle_timeout);
+    tokio::spawn(crate::sessions::sweep(
+        Arc::clone(&sessions),
+        Arc::clone(&manager),
+        options.shutdown.clone(),
+    ));
     let service = StreamableHttpService::new(
         move || Ok(Handler::new(Arc::clone(&hub), identity.clone())),
-        Arc::new(sessions),
+        manager,
         config,
     );
+    let mcp = axum::Router::new()
+        .fallback_service(service)
+        .layer(axum::middleware::from_fn_with_state(sessions, own_sessions));
     let metrics_hub = Arc::clone(&hub_for_metrics);
     let gated = axum::Router::new()
-        .nest_service("/mcp", service)
+        .nest_service("/mcp", mcp)
         .route(
             "/metrics",
             axum::routing::get(move || metrics(Arc::clone(&metrics_hub))),

@@ -16,6 +16,26 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 /// The default limit of live sessions and subscriptions.
 pub const DEFAULT_MAX_SESSIONS: usize = 1024;
 
+/// The default limit of live sessions and subscriptions per bearer token.
+pub const DEFAULT_MAX_SESSIONS_PER_TOKEN: usize = 256;
+
+/// Who opened a session or subscription: the SHA-256 of its bearer token
+/// (HTTP), or the process itself (stdio, all zeros). Quotas count per owner.
+pub type Owner = [u8; 32];
+
+/// Why a session or subscription was not admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// The daemon-wide limit.
+    #[error("too many sessions (the limit is {0}); close one and try again")]
+    Total(usize),
+    /// This token's quota.
+    #[error(
+        "too many sessions for this token (the limit is {0} per token); close one and try again"
+    )]
+    PerToken(usize),
+}
+
 enum Target {
     /// A session client (2025-11-25 and older).
     Peer(Peer<RoleServer>),
@@ -25,6 +45,7 @@ enum Target {
 
 struct Listener {
     id: u64,
+    owner: Owner,
     surface: String,
     /// The surface epoch this listener has last been told about.
     seen: u64,
@@ -56,6 +77,10 @@ pub struct Hub {
     next_id: AtomicU64,
     /// Most live sessions and subscriptions; 0 means no limit.
     max_sessions: std::sync::atomic::AtomicUsize,
+    /// Most live sessions and subscriptions of one owner; 0 means no limit.
+    max_per_owner: std::sync::atomic::AtomicUsize,
+    /// How long a `subscriptions/listen` stream lives without a new one.
+    listen_timeout: Mutex<Duration>,
 }
 
 impl std::fmt::Debug for Hub {
@@ -77,7 +102,67 @@ impl Hub {
             listeners: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
             max_sessions: std::sync::atomic::AtomicUsize::new(DEFAULT_MAX_SESSIONS),
+            max_per_owner: std::sync::atomic::AtomicUsize::new(DEFAULT_MAX_SESSIONS_PER_TOKEN),
+            listen_timeout: Mutex::new(Duration::from_secs(300)),
         })
+    }
+
+    /// Sets the most live sessions and subscriptions one bearer token may
+    /// hold (0: no limit).
+    pub fn set_max_sessions_per_token(&self, max: usize) {
+        self.max_per_owner.store(max, Ordering::Relaxed);
+    }
+
+    /// Sets how long a `subscriptions/listen` stream lives: it ends after
+    /// this (the session idle timeout), and the client listens again.
+    pub fn set_listen_timeout(&self, timeout: Duration) {
+        *self
+            .listen_timeout
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = timeout;
+    }
+
+    pub(crate) fn listen_timeout(&self) -> Duration {
+        *self
+            .listen_timeout
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Admits one more listener of `owner` if both limits allow it. The
+    /// check and the insert happen under one lock, so concurrent admissions
+    /// cannot overshoot.
+    fn admit(
+        &self,
+        owner: Owner,
+        surface: &str,
+        ready: bool,
+        target: Target,
+    ) -> Result<u64, Refused> {
+        let max = self.max_sessions.load(Ordering::Relaxed);
+        let per_owner = self.max_per_owner.load(Ordering::Relaxed);
+        let mut listeners = self
+            .listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // Count only live ones: closed sessions are pruned first.
+        listeners.retain(Listener::is_live);
+        if max != 0 && listeners.len() >= max {
+            return Err(Refused::Total(max));
+        }
+        if per_owner != 0 && listeners.iter().filter(|l| l.owner == owner).count() >= per_owner {
+            return Err(Refused::PerToken(per_owner));
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        listeners.push(Listener {
+            id,
+            owner,
+            surface: surface.to_owned(),
+            seen: self.store().current().surface_epoch(surface),
+            ready,
+            target: Arc::new(target),
+        });
+        Ok(id)
     }
 
     /// Sets the most live sessions and subscriptions (0: no limit). New
@@ -86,30 +171,15 @@ impl Hub {
         self.max_sessions.store(max, Ordering::Relaxed);
     }
 
-    /// Admits a session at `initialize`, if the limit allows one more:
-    /// counted from now, notified once [`Hub::mark_ready`]. The check and
-    /// the insert happen under one lock, so concurrent `initialize`s cannot
-    /// overshoot the limit. `None` when the limit is reached.
-    pub(crate) fn admit_peer(&self, surface: &str, peer: Peer<RoleServer>) -> Option<u64> {
-        let max = self.max_sessions.load(Ordering::Relaxed);
-        let mut listeners = self
-            .listeners
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        // Count only live ones: closed sessions are pruned first.
-        listeners.retain(Listener::is_live);
-        if max != 0 && listeners.len() >= max {
-            return None;
-        }
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        listeners.push(Listener {
-            id,
-            surface: surface.to_owned(),
-            seen: self.store().current().surface_epoch(surface),
-            ready: false,
-            target: Arc::new(Target::Peer(peer)),
-        });
-        Some(id)
+    /// Admits a session at `initialize`, if the limits allow one more:
+    /// counted from now, notified once [`Hub::mark_ready`].
+    pub(crate) fn admit_peer(
+        &self,
+        owner: Owner,
+        surface: &str,
+        peer: Peer<RoleServer>,
+    ) -> Result<u64, Refused> {
+        self.admit(owner, surface, false, Target::Peer(peer))
     }
 
     /// The session admitted as `id` finished initializing: from now on it
@@ -155,20 +225,15 @@ impl Hub {
             .len()
     }
 
-    pub(crate) fn add_subscription(&self, surface: &str, sink: SubscriptionSink) -> u64 {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let seen = self.store().current().surface_epoch(surface);
-        self.listeners
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(Listener {
-                id,
-                surface: surface.to_owned(),
-                seen,
-                ready: true,
-                target: Arc::new(Target::Sink(sink)),
-            });
-        id
+    /// Admits a `subscriptions/listen` stream, if the limits allow one
+    /// more. It counts like a session.
+    pub(crate) fn add_subscription(
+        &self,
+        owner: Owner,
+        surface: &str,
+        sink: SubscriptionSink,
+    ) -> Result<u64, Refused> {
+        self.admit(owner, surface, true, Target::Sink(sink))
     }
 
     pub(crate) fn remove(&self, id: u64) {

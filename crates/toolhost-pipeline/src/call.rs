@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use toolhost_catalog::{Entry, Store};
 use toolhost_proto::json::{json_from_struct, struct_from_json};
 use toolhost_proto::plugin::{AgentToolContext, AgentToolRequest};
-use toolhost_runtime::InvokeError;
+use toolhost_runtime::{InvokeError, log_safe};
 use toolhost_validate::{ToolPolicy, check_arguments};
 use tracing::Instrument as _;
 
@@ -166,8 +166,9 @@ impl Pipeline {
         // 1. Resolve among the tools this session can see.
         let catalog = self.store.current();
         let Some(entry) = catalog.resolve(&binding.surface, name).cloned() else {
-            tracing::info!(target: "toolhost::audit", invocation_id, tool = %truncate(name), task_id = %binding.task_id,
-                session_id = %binding.session_id, outcome = "unknown_tool", "tool call");
+            tracing::info!(target: "toolhost::audit", invocation_id, tool = %truncate(name),
+                task_id = %log_safe(&binding.task_id, 256), session_id = %log_safe(&binding.session_id, 256),
+                outcome = "unknown_tool", "tool call");
             // An unknown name is the agent's text: it never becomes a label.
             self.count("", "unknown_tool", started.elapsed());
             return Err(UnknownTool(truncate(name)));
@@ -193,10 +194,12 @@ impl Pipeline {
             invocation_id,
             tool = %d.exposed_name,
             plugin = %d.plugin_id,
-            task_id = %binding.task_id,
-            session_id = %binding.session_id,
+            // Ids from the configuration or the backend: escaped like any
+            // text from outside (a borrow when clean).
+            task_id = %log_safe(&binding.task_id, 256),
+            session_id = %log_safe(&binding.session_id, 256),
             outcome = result.outcome(),
-            catalog_generation = authorized_at.as_ref().map(|v: &CatalogVersion| v.0.as_str()),
+            catalog_generation = authorized_at.as_ref().map(|v: &CatalogVersion| log_safe(&v.0, 256)).as_deref(),
             catalog_revision = authorized_at.as_ref().map(|v| v.1),
             duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             "tool call"
@@ -284,7 +287,7 @@ impl Pipeline {
         {
             return CallResult::failure(ErrorCode::NotAuthorized, why, None);
         }
-        if client.in_flight() >= self.limits.max_calls_per_plugin {
+        let Some(slot) = client.try_reserve(self.limits.max_calls_per_plugin) else {
             return CallResult::failure(
                 ErrorCode::PluginUnavailable,
                 format!(
@@ -293,7 +296,7 @@ impl Pipeline {
                 ),
                 None,
             );
-        }
+        };
         // 6. Dispatch exactly once.
         let deadline = Duration::from_millis(u64::from(d.timeout_ms)).min(self.limits.max_timeout);
         let request = AgentToolRequest {
@@ -312,7 +315,7 @@ impl Pipeline {
             () = cancel.cancelled() => {
                 return CallResult::failure(ErrorCode::Cancelled, "the call was cancelled by the client", None);
             }
-            r = client.invoke(request, deadline) => r,
+            r = client.invoke_in(slot, request, deadline, self.max_answer_bytes()) => r,
         };
         let response = match answer {
             Ok(r) => r,
@@ -330,10 +333,24 @@ impl Pipeline {
             Err(e @ InvokeError::Unavailable { .. }) => {
                 return CallResult::failure(ErrorCode::PluginUnavailable, e.to_string(), None);
             }
+            Err(InvokeError::TooLarge(_)) => {
+                return CallResult::failure(
+                    ErrorCode::ResultTooLarge,
+                    format!(
+                        "{}'s answer is larger than the limit of {} bytes; the tool ran and may have done its work, \
+                         so do not simply repeat the call: ask for less (a smaller page or range)",
+                        d.exposed_name, self.limits.max_result_bytes
+                    ),
+                    None,
+                );
+            }
             Err(InvokeError::Refused { code, .. }) => {
                 return CallResult::failure(
                     ErrorCode::PluginError,
-                    format!("plugin {} refused the call ({code:?})", d.plugin_id),
+                    format!(
+                        "plugin {} answered with a gRPC error ({code:?})",
+                        d.plugin_id
+                    ),
                     None,
                 );
             }
@@ -402,6 +419,20 @@ impl Pipeline {
     }
 }
 
+impl Pipeline {
+    /// The largest encoded answer read from a plugin: the result limit,
+    /// doubled for the protobuf encoding of structured content (larger
+    /// than its JSON), plus room for the envelope. Past it, decoding stops
+    /// and the answer is `result_too_large`; under it, the exact check on
+    /// the mapped result decides.
+    fn max_answer_bytes(&self) -> usize {
+        self.limits
+            .max_result_bytes
+            .saturating_mul(2)
+            .saturating_add(64 * 1024)
+    }
+}
+
 /// (generation, revision) of a catalog version.
 type CatalogVersion = (String, u64);
 
@@ -410,7 +441,9 @@ fn invocation_id() -> String {
     format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
 }
 
-/// Names from agents are echoed only in `Unknown tool`, and only so long.
+/// Names from agents are echoed only in `Unknown tool`, and only so long;
+/// in a log line, control characters are escaped, so a name cannot forge
+/// a line.
 fn truncate(name: &str) -> String {
-    name.chars().take(128).collect()
+    log_safe(name, 128).into_owned()
 }

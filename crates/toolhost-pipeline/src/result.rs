@@ -71,7 +71,9 @@ impl CallResult {
         message: impl Into<String>,
         violations: Option<&[Violation]>,
     ) -> Self {
-        let message = message.into();
+        // Every failure is bounded, whatever built its message.
+        let message =
+            toolhost_validate::bounded(message.into(), toolhost_validate::MAX_MESSAGE_BYTES);
         let mut error = Map::new();
         error.insert("code".into(), json!(code));
         error.insert("message".into(), json!(message));

@@ -60,6 +60,8 @@ pub const MAGIC_COOKIE_VALUE: &str = "kandev-plugin-v1";
 pub const PROTOCOL_VERSIONS_KEY: &str = "PLUGIN_PROTOCOL_VERSIONS";
 /// The plugin's own data directory.
 pub const DATA_DIR_KEY: &str = "KANDEV_PLUGIN_DATA_DIR";
+/// The directory toolhost made for the plugin's socket (also its `TMPDIR`).
+pub const SOCKET_DIR_KEY: &str = "KANDEV_PLUGIN_SOCKET_DIR";
 /// The health service name toolhost checks.
 pub const HEALTH_SERVICE: &str = "plugin";
 

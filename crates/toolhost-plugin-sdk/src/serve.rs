@@ -2,7 +2,7 @@
 
 use crate::{
     DATA_DIR_KEY, HEALTH_SERVICE, Handler, MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE,
-    PROTOCOL_VERSIONS_KEY, Plugin,
+    PROTOCOL_VERSIONS_KEY, Plugin, SOCKET_DIR_KEY,
 };
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -237,7 +237,9 @@ impl Drop for SocketDir {
 }
 
 fn socket_dir() -> std::io::Result<SocketDir> {
-    let base = std::env::temp_dir();
+    // toolhost names a private directory for the socket (and makes it
+    // TMPDIR too); older hosts do not, and the system's is used.
+    let base = std::env::var_os(SOCKET_DIR_KEY).map_or_else(std::env::temp_dir, PathBuf::from);
     for attempt in 0..16u32 {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

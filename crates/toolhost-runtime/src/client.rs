@@ -22,7 +22,15 @@ pub struct PluginClient {
 }
 
 /// Counts a call in flight for as long as it lives.
+#[derive(Debug)]
 struct InFlight(Arc<std::sync::atomic::AtomicUsize>);
+
+/// A reserved place among a plugin's calls in flight
+/// ([`PluginClient::try_reserve`]); freed when dropped.
+#[derive(Debug)]
+pub struct CallSlot {
+    _in_flight: InFlight,
+}
 
 impl InFlight {
     fn new(n: &Arc<std::sync::atomic::AtomicUsize>) -> Self {
@@ -36,6 +44,9 @@ impl Drop for InFlight {
         self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
+
+/// tonic's own default limit on a decoded message.
+pub const DEFAULT_MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
 
 /// Why an invocation produced no answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -54,6 +65,9 @@ pub enum InvokeError {
         /// What happened.
         detail: String,
     },
+    /// The answer was larger than the limit; the plugin ran the call.
+    #[error("the answer is larger than {0} bytes")]
+    TooLarge(usize),
     /// The plugin answered with a gRPC error (an unknown tool, a panic).
     #[error("plugin {plugin} refused the call: {code:?}: {message}")]
     Refused {
@@ -106,6 +120,29 @@ impl PluginClient {
         self.gone.is_cancelled()
     }
 
+    /// Reserves a place among this process's calls in flight, if fewer
+    /// than `max` are. Exact under any concurrency: the check and the count
+    /// are one atomic step.
+    #[must_use]
+    pub fn try_reserve(&self, max: usize) -> Option<CallSlot> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let n = &self.in_flight;
+        let mut current = n.load(SeqCst);
+        loop {
+            if current >= max {
+                return None;
+            }
+            match n.compare_exchange_weak(current, current + 1, SeqCst, SeqCst) {
+                Ok(_) => {
+                    return Some(CallSlot {
+                        _in_flight: InFlight(Arc::clone(n)),
+                    });
+                }
+                Err(now) => current = now,
+            }
+        }
+    }
+
     /// Makes exactly one `InvokeAgentTool` call. The deadline travels as
     /// `grpc-timeout` and is enforced here too. Dropping the returned future
     /// cancels the call (the HTTP/2 stream is reset, and the plugin's handler
@@ -115,20 +152,40 @@ impl PluginClient {
         request: AgentToolRequest,
         deadline: Duration,
     ) -> Result<AgentToolResponse, InvokeError> {
+        let slot = CallSlot {
+            _in_flight: InFlight::new(&self.in_flight),
+        };
+        self.invoke_in(slot, request, deadline, DEFAULT_MAX_ANSWER_BYTES)
+            .await
+    }
+
+    /// [`PluginClient::invoke`] in a reserved slot, with answers larger
+    /// than `max_answer_bytes` (encoded) refused as
+    /// [`InvokeError::TooLarge`].
+    pub async fn invoke_in(
+        &self,
+        slot: CallSlot,
+        request: AgentToolRequest,
+        deadline: Duration,
+        max_answer_bytes: usize,
+    ) -> Result<AgentToolResponse, InvokeError> {
         if self.gone.is_cancelled() {
             return Err(self.unavailable("the plugin process had already stopped"));
         }
-        let _counted = InFlight::new(&self.in_flight);
+        let _counted = slot;
         let mut req = tonic::Request::new(request);
         req.set_timeout(deadline);
-        let mut grpc = self.grpc.clone();
+        let mut grpc = self
+            .grpc
+            .clone()
+            .max_decoding_message_size(max_answer_bytes);
         tokio::select! {
             biased;
             () = self.gone.cancelled() => Err(self.unavailable("the plugin process stopped")),
             r = tokio::time::timeout(deadline, grpc.invoke_agent_tool(req)) => match r {
                 Err(_) => Err(InvokeError::Timeout(deadline)),
                 Ok(Ok(resp)) => Ok(resp.into_inner()),
-                Ok(Err(status)) => Err(self.classify(&status, deadline)),
+                Ok(Err(status)) => Err(self.classify(&status, deadline, max_answer_bytes)),
             },
         }
     }
@@ -143,8 +200,12 @@ impl PluginClient {
     /// tonic reports its own deadline as `Cancelled` "Timeout expired", not
     /// `DeadlineExceeded`; transport failures come as `Unavailable` or
     /// `Unknown`.
-    fn classify(&self, status: &tonic::Status, deadline: Duration) -> InvokeError {
+    fn classify(&self, status: &tonic::Status, deadline: Duration, limit: usize) -> InvokeError {
         match status.code() {
+            // tonic's decoder refusing an answer over the limit.
+            tonic::Code::OutOfRange if status.message().contains("message length too large") => {
+                InvokeError::TooLarge(limit)
+            }
             tonic::Code::DeadlineExceeded => InvokeError::Timeout(deadline),
             tonic::Code::Cancelled if status.message().contains("Timeout expired") => {
                 InvokeError::Timeout(deadline)

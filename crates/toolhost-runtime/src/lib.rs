@@ -32,10 +32,13 @@ mod client;
 pub mod handshake;
 mod logs;
 mod process;
+mod sockets;
 mod supervisor;
 
-pub use client::{InvokeError, PluginClient};
+pub use client::{CallSlot, DEFAULT_MAX_ANSWER_BYTES, InvokeError, PluginClient};
+pub use logs::log_safe;
 pub use process::StartError;
+pub use sockets::{remove_run_dir, remove_stale_run_dirs};
 pub use supervisor::{Phase, PluginHandle, PluginSpec, PluginState, SupervisorConfig, supervise};
 
 /// The environment variable carrying the magic cookie.
@@ -46,5 +49,7 @@ pub const MAGIC_COOKIE_VALUE: &str = "kandev-plugin-v1";
 pub const PROTOCOL_VERSIONS_KEY: &str = "PLUGIN_PROTOCOL_VERSIONS";
 /// The plugin's data directory.
 pub const DATA_DIR_KEY: &str = "KANDEV_PLUGIN_DATA_DIR";
+/// The directory the plugin must create its socket in (also its `TMPDIR`).
+pub const SOCKET_DIR_KEY: &str = "KANDEV_PLUGIN_SOCKET_DIR";
 /// The health service name a plugin must report SERVING.
 pub const HEALTH_SERVICE: &str = "plugin";

@@ -1,9 +1,11 @@
 //! Starting one plugin process and stopping it again.
 
 use crate::handshake::{self, HandshakeError};
+use crate::sockets::SocketDir;
 use crate::supervisor::PluginSpec;
 use crate::{
     DATA_DIR_KEY, HEALTH_SERVICE, MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE, PROTOCOL_VERSIONS_KEY,
+    SOCKET_DIR_KEY,
 };
 use hyper_util::rt::TokioIo;
 use std::process::{ExitStatus, Stdio};
@@ -66,6 +68,40 @@ pub enum StartError {
     /// Exited during start-up after the handshake.
     #[error("exited during start-up ({0})")]
     ExitedDuringStart(String),
+    /// Its socket directory could not be created.
+    #[error("cannot create its socket directory: {0}")]
+    SocketDir(std::io::Error),
+    /// The handshake named a socket outside the directory it was given.
+    #[error(
+        "its handshake names the socket {socket}, outside the directory toolhost gave it ({dir}); \
+         create the socket in $KANDEV_PLUGIN_SOCKET_DIR (also $TMPDIR)"
+    )]
+    ForeignSocket {
+        /// The socket it named (printable characters only).
+        socket: String,
+        /// The directory it was given.
+        dir: String,
+    },
+}
+
+impl StartError {
+    /// Whether the start failed for lack of a resource (descriptors,
+    /// processes, memory) rather than because of the plugin: such a start
+    /// is retried once the pressure ends, and never makes a plugin
+    /// `failed`.
+    #[must_use]
+    pub fn is_resource_shortage(&self) -> bool {
+        let errno = match self {
+            Self::Spawn { source, .. } | Self::DataDir { source, .. } => source.raw_os_error(),
+            Self::SocketDir(source) => source.raw_os_error(),
+            Self::Connect { detail, .. } => {
+                return detail.contains("Too many open files");
+            }
+            _ => None,
+        };
+        // EMFILE, ENFILE, EAGAIN (fork: too many processes), ENOMEM.
+        matches!(errno, Some(24 | 23 | 11 | 12))
+    }
 }
 
 /// A started, healthy plugin process.
@@ -73,7 +109,13 @@ pub(crate) struct Running {
     pub child: Child,
     pub pid: u32,
     pub channel: Channel,
+    /// Removed when the process is done with (this is dropped).
+    pub _sockets: SocketDir,
 }
+
+/// Variables of the daemon's environment every plugin gets; everything
+/// else must be named in the configuration (`[plugin.<id>] pass_env`).
+const BASE_ENV: [&str; 4] = ["PATH", "HOME", "LANG", "TZ"];
 
 fn describe(status: std::io::Result<ExitStatus>) -> String {
     match status {
@@ -82,62 +124,114 @@ fn describe(status: std::io::Result<ExitStatus>) -> String {
     }
 }
 
-/// Builds the command: own process group, parent-death signal, cookie.
-fn command(spec: &PluginSpec) -> Command {
+/// Builds the command: a clean environment, own process group,
+/// parent-death signal, no inherited descriptors but 0, 1 and 2.
+///
+/// The environment is built, not inherited: the daemon's may hold cloud
+/// credentials and tokens. In order, later ones winning: [`BASE_ENV`], the
+/// variables the operator passes to this plugin, the manifest's
+/// `runtime.env`, then the protocol's own (cookie, versions, data and
+/// socket directories, `TMPDIR`), which nothing may override.
+fn command(spec: &PluginSpec, sockets: &SocketDir) -> Command {
     let mut cmd = Command::new(&spec.command);
+    cmd.env_clear();
+    for key in BASE_ENV
+        .iter()
+        .copied()
+        .chain(spec.pass_env.iter().map(String::as_str))
+    {
+        if let Some(value) = std::env::var_os(key) {
+            cmd.env(key, value);
+        }
+    }
+    if std::env::var_os("PATH").is_none() {
+        cmd.env("PATH", "/usr/local/bin:/usr/bin:/bin");
+    }
     cmd.args(&spec.args)
         .envs(&spec.env)
         .env(MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE)
         .env(PROTOCOL_VERSIONS_KEY, "1")
         .env(DATA_DIR_KEY, &spec.data_dir)
+        .env(SOCKET_DIR_KEY, sockets.path())
+        .env("TMPDIR", sockets.path())
         .current_dir(&spec.dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    set_parent_death_signal(&mut cmd);
+    before_exec(&mut cmd);
     cmd
 }
 
-/// Linux: the kernel sends SIGKILL to the plugin when the thread that forked
-/// it dies, so even `kill -9 toolhost` leaves no plugin behind. Plugins are
-/// spawned from Tokio worker threads, which live as long as the runtime.
+/// Linux, in the child between fork and exec:
+///
+/// - the kernel sends SIGKILL to the plugin when the thread that forked it
+///   dies, so even `kill -9 toolhost` leaves no plugin behind (plugins are
+///   spawned from Tokio worker threads, which live as long as the runtime);
+/// - every descriptor from 3 up is marked close-on-exec, so the plugin
+///   inherits none of the daemon's (sockets, files, whatever a parent
+///   leaked to toolhost). Marked, not closed: the standard library's own
+///   exec-error pipe must stay open until exec.
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
-fn set_parent_death_signal(cmd: &mut Command) {
+fn before_exec(cmd: &mut Command) {
     // SAFETY: the closure runs in the child between fork and exec, where only
-    // async-signal-safe calls are allowed; prctl(PR_SET_PDEATHSIG) is a
-    // single system call that allocates nothing and takes no lock.
+    // async-signal-safe calls are allowed; prctl(PR_SET_PDEATHSIG),
+    // close_range(2) and fcntl(2) are single system calls that allocate
+    // nothing and take no lock.
     unsafe {
         cmd.pre_exec(|| {
             rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
-                .map_err(std::io::Error::from)
+                .map_err(std::io::Error::from)?;
+            let marked = libc::syscall(
+                libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            );
+            if marked != 0 {
+                // Kernels before 5.11: one fcntl per possible descriptor.
+                let limit = libc::sysconf(libc::_SC_OPEN_MAX).clamp(3, 65_536);
+                for fd in 3..limit {
+                    #[allow(clippy::cast_possible_truncation)]
+                    let fd = fd as libc::c_int;
+                    let flags = libc::fcntl(fd, libc::F_GETFD);
+                    if flags >= 0 {
+                        libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+                    }
+                }
+            }
+            Ok(())
         });
     }
 }
 
 #[cfg(not(target_os = "linux"))]
-fn set_parent_death_signal(_: &mut Command) {}
+fn before_exec(_: &mut Command) {}
 
 /// Starts the plugin and waits until it is healthy, or fails having killed
 /// and reaped whatever it started.
 pub(crate) async fn start(spec: &PluginSpec) -> Result<Running, StartError> {
-    std::fs::create_dir_all(&spec.data_dir).map_err(|source| StartError::DataDir {
+    data_dir(&spec.data_dir).map_err(|source| StartError::DataDir {
         dir: spec.data_dir.display().to_string(),
         source,
     })?;
+    let sockets = SocketDir::create().map_err(StartError::SocketDir)?;
     let deadline = Instant::now() + spec.startup_timeout;
-    let mut child = command(spec).spawn().map_err(|source| StartError::Spawn {
-        command: spec.command.display().to_string(),
-        source,
-    })?;
+    let mut child = command(spec, &sockets)
+        .spawn()
+        .map_err(|source| StartError::Spawn {
+            command: spec.command.display().to_string(),
+            source,
+        })?;
     let pid = child.id().unwrap_or(0);
-    match handshake_and_connect(spec, &mut child, deadline).await {
+    match handshake_and_connect(spec, &sockets, &mut child, deadline).await {
         Ok(channel) => Ok(Running {
             child,
             pid,
             channel,
+            _sockets: sockets,
         }),
         Err(e) => {
             stop(&mut child, pid, Duration::ZERO).await;
@@ -146,8 +240,23 @@ pub(crate) async fn start(spec: &PluginSpec) -> Result<Running, StartError> {
     }
 }
 
+/// The plugin's data directory: 0700 whatever the umask (it holds what
+/// agents sent), and so is the data root above it.
+fn data_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    if let Some(root) = dir.parent() {
+        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700))?;
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
 async fn handshake_and_connect(
     spec: &PluginSpec,
+    sockets: &SocketDir,
     child: &mut Child,
     deadline: Instant,
 ) -> Result<Channel, StartError> {
@@ -177,6 +286,12 @@ async fn handshake_and_connect(
         Ok(Ok(_)) => {}
     }
     let hs = handshake::parse(&line)?;
+    if !sockets.contains(&hs.socket) {
+        return Err(StartError::ForeignSocket {
+            socket: crate::logs::printable(&hs.socket.display().to_string(), 256),
+            dir: sockets.path().display().to_string(),
+        });
+    }
     tokio::spawn(crate::logs::forward(spec.id.clone(), "stdout", stdout));
 
     let channel = tokio::select! {
@@ -206,6 +321,13 @@ pub(crate) async fn connect(
             .connect_with_connector(tower::service_fn(move |_: Uri| {
                 let p = p.clone();
                 async move {
+                    // A symlink could lead to another plugin's socket.
+                    if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
+                        return Err(std::io::Error::new(
+                            std::io::ErrorKind::InvalidInput,
+                            "the socket is a symlink",
+                        ));
+                    }
                     Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(p).await?))
                 }
             }))

@@ -26,8 +26,11 @@ pub struct PluginSpec {
     pub command: PathBuf,
     /// Its arguments.
     pub args: Vec<String>,
-    /// Extra environment.
+    /// Extra environment (the manifest's `runtime.env`).
     pub env: BTreeMap<String, String>,
+    /// Variables of the daemon's environment passed through (the
+    /// operator's choice; the environment is otherwise clean).
+    pub pass_env: Vec<String>,
     /// Handshake plus health must complete within this.
     pub startup_timeout: Duration,
     /// The plugin's own data directory, created before start.
@@ -48,11 +51,15 @@ impl PluginSpec {
             command: absolute(&m.runtime.command),
             args: m.runtime.args.clone(),
             env: m.runtime.env.clone(),
+            pass_env: Vec::new(),
             startup_timeout: Duration::from_millis(m.runtime.startup_timeout_ms),
             data_dir: absolute(&data_root.join(&m.id)),
         }
     }
 }
+
+/// How soon a start that failed for lack of resources is tried again.
+const RESOURCE_RETRY: Duration = Duration::from_millis(500);
 
 /// Supervision knobs. The defaults are SPEC section 10's.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -293,6 +300,27 @@ impl Supervisor {
                 },
             };
             let failure = match started {
+                Err(e) if e.is_resource_shortage() => {
+                    // Not the plugin's fault: wait for the pressure to end,
+                    // without counting toward `failed`.
+                    let why = format!(
+                        "plugin {} could not start for lack of resources: {e}",
+                        self.spec.id
+                    );
+                    tracing::warn!(plugin = %self.spec.id, "{why}; retrying");
+                    self.publish(Phase::Restarting, None, None, Some(why));
+                    tokio::select! {
+                        () = tokio::time::sleep(RESOURCE_RETRY) => {}
+                        cmd = self.commands.recv() => match cmd {
+                            Some(Command::Start | Command::Restart) => { attempt = 0; recent.clear(); }
+                            Some(Command::Stop) | None => match self.stopped().await {
+                                Next::Start => continue,
+                                Next::Quit => return,
+                            },
+                        },
+                    }
+                    continue;
+                }
                 Err(e) => format!("plugin {} failed to start: {e}", self.spec.id),
                 Ok(running) => {
                     let ready_at = Instant::now();

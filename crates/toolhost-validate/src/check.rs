@@ -88,10 +88,51 @@ pub struct ArgumentError {
     pub violations: Vec<Violation>,
 }
 
+/// Most violations an error lists; the rest are counted in one more
+/// ("and N more"), so an answer never grows with the input.
+pub const MAX_VIOLATIONS: usize = 20;
+
+/// Longest error message, in bytes.
+pub const MAX_MESSAGE_BYTES: usize = 4096;
+
+/// Cuts `text` to at most `max` bytes on a character boundary, marking the
+/// cut.
+pub fn bounded(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max.saturating_sub(3);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
+
 impl ArgumentError {
-    pub(crate) fn new(violations: Vec<Violation>) -> Self {
+    /// An error listing `violations`, of which `unlisted` more were found
+    /// and not kept. At most [`MAX_VIOLATIONS`] are listed, and the message
+    /// is at most [`MAX_MESSAGE_BYTES`].
+    pub(crate) fn new(mut violations: Vec<Violation>) -> Self {
+        let over = violations.len().saturating_sub(MAX_VIOLATIONS);
+        violations.truncate(MAX_VIOLATIONS);
+        Self::with_unlisted(violations, over)
+    }
+
+    pub(crate) fn with_unlisted(mut violations: Vec<Violation>, unlisted: usize) -> Self {
+        if unlisted > 0 {
+            violations.push(Violation {
+                location: String::new(),
+                constraint: "more".to_owned(),
+                message: format!("and {unlisted} more violation(s) not listed"),
+                ..Violation::default()
+            });
+        }
         let parts: Vec<&str> = violations.iter().map(|v| v.message.as_str()).collect();
-        let message = format!("Invalid arguments: {}.", parts.join("; "));
+        let message = bounded(
+            format!("Invalid arguments: {}.", parts.join("; ")),
+            MAX_MESSAGE_BYTES,
+        );
         Self {
             message,
             violations,
@@ -205,6 +246,12 @@ pub fn check_arguments(
                     })
                     .collect();
                 unknown_args.sort();
+                unknown_args.dedup();
+                if unknown_args.len() > MAX_VIOLATIONS {
+                    let more = unknown_args.len() - MAX_VIOLATIONS;
+                    unknown_args.truncate(MAX_VIOLATIONS);
+                    unknown_args.push(format!("(and {more} more)"));
+                }
             }
             UnknownArguments::Reject => violations.extend(unknown_key_violations(schema, &unknown)),
         }
@@ -212,11 +259,16 @@ pub fn check_arguments(
 
     // Step 4b: the schema. The fast path costs one `is_valid`.
     let instance = Value::Object(args);
+    let mut unlisted = violations.len().saturating_sub(MAX_VIOLATIONS);
+    violations.truncate(MAX_VIOLATIONS);
     if !schema.validator.is_valid(&instance) {
-        violations.extend(render::violations(schema.validator.iter_errors(&instance)));
+        let room = MAX_VIOLATIONS - violations.len();
+        let (listed, more) = render::violations(schema.validator.iter_errors(&instance), room);
+        violations.extend(listed);
+        unlisted += more;
     }
     if !violations.is_empty() {
-        return Err(ArgumentError::new(violations));
+        return Err(ArgumentError::with_unlisted(violations, unlisted));
     }
     let Value::Object(arguments) = instance else {
         // The instance was built as an object three lines up.
@@ -242,9 +294,17 @@ fn unknown_key_violations(schema: &CompiledSchema, unknown: &[String]) -> Vec<Vi
     let mut unnamed = 0usize;
     let mut names: Vec<&String> = unknown.iter().collect();
     names.sort();
+    let mut unlisted = 0usize;
     for key in names {
         if !is_identifier_like(key) {
             unnamed += 1;
+            continue;
+        }
+        // Past the cap a name is only counted: no suggestion is computed
+        // and nothing is allocated for it.
+        // Two places stay free for the two summaries below.
+        if out.len() >= MAX_VIOLATIONS - 2 {
+            unlisted += 1;
             continue;
         }
         let hint = schema.root.near_miss(key).map(str::to_owned);
@@ -258,6 +318,14 @@ fn unknown_key_violations(schema: &CompiledSchema, unknown: &[String]) -> Vec<Vi
             unexpected: Some(vec![key.clone()]),
             did_you_mean: hint,
             message,
+            ..Violation::default()
+        });
+    }
+    if unlisted > 0 {
+        out.push(Violation {
+            location: String::new(),
+            constraint: "additionalProperties".to_owned(),
+            message: format!("{unlisted} more unexpected argument(s) not listed"),
             ..Violation::default()
         });
     }

@@ -29,7 +29,10 @@ mod known;
 mod render;
 mod schema;
 
-pub use check::{ArgumentError, Checked, ToolPolicy, UnknownArguments, Violation, check_arguments};
+pub use check::{
+    ArgumentError, Checked, MAX_MESSAGE_BYTES, MAX_VIOLATIONS, ToolPolicy, UnknownArguments,
+    Violation, bounded, check_arguments,
+};
 pub use schema::{CompiledSchema, MAX_SCHEMA_BYTES, SchemaProblem, SchemaRule, check_schema};
 
 /// Whether `name` may be shown in an error: an identifier-like key, never

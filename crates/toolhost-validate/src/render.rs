@@ -48,10 +48,20 @@ fn type_names(kind: &TypeKind) -> Vec<String> {
 
 /// Converts errors, merging `required` errors per location (jsonschema
 /// reports one per missing property) into one violation listing all names.
-pub(crate) fn violations<'a>(errors: impl Iterator<Item = ValidationError<'a>>) -> Vec<Violation> {
+/// At most `room` violations are built; the rest are only counted (the
+/// second value), so the answer does not grow with the input.
+pub(crate) fn violations<'a>(
+    errors: impl Iterator<Item = ValidationError<'a>>,
+    room: usize,
+) -> (Vec<Violation>, usize) {
     let mut out = Vec::new();
     let mut missing: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut unlisted = 0usize;
     for e in errors {
+        if out.len() + missing.len() >= room {
+            unlisted += 1;
+            continue;
+        }
         let location = mask_pointer(e.instance_path().as_str());
         if let K::Required { property } = e.kind() {
             missing
@@ -79,7 +89,7 @@ pub(crate) fn violations<'a>(errors: impl Iterator<Item = ValidationError<'a>>) 
         });
     }
     out.sort_by(|a, b| (&a.location, &a.constraint).cmp(&(&b.location, &b.constraint)));
-    out
+    (out, unlisted)
 }
 
 fn one(kind: &K, location: String) -> Violation {

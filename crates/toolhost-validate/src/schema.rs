@@ -287,16 +287,18 @@ impl CompiledSchema {
             if errors.is_empty() {
                 return Ok(());
             }
-            return Err(crate::ArgumentError::new(crate::render::violations(
-                errors.into_iter(),
-            )));
+            let (listed, unlisted) =
+                crate::render::violations(errors.into_iter(), crate::check::MAX_VIOLATIONS);
+            return Err(crate::ArgumentError::with_unlisted(listed, unlisted));
         }
         if self.validator.is_valid(value) {
             return Ok(());
         }
-        Err(crate::ArgumentError::new(crate::render::violations(
+        let (listed, unlisted) = crate::render::violations(
             self.validator.iter_errors(value),
-        )))
+            crate::check::MAX_VIOLATIONS,
+        );
+        Err(crate::ArgumentError::with_unlisted(listed, unlisted))
     }
 
     /// `jsonschema`'s own verdict, for benchmarks that compare against the

@@ -29,6 +29,18 @@ pub struct Config {
     pub admin: AdminConfig,
     #[serde(default)]
     pub backend: BackendConfig,
+    /// Per-plugin settings, by plugin id.
+    #[serde(default)]
+    pub plugin: std::collections::BTreeMap<String, PluginConfig>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginConfig {
+    /// Variables of the daemon's environment this plugin also gets (its
+    /// environment is otherwise clean).
+    #[serde(default)]
+    pub pass_env: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -40,6 +52,8 @@ pub struct AdminConfig {
     pub tcp: Option<String>,
     /// The bearer token every TCP admin call must carry.
     pub token_file: Option<PathBuf>,
+    /// Most admin connections at once, per listener.
+    pub max_connections: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -84,8 +98,18 @@ pub struct HttpConfig {
     pub stateless_json: bool,
     /// Most live MCP sessions and subscriptions.
     pub max_sessions: Option<usize>,
+    /// Most live MCP sessions and subscriptions of one bearer token.
+    pub max_sessions_per_token: Option<usize>,
     /// An idle session is closed after this long.
     pub session_idle_timeout_ms: Option<u64>,
+    /// Most open connections; at the cap the longest-idle one is closed.
+    pub max_connections: Option<usize>,
+    /// A new connection must send its request headers within this.
+    pub header_timeout_ms: Option<u64>,
+    /// A connection with no request in progress is closed after this.
+    pub idle_timeout_ms: Option<u64>,
+    /// A request body must arrive whole within this.
+    pub body_timeout_ms: Option<u64>,
     #[serde(default)]
     pub tokens: Vec<TokenConfig>,
 }
@@ -108,6 +132,13 @@ pub struct LimitsConfig {
     pub max_result_bytes: Option<usize>,
     pub max_calls_per_plugin: Option<usize>,
     pub max_request_bytes: Option<usize>,
+    /// File descriptors kept back from connections, for plugin (re)starts,
+    /// installs and the admin socket.
+    pub reserved_fds: Option<u64>,
+    /// Largest unpacked size of a plugin archive.
+    pub max_archive_bytes: Option<u64>,
+    /// Most entries in a plugin archive.
+    pub max_archive_entries: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

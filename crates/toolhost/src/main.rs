@@ -9,6 +9,7 @@
 mod call;
 mod check;
 mod config;
+mod memory;
 mod ops;
 mod serve;
 

@@ -8,9 +8,14 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use toolhost_admin::{AdminService, AdminState};
 use toolhost_catalog::Store;
-use toolhost_lifecycle::{Lifecycle, LifecycleConfig};
+use toolhost_lifecycle::{ArchiveLimits, Lifecycle, LifecycleConfig};
 use toolhost_manifest::naming;
-use toolhost_mcp::{HttpOptions, Hub, TokenTable, http_router, serve_stdio};
+use toolhost_mcp::{
+    ConnectionLimits, HttpOptions, Hub, TokenTable, http_router, serve_http, serve_stdio,
+};
+
+/// Descriptors kept back from HTTP connections by default.
+const DEFAULT_RESERVED_FDS: u64 = 128;
 use toolhost_pipeline::{Authorizer, AuthorizerAddress, Binding, Limits, Pipeline, Plugins};
 
 #[derive(Debug, clap::Args)]
@@ -50,8 +55,7 @@ pub struct ServeArgs {
 /// Crates that log whole protocol messages (arguments and results
 /// included) at debug or trace. They are capped at `info` whatever the
 /// filter says: no log line ever carries argument or result contents.
-const PAYLOAD_LOGGERS: [&str; 9] = [
-    "rmcp",
+const PAYLOAD_LOGGERS: [&str; 8] = [
     "h2",
     "hyper",
     "hyper_util",
@@ -70,6 +74,10 @@ fn init_logging(format: &str, level: &str) -> Result<()> {
     for target in PAYLOAD_LOGGERS {
         filter = filter.add_directive(format!("{target}=info").parse().context("log directive")?);
     }
+    // rmcp logs session ids, clientInfo, cancellation reasons and whole
+    // notifications at info, and every error answer (with the agent's text
+    // in it) at warn: capped at error.
+    filter = filter.add_directive("rmcp=error".parse().context("log directive")?);
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -108,6 +116,47 @@ async fn shutdown_signal(token: CancellationToken) {
     token.cancel();
 }
 
+/// Raises the soft limit of open files to the hard limit, so that the
+/// limits below, not the kernel, decide when connections are refused.
+/// Returns the soft limit now in force.
+fn raise_fd_limit() -> u64 {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let now = getrlimit(Resource::Nofile);
+    if now.current != now.maximum
+        && setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: now.maximum,
+                maximum: now.maximum,
+            },
+        )
+        .is_ok()
+    {
+        return now.maximum.unwrap_or(u64::MAX);
+    }
+    now.current.unwrap_or(u64::MAX)
+}
+
+/// The HTTP connection cap: the configured one, lowered so that HTTP
+/// connections, and the admin listeners at their caps, leave the reserve
+/// of descriptors for plugins and installs.
+fn fit_connections(configured: usize, fd_limit: u64, reserved: u64, admin: usize) -> usize {
+    let admin = u64::try_from(admin).unwrap_or(u64::MAX);
+    let room = fd_limit.saturating_sub(reserved).saturating_sub(admin);
+    usize::try_from(room)
+        .unwrap_or(usize::MAX)
+        .min(configured)
+        .max(1)
+}
+
+fn archive_limits(limits: &crate::config::LimitsConfig) -> ArchiveLimits {
+    let d = ArchiveLimits::default();
+    ArchiveLimits {
+        max_bytes: limits.max_archive_bytes.unwrap_or(d.max_bytes),
+        max_entries: limits.max_archive_entries.unwrap_or(d.max_entries),
+    }
+}
+
 pub async fn run(args: ServeArgs) -> Result<()> {
     let mut config = match &args.config {
         Some(p) => Config::load(p)?,
@@ -119,6 +168,8 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         .or(config.log.format.clone())
         .unwrap_or_else(|| "pretty".into());
     init_logging(&log_format, config.log.level.as_deref().unwrap_or("info"))?;
+    let fd_limit = raise_fd_limit();
+    toolhost_runtime::remove_stale_run_dirs();
 
     let prefix = config
         .prefix
@@ -204,6 +255,12 @@ pub async fn run(args: ServeArgs) -> Result<()> {
             supervisor: supervisor.clone(),
             managed,
             drain_timeout: max_timeout,
+            archive_limits: archive_limits(&config.limits),
+            pass_env: config
+                .plugin
+                .iter()
+                .map(|(id, p)| (id.clone(), p.pass_env.clone()))
+                .collect(),
         },
         Arc::clone(&store),
         Arc::clone(&plugins),
@@ -244,6 +301,9 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     if let Some(max) = http_config.max_sessions {
         hub.set_max_sessions(max);
     }
+    if let Some(max) = http_config.max_sessions_per_token {
+        hub.set_max_sessions_per_token(max);
+    }
     tokio::spawn(Arc::clone(&hub).run_notifier());
 
     let shutdown = CancellationToken::new();
@@ -260,10 +320,17 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         lifecycle: Arc::clone(&lifecycle),
     }));
     let socket = config.admin_socket(Some(&state_dir));
+    let admin_limits = toolhost_admin::ConnectionLimits {
+        max_connections: config
+            .admin
+            .max_connections
+            .unwrap_or(toolhost_admin::ConnectionLimits::default().max_connections),
+        ..toolhost_admin::ConnectionLimits::default()
+    };
     {
         let (admin, stop, socket) = (admin.clone(), shutdown.clone(), socket.clone());
         tokio::spawn(async move {
-            if let Err(e) = toolhost_admin::serve_unix(&socket, admin, stop).await {
+            if let Err(e) = toolhost_admin::serve_unix(&socket, admin, admin_limits, stop).await {
                 tracing::error!("admin API not served: {e}");
             }
         });
@@ -281,7 +348,9 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         eprintln!("toolhost: admin API on tcp://{}", listener.local_addr()?);
         let (admin, stop) = (admin.clone(), shutdown.clone());
         tokio::spawn(async move {
-            if let Err(e) = toolhost_admin::serve_tcp(listener, &token, admin, stop).await {
+            if let Err(e) =
+                toolhost_admin::serve_tcp(listener, &token, admin, admin_limits, stop).await
+            {
                 tracing::error!("admin API (TCP) stopped: {e}");
             }
         });
@@ -315,28 +384,41 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         if let Some(o) = http_config.allowed_origins.clone() {
             options.allowed_origins = o;
         }
-        if options.session_idle_timeout < max_timeout {
+        let defaults = ConnectionLimits::default();
+        let ms = |v: Option<u64>, d: Duration| v.map_or(d, Duration::from_millis);
+        let configured = http_config
+            .max_connections
+            .unwrap_or(defaults.max_connections);
+        let reserved = config.limits.reserved_fds.unwrap_or(DEFAULT_RESERVED_FDS);
+        // Both admin listeners may be full at once.
+        let admin_fds = admin_limits.max_connections * 2;
+        let max_connections = fit_connections(configured, fd_limit, reserved, admin_fds);
+        if max_connections < configured {
             tracing::warn!(
-                "[http] session_idle_timeout_ms is below [limits] max_timeout_ms: a session can be closed \
-                 (and its answers lost) while one of its calls is still running"
+                configured,
+                max_connections,
+                fd_limit,
+                reserved,
+                "[http] max_connections lowered to fit the open-file limit (raise `ulimit -n` to allow more)"
             );
         }
+        let limits = ConnectionLimits {
+            max_connections,
+            header_timeout: ms(http_config.header_timeout_ms, defaults.header_timeout),
+            idle_timeout: ms(http_config.idle_timeout_ms, defaults.idle_timeout),
+            body_timeout: ms(http_config.body_timeout_ms, defaults.body_timeout),
+            max_body_bytes: options.max_body_bytes,
+        };
         let app = http_router(Arc::clone(&hub), Arc::clone(&tokens), options);
-        // Small JSON-RPC answers must not wait for Nagle's algorithm (a
-        // streamed answer is several small writes; without this, a delayed
-        // ACK costs ~40 ms per call).
-        let listener =
-            axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
-                let _ = tcp.set_nodelay(true);
-            });
         // A line for people and scripts (tests wait for it).
         eprintln!("toolhost: serving MCP on http://{local}/mcp");
-        let stop = shutdown.clone();
-        http_task = Some(tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(stop.cancelled_owned())
-                .await
-        }));
+        tokio::spawn(crate::memory::trim_after_bursts(shutdown.clone()));
+        http_task = Some(tokio::spawn(serve_http(
+            listener,
+            app,
+            limits,
+            shutdown.clone(),
+        )));
     }
     if args.stdio {
         let Some(b) = stdio_binding else {
@@ -362,6 +444,7 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     {
         tracing::warn!("some plugins did not stop in time");
     }
+    toolhost_runtime::remove_run_dir();
     if let Some(t) = http_task {
         let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
     }

@@ -11,7 +11,8 @@
 //! waits `ms` milliseconds or until cancelled; `crash` exits the process
 //! mid-call; `count` says how many calls it has seen; `big` answers `bytes`
 //! bytes of text; `bad_output` answers structured content of the wrong shape;
-//! `flood` prints `lines` lines on stdout and stderr (some very long).
+//! `flood` prints `lines` lines on stdout and stderr (some very long);
+//! `env` answers its environment and its open descriptors.
 //!
 //! Every invocation and every cancellation is appended to `events.log` in
 //! the data directory, one line each, so tests can count what the plugin
@@ -179,10 +180,15 @@ fn main() -> ExitCode {
             ExitCode::from(3)
         }
         "silent" => hang(),
-        "malformed" | "version" | "tcp" => {
+        "malformed" | "version" | "tcp" | "foreign" => {
+            let foreign = format!(
+                "1|1|unix|{}|grpc",
+                std::env::var("TESTPLUG_SOCKET").unwrap_or_default()
+            );
             let line = match mode.as_str() {
                 "malformed" => "hello from a confused plugin",
                 "version" => "1|7|unix|/tmp/x.sock|grpc",
+                "foreign" => foreign.as_str(),
                 _ => "1|1|tcp|127.0.0.1:4000|grpc",
             };
             println!("{line}");
@@ -209,8 +215,29 @@ fn main() -> ExitCode {
     }
 }
 
+async fn env(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    let vars: Map<String, Value> = std::env::vars_os()
+        .map(|(k, v)| (k.to_string_lossy().into_owned(), json!(v.to_string_lossy())))
+        .collect();
+    // Where each open descriptor leads (the plugin's own included).
+    let fds: Vec<String> = std::fs::read_dir("/proc/self/fd")
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter_map(|e| std::fs::read_link(e.path()).ok())
+                .map(|t| t.display().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut out = Map::new();
+    out.insert("vars".into(), Value::Object(vars));
+    out.insert("fds".into(), json!(fds));
+    Ok(ToolOutput::structured(out))
+}
+
 fn tools() -> Plugin {
     Plugin::new()
+        .tool("env", env)
         .tool("echo", echo)
         .tool("echo_report", echo)
         .tool("nap", slow)

@@ -1,0 +1,446 @@
+//! The HTTP accept loop: connection-level limits that hold before any
+//! request is parsed, so a peer without a token cannot exhaust the daemon.
+//!
+//! `axum::serve` has none of these, which is why it is not used:
+//!
+//! - **A cap on concurrent connections.** At the cap, the connection that
+//!   has been idle longest (no request in progress) is closed to make room,
+//!   so a flood of idle connections cannot lock out a fresh client. When
+//!   every connection is busy, the newcomer is closed at once.
+//! - **A header timeout.** A connection that has not completed its first
+//!   request's headers within `header_timeout` is closed, however slowly
+//!   it dribbles bytes.
+//! - **An idle timeout.** A keep-alive connection with no request in
+//!   progress for `idle_timeout` is closed.
+//! - **A body timeout.** A request body must arrive whole within
+//!   `body_timeout`, and no larger than `max_body_bytes` (read here, before
+//!   MCP sees it).
+//! - **Disconnect cancels.** Every request carries a [`ClientGone`] token,
+//!   cancelled when its connection or its response stream is dropped, so a
+//!   tool call whose client left is cancelled and frees its slot at once.
+//! - **Accept errors** (`EMFILE` under descriptor pressure) pause the loop
+//!   briefly instead of spinning.
+
+use axum::body::Body;
+use http_body_util::BodyExt as _;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt as _;
+
+/// Connection-level limits of one listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// Most connections open at once.
+    pub max_connections: usize,
+    /// A new connection must complete its first request's headers within this.
+    pub header_timeout: Duration,
+    /// A connection with no request in progress is closed after this.
+    pub idle_timeout: Duration,
+    /// A request body must arrive whole within this.
+    pub body_timeout: Duration,
+    /// Largest request body; larger ones get 413 before MCP reads them.
+    pub max_body_bytes: usize,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: 512,
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            body_timeout: Duration::from_secs(30),
+            max_body_bytes: 2 * 1024 * 1024,
+        }
+    }
+}
+
+/// Set when a large request body has been read since the last
+/// [`take_large_request`]: the daemon then gives freed memory back to the
+/// system (glibc keeps what a burst of big requests freed otherwise).
+static LARGE_REQUEST: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Bodies at least this large count as large.
+const LARGE_BODY: usize = 256 * 1024;
+
+/// Whether a large request body was read since the last call.
+pub fn take_large_request() -> bool {
+    LARGE_REQUEST.swap(false, Ordering::Relaxed)
+}
+
+/// Cancelled when the client of a request goes away: its connection closed,
+/// or its response stream was dropped. Found in the request's extensions.
+#[derive(Debug, Clone, Default)]
+pub struct ClientGone(pub CancellationToken);
+
+/// One open connection, as the cap and the timeouts see it.
+#[derive(Debug)]
+struct Conn {
+    /// Requests in progress (from headers parsed to response body dropped).
+    busy: AtomicUsize,
+    /// Requests started so far.
+    started: AtomicU64,
+    /// When the connection last went idle, in ms since `epoch`.
+    idle_since_ms: AtomicU64,
+    /// Closes the connection at once (eviction at the cap).
+    evict: CancellationToken,
+}
+
+/// The open connections of one listener.
+#[derive(Debug)]
+struct Registry {
+    epoch: Instant,
+    next_id: AtomicU64,
+    open: Mutex<HashMap<u64, Arc<Conn>>>,
+    max: usize,
+}
+
+impl Registry {
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Admits a connection, evicting the longest-idle one at the cap.
+    /// `None`: every connection is busy, so the newcomer is refused.
+    fn admit(&self) -> Option<(u64, Arc<Conn>)> {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        if open.len() >= self.max {
+            let victim = open
+                .iter()
+                .filter(|(_, c)| c.busy.load(Ordering::SeqCst) == 0)
+                .min_by_key(|(_, c)| c.idle_since_ms.load(Ordering::SeqCst))
+                .map(|(id, _)| *id)?;
+            if let Some(c) = open.remove(&victim) {
+                c.evict.cancel();
+            }
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let conn = Arc::new(Conn {
+            busy: AtomicUsize::new(0),
+            started: AtomicU64::new(0),
+            idle_since_ms: AtomicU64::new(self.now_ms()),
+            evict: CancellationToken::new(),
+        });
+        open.insert(id, Arc::clone(&conn));
+        Some((id, conn))
+    }
+
+    fn remove(&self, id: u64) {
+        self.open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
+    }
+
+    fn len(&self) -> usize {
+        self.open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+}
+
+/// Marks a request in progress for as long as it lives (the service call,
+/// then the response body), and tells the call when the client is gone.
+struct InProgress {
+    registry: Arc<Registry>,
+    conn: Arc<Conn>,
+    gone: CancellationToken,
+}
+
+impl InProgress {
+    fn begin(registry: &Arc<Registry>, conn: &Arc<Conn>) -> Self {
+        conn.busy.fetch_add(1, Ordering::SeqCst);
+        conn.started.fetch_add(1, Ordering::SeqCst);
+        Self {
+            registry: Arc::clone(registry),
+            conn: Arc::clone(conn),
+            gone: CancellationToken::new(),
+        }
+    }
+}
+
+impl Drop for InProgress {
+    fn drop(&mut self) {
+        self.conn
+            .idle_since_ms
+            .store(self.registry.now_ms(), Ordering::SeqCst);
+        self.conn.busy.fetch_sub(1, Ordering::SeqCst);
+        // A finished call ignores this; one still running is cancelled.
+        self.gone.cancel();
+    }
+}
+
+/// A response body that holds `guard` until the body is done or dropped:
+/// how a request stays "in progress" while its answer streams.
+pub(crate) struct Guarded<G> {
+    pub(crate) inner: Body,
+    pub(crate) _guard: G,
+}
+
+impl<G: Unpin> http_body::Body for Guarded<G> {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+fn plain(status: http::StatusCode, text: &'static str) -> http::Response<Body> {
+    let mut r = http::Response::new(Body::from(text));
+    *r.status_mut() = status;
+    r
+}
+
+/// One request: read the body within its limits, then the router.
+async fn handle(
+    app: axum::Router,
+    limits: ConnectionLimits,
+    in_progress: InProgress,
+    request: http::Request<Incoming>,
+) -> http::Response<Body> {
+    let (mut parts, body) = request.into_parts();
+    let limited = http_body_util::Limited::new(body, limits.max_body_bytes);
+    let bytes = match tokio::time::timeout(limits.body_timeout, limited.collect()).await {
+        Err(_) => {
+            return plain(
+                http::StatusCode::REQUEST_TIMEOUT,
+                "the request body did not arrive in time\n",
+            );
+        }
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            return plain(
+                http::StatusCode::PAYLOAD_TOO_LARGE,
+                "the request body is larger than the limit\n",
+            );
+        }
+        Ok(Err(_)) => {
+            return plain(
+                http::StatusCode::BAD_REQUEST,
+                "the request body broke off\n",
+            );
+        }
+        Ok(Ok(collected)) => collected.to_bytes(),
+    };
+    if bytes.len() >= LARGE_BODY {
+        LARGE_REQUEST.store(true, Ordering::Relaxed);
+    }
+    parts
+        .extensions
+        .insert(ClientGone(in_progress.gone.clone()));
+    let request = http::Request::from_parts(parts, Body::from(bytes));
+    let Ok(response) = app.oneshot(request).await;
+    response.map(|inner| {
+        Body::new(Guarded {
+            inner,
+            _guard: in_progress,
+        })
+    })
+}
+
+/// When a connection with no request in progress is due to close.
+fn idle_deadline(registry: &Registry, conn: &Conn, limits: &ConnectionLimits) -> Instant {
+    let since = Duration::from_millis(conn.idle_since_ms.load(Ordering::SeqCst));
+    let allowance = if conn.started.load(Ordering::SeqCst) == 0 {
+        limits.header_timeout
+    } else {
+        limits.idle_timeout
+    };
+    registry.epoch + since + allowance
+}
+
+async fn serve_connection(
+    tcp: tokio::net::TcpStream,
+    app: axum::Router,
+    limits: ConnectionLimits,
+    registry: Arc<Registry>,
+    id: u64,
+    conn: Arc<Conn>,
+    shutdown: CancellationToken,
+) {
+    // Small JSON-RPC answers must not wait for Nagle's algorithm (a
+    // streamed answer is several small writes; without this, a delayed ACK
+    // costs ~40 ms per call).
+    let _ = tcp.set_nodelay(true);
+    let service = {
+        let (registry, conn) = (Arc::clone(&registry), Arc::clone(&conn));
+        hyper::service::service_fn(move |request: http::Request<Incoming>| {
+            let in_progress = InProgress::begin(&registry, &conn);
+            let app = app.clone();
+            async move { Ok::<_, Infallible>(handle(app, limits, in_progress, request).await) }
+        })
+    };
+    let connection = hyper::server::conn::http1::Builder::new()
+        .serve_connection(TokioIo::new(tcp), service)
+        .with_upgrades();
+    tokio::pin!(connection);
+    loop {
+        let deadline = idle_deadline(&registry, &conn, &limits);
+        tokio::select! {
+            _ = connection.as_mut() => break,
+            // Dropping the connection closes it; it had nothing in progress.
+            () = conn.evict.cancelled() => break,
+            () = shutdown.cancelled() => {
+                connection.as_mut().graceful_shutdown();
+                let _ = tokio::time::timeout(Duration::from_secs(5), connection.as_mut()).await;
+                break;
+            }
+            () = tokio::time::sleep_until(deadline) => {
+                // A request may have started or ended meanwhile: re-read.
+                if conn.busy.load(Ordering::SeqCst) == 0
+                    && Instant::now() >= idle_deadline(&registry, &conn, &limits)
+                {
+                    break;
+                }
+                if conn.busy.load(Ordering::SeqCst) > 0 {
+                    // Busy: look again once the current request could
+                    // have gone idle for a whole timeout.
+                    tokio::select! {
+                        _ = connection.as_mut() => break,
+                        () = shutdown.cancelled() => {
+                            connection.as_mut().graceful_shutdown();
+                            let _ = tokio::time::timeout(Duration::from_secs(5), connection.as_mut()).await;
+                            break;
+                        }
+                        () = tokio::time::sleep(limits.idle_timeout.min(limits.header_timeout)) => {}
+                    }
+                }
+            }
+        }
+    }
+    registry.remove(id);
+}
+
+/// Serves `app` on `listener` with `limits` until `shutdown`, then lets
+/// requests in progress finish (up to 5 s).
+pub async fn serve_http(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    limits: ConnectionLimits,
+    shutdown: CancellationToken,
+) {
+    let registry = Arc::new(Registry {
+        epoch: Instant::now(),
+        next_id: AtomicU64::new(1),
+        open: Mutex::new(HashMap::new()),
+        max: limits.max_connections.max(1),
+    });
+    let mut refused: u64 = 0;
+    loop {
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => break,
+            a = listener.accept() => a,
+        };
+        let tcp = match accepted {
+            Ok((tcp, _)) => tcp,
+            Err(e) => {
+                // EMFILE/ENFILE/ENOBUFS: the connection stays in the backlog;
+                // pause so the loop does not spin while descriptors are short.
+                tracing::warn!(error = %e, open = registry.len(), "cannot accept a connection; pausing");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Some((id, conn)) = registry.admit() else {
+            refused += 1;
+            if refused.is_power_of_two() {
+                tracing::warn!(
+                    limit = registry.max,
+                    refused,
+                    "connection limit reached and every connection is busy; refusing connections"
+                );
+            }
+            drop(tcp);
+            continue;
+        };
+        tokio::spawn(serve_connection(
+            tcp,
+            app.clone(),
+            limits,
+            Arc::clone(&registry),
+            id,
+            conn,
+            shutdown.clone(),
+        ));
+    }
+    // Wait for connections to finish their graceful shutdown.
+    let deadline = Instant::now() + Duration::from_secs(6);
+    while registry.len() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry(max: usize) -> Arc<Registry> {
+        Arc::new(Registry {
+            epoch: Instant::now(),
+            next_id: AtomicU64::new(1),
+            open: Mutex::new(HashMap::new()),
+            max,
+        })
+    }
+
+    fn admit(r: &Registry) -> Arc<Conn> {
+        match r.admit() {
+            Some((_, c)) => c,
+            None => panic!("no room for a connection"),
+        }
+    }
+
+    #[test]
+    fn at_the_cap_the_longest_idle_connection_makes_room() {
+        let r = registry(2);
+        let a = admit(&r);
+        let b = admit(&r);
+        a.idle_since_ms.store(5, Ordering::SeqCst);
+        b.idle_since_ms.store(1, Ordering::SeqCst);
+        let _c = admit(&r);
+        assert!(b.evict.is_cancelled(), "the longest idle goes first");
+        assert!(!a.evict.is_cancelled());
+        assert_eq!(r.len(), 2);
+    }
+
+    #[test]
+    fn when_every_connection_is_busy_the_newcomer_is_refused() {
+        let r = registry(1);
+        let a = admit(&r);
+        let _busy = InProgress::begin(&r, &a);
+        assert!(r.admit().is_none());
+        assert!(!a.evict.is_cancelled());
+    }
+
+    #[test]
+    fn a_request_ending_cancels_its_client_gone_token() {
+        let r = registry(1);
+        let a = admit(&r);
+        let p = InProgress::begin(&r, &a);
+        let gone = p.gone.clone();
+        assert_eq!(a.busy.load(Ordering::SeqCst), 1);
+        drop(p);
+        assert!(gone.is_cancelled());
+        assert_eq!(a.busy.load(Ordering::SeqCst), 0);
+    }
+}
