@@ -1130,3 +1130,63 @@ async fn plugin_floods_and_control_characters_never_reach_the_log_raw() {
     assert!(forwarded < 1000, "{forwarded} plugin lines forwarded");
     let _ = c.cancel().await;
 }
+
+#[tokio::test]
+async fn a_restart_short_of_descriptors_waits_for_them_and_is_not_a_failure() {
+    let root = Scratch::new("emfile");
+    let tp = testplug_dir(root.path(), "tp", "normal");
+    // No reserve, so connections can take every descriptor; one restart
+    // allowed, so a counted failure would show at once.
+    let d = Daemon::start_with(
+        root.path(),
+        &config(
+            root.path(),
+            &tp,
+            "max_connections = 1000\nheader_timeout_ms = 600000",
+            "max_restarts = 1\n[limits]\nreserved_fds = 0\n[admin]\nmax_connections = 1\n",
+        ),
+        &[],
+        "info",
+        |cmd| with_fd_limit(cmd, 256),
+    );
+    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
+        .await;
+    let Some(plugin) = d.children().first().copied() else {
+        panic!("no plugin process");
+    };
+    let authority = d.base().trim_start_matches("http://").to_owned();
+    let mut flood = Vec::new();
+    for _ in 0..400 {
+        // Once the daemon cannot accept, its backlog fills and a connect
+        // waits for SYN retries: give up on those.
+        let connect = tokio::net::TcpStream::connect(&authority);
+        if let Ok(Ok(s)) = tokio::time::timeout(Duration::from_millis(200), connect).await {
+            flood.push(s);
+        }
+    }
+    eventually(WAIT, "the daemon out of descriptors", async || {
+        let n = toolhost_e2e::open_fds(d.pid());
+
+        (n >= 255).then_some(())
+    })
+    .await;
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(i32::try_from(plugin).unwrap_or(0))
+            .unwrap_or_else(|| panic!("pid")),
+        rustix::process::Signal::KILL,
+    );
+    eventually(
+        WAIT,
+        "a start refused for lack of descriptors",
+        async || d.logs().contains("for lack of resources").then_some(()),
+    )
+    .await;
+    drop(flood);
+    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
+        .await;
+    assert!(!d.logs().contains("gave up"), "{}", d.logs());
+    let c = agent(&d.url, TOKEN).await;
+    let r = call(&c, "kandev_tp_echo", json!({ "msg": "m", "n": 1 })).await;
+    assert_eq!(code(&r), "ok", "{r:?}");
+    let _ = c.cancel().await;
+}

@@ -1,7 +1,7 @@
 //! `toolhost serve` end to end: the real binary, real plugin processes, and
 //! rmcp's client over stdio and streamable HTTP, in both protocol eras.
 //!
-//! Each behaviour of SPEC sections 6 to 8 is checked the way an agent meets
+//! Each behaviour of docs/CONTRACT.md §3 to §5 is checked the way an agent meets
 //! it. Plugins count their invocations in `events.log`, so "the handler was
 //! not invoked" is a fact read from the plugin, not an assumption.
 

@@ -56,7 +56,7 @@ fuzz_target!(|data: &[u8]| {
                 let shown = format!("{} {}", e.message, serde_json::to_string(&e.violations).unwrap_or_default());
                 let mut values = Vec::new();
                 string_values(&value, &mut values);
-                // Identifier-like keys may be named (SPEC section 8); a value
+                // Identifier-like keys may be named (docs/CONTRACT.md §5); a value
                 // that happens to be part of a key is not evidence of an echo.
                 let mut names = Vec::new();
                 keys(&value, &mut names);

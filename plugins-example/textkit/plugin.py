@@ -1,6 +1,6 @@
 """textkit: a toolhost plugin in Python.
 
-It speaks the same handshake as any toolhost plugin (SPEC section 9,
+It speaks the same handshake as any toolhost plugin (docs/PROTOCOL.md §3 and §4,
 go-plugin's conventions), with nothing but grpcio:
 
 1. refuse to run unless KANDEV_PLUGIN=kandev-plugin-v1 and protocol 1 is

@@ -1,4 +1,4 @@
-//! The admin API (SPEC section 11): how a backend drives toolhost and how
+//! The admin API (docs/CONTRACT.md §6): how a backend drives toolhost and how
 //! the operator CLI talks to a running daemon.
 //!
 //! `toolhost.admin.v1.Admin` is served on a Unix socket created with mode

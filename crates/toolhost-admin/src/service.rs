@@ -139,7 +139,7 @@ impl Admin for AdminService {
                     Outcome::Conflict => pb::PushOutcome::Conflict,
                     Outcome::Invalid => pb::PushOutcome::Invalid,
                 };
-                tracing::info!(outcome = r.outcome.as_str(), generation = %r.generation, revision = r.revision, "catalog push");
+                tracing::info!(outcome = r.outcome.as_str(), generation = %toolhost_runtime::log_safe(&r.generation, 256), revision = r.revision, "catalog push");
                 pb::PushCatalogResponse {
                     outcome: outcome.into(),
                     generation: r.generation,

@@ -1,5 +1,5 @@
 //! The catalog: which tools are on offer, as immutable snapshots replaced
-//! atomically (SPEC section 5).
+//! atomically (docs/CONTRACT.md §2).
 //!
 //! A [`Snapshot`] is plain data: a generation, a revision and tool
 //! [`Descriptor`]s, built from installed manifests or pushed by a backend.

@@ -168,7 +168,7 @@ impl Store {
         self.changes.subscribe()
     }
 
-    /// Offers a snapshot (SPEC section 5).
+    /// Offers a snapshot (docs/CONTRACT.md §2).
     pub fn offer(&self, snapshot: Snapshot) -> OfferResult {
         self.offer_checked(snapshot, None)
     }
@@ -254,8 +254,12 @@ impl Store {
 
     fn shape_problems(&self, generation: &str, plan: &[Planned]) -> Vec<String> {
         let mut out = Vec::new();
-        if generation.is_empty() || generation.len() > 128 {
-            out.push("generation must be 1 to 128 bytes".to_owned());
+        // Printable, so a generation id can be logged and shown as it is.
+        if generation.is_empty()
+            || generation.len() > 128
+            || generation.chars().any(char::is_control)
+        {
+            out.push("generation must be 1 to 128 bytes, without control characters".to_owned());
         }
         if plan.len() > MAX_TOOLS {
             out.push(format!("{} tools; at most {MAX_TOOLS}", plan.len()));

@@ -1,4 +1,4 @@
-//! The store's rules (SPEC section 5), one test per rule, then a model-based
+//! The store's rules (docs/CONTRACT.md §2), one test per rule, then a model-based
 //! property test over random offer sequences and a concurrent one.
 
 use proptest::prelude::*;

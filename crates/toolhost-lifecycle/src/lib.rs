@@ -1,5 +1,5 @@
-//! Installed plugins, live (SPEC section 12), and the embedded catalog
-//! authority (SPEC section 1: without a backend, toolhost builds its catalog
+//! Installed plugins, live (docs/PROTOCOL.md §6), and the embedded catalog
+//! authority (docs/CONTRACT.md §1: without a backend, toolhost builds its catalog
 //! from the installed plugins).
 //!
 //! Every operation (install, upgrade, enable, disable, remove) ends in a new

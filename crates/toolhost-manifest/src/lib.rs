@@ -1,5 +1,5 @@
 //! Plugin manifests (`plugin.toml`) and the names their tools are exposed
-//! under: SPEC sections 3 and 4.
+//! under: docs/PROTOCOL.md §1 and §2.
 //!
 //! This crate owns install validation: every rule a plugin must satisfy
 //! before toolhost will run it, checked all at once so an author sees every

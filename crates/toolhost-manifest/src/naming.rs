@@ -1,4 +1,4 @@
-//! Exposed tool names (SPEC section 4).
+//! Exposed tool names (docs/PROTOCOL.md §2).
 //!
 //! An agent sees one flat namespace of tool names, and every model provider
 //! restricts what a name may be (Anthropic and OpenAI: 64 characters of

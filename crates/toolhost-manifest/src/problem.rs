@@ -4,7 +4,7 @@ use std::fmt;
 use std::path::PathBuf;
 use toolhost_validate::SchemaRule;
 
-/// A rule of SPEC section 3. The code is stable and appears in messages, so
+/// A rule of docs/PROTOCOL.md §1. The code is stable and appears in messages, so
 /// an author can search the docs for it and tests can match on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Rule {

@@ -1,5 +1,5 @@
 //! Every directory under `tests/broken/` holds a manifest that breaks one
-//! rule of SPEC section 3 (or several, for `many-problems`), and an `EXPECT`
+//! rule of docs/PROTOCOL.md §1 (or several, for `many-problems`), and an `EXPECT`
 //! file with the rule codes it must be refused for. A new rule gets a new
 //! directory here.
 

@@ -4,8 +4,13 @@
 //! catalog (no tool macros: the tool set is data, and it changes at run
 //! time). It serves `tools/list` from the catalog's per-surface view and
 //! hands every `tools/call` to the pipeline. It runs on stdio ([`serve_stdio`])
-//! and on streamable HTTP at `/mcp` ([`http_router`]), where a bearer token
-//! picks the session's binding and anything else gets 401 before MCP sees it.
+//! and on streamable HTTP at `/mcp` ([`http_router`], served by
+//! [`serve_http`]), where a bearer token picks the session's binding and
+//! anything else gets 401 before MCP sees it. [`serve_http`] is toolhost's
+//! own accept loop: a connection cap, header, idle and body timeouts, and a
+//! [`ClientGone`] token per request, so no peer can exhaust the daemon
+//! before it has shown a token. A session belongs to the token that created
+//! it, and its idleness counts only the client's requests.
 //!
 //! [`Hub`] keeps every live session of both protocol eras (sessions that
 //! initialized, for 2025-11-25 and older; open `subscriptions/listen`

@@ -346,6 +346,8 @@ pub async fn serve_http(
         max: limits.max_connections.max(1),
     });
     let mut refused: u64 = 0;
+    let mut failed_accepts: u64 = 0;
+    let mut last_accept_warning: Option<Instant> = None;
     loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => break,
@@ -355,8 +357,14 @@ pub async fn serve_http(
             Ok((tcp, _)) => tcp,
             Err(e) => {
                 // EMFILE/ENFILE/ENOBUFS: the connection stays in the backlog;
-                // pause so the loop does not spin while descriptors are short.
-                tracing::warn!(error = %e, open = registry.len(), "cannot accept a connection; pausing");
+                // pause so the loop does not spin while descriptors are
+                // short, and say so at most once a second.
+                failed_accepts += 1;
+                if last_accept_warning.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                    tracing::warn!(error = %e, open = registry.len(), failed_accepts, "cannot accept connections; pausing");
+                    last_accept_warning = Some(Instant::now());
+                    failed_accepts = 0;
+                }
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }

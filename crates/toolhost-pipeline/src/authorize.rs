@@ -1,4 +1,4 @@
-//! The backend's `Authorize` RPC (SPEC section 8, step 5): asked after every
+//! The backend's `Authorize` RPC (docs/CONTRACT.md §5, step 5): asked after every
 //! local check, with the binding, the tool and the invocation id, never the
 //! arguments. A denial, an error or a timeout denies: uncertainty fails
 //! closed.

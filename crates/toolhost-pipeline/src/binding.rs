@@ -1,4 +1,4 @@
-//! Who is calling: a session's binding (SPEC section 6).
+//! Who is calling: a session's binding (docs/CONTRACT.md §3).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

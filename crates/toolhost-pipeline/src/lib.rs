@@ -1,4 +1,4 @@
-//! The `tools/call` pipeline: SPEC section 8, in that order.
+//! The `tools/call` pipeline: docs/CONTRACT.md §5, in that order.
 //!
 //! 1. **Resolve** the name among the tools the session can see; otherwise
 //!    the call is a protocol error, `Unknown tool` (tools of other surfaces are

@@ -4,7 +4,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use toolhost_validate::Violation;
 
-/// Why a call failed, from pipeline step 2 on (SPEC section 8).
+/// Why a call failed, from pipeline step 2 on (docs/CONTRACT.md §5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {

@@ -5,9 +5,10 @@
 //! implementation side everything the wire protocol asks for, so a plugin is
 //! one function per tool:
 //!
-//! - the handshake (SPEC section 9, go-plugin's conventions): the magic
-//!   cookie is checked, a Unix socket is bound in a private temporary
-//!   directory, and `1|1|unix|<socket>|grpc` is printed on stdout;
+//! - the handshake (docs/PROTOCOL.md §3 and §4, go-plugin's conventions): the magic
+//!   cookie is checked, a Unix socket is bound in the private directory
+//!   toolhost names in `KANDEV_PLUGIN_SOCKET_DIR`, and
+//!   `1|1|unix|<socket>|grpc` is printed on stdout;
 //! - the `kandev.plugin.v1.Plugin` service and the standard
 //!   `grpc.health.v1` service, reporting `plugin` as SERVING;
 //! - graceful shutdown on SIGTERM or SIGINT;

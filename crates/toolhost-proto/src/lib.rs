@@ -8,12 +8,12 @@
 
 #![allow(missing_docs)] // generated code carries the .proto comments, not rustdoc on every item
 
-/// `kandev.plugin.v1`: the service every plugin serves (SPEC section 9).
+/// `kandev.plugin.v1`: the service every plugin serves (docs/PROTOCOL.md §3 and §4).
 pub mod plugin {
     tonic::include_proto!("kandev.plugin.v1");
 }
 
-/// `toolhost.admin.v1`: the backend-facing admin API (SPEC section 11).
+/// `toolhost.admin.v1`: the backend-facing admin API (docs/CONTRACT.md §6).
 pub mod admin {
     tonic::include_proto!("toolhost.admin.v1");
 }

@@ -1,17 +1,21 @@
-//! Runs plugins: SPEC sections 9 and 10.
+//! Runs plugins: docs/PROTOCOL.md §3 to §5.
 //!
 //! Each installed plugin gets one supervisor task ([`supervise`]) that owns
 //! its process from start to reaping:
 //!
 //! 1. **Start**: the plugin's command runs in its own process group, with a
-//!    parent-death signal (Linux) so it cannot outlive toolhost, and with the
-//!    magic cookie, `PLUGIN_PROTOCOL_VERSIONS=1` and its data directory in its
-//!    environment.
+//!    parent-death signal (Linux) so it cannot outlive toolhost, no inherited
+//!    descriptor but 0, 1 and 2, and a clean environment: a few base
+//!    variables, what the operator passes, the manifest's, then the magic
+//!    cookie, `PLUGIN_PROTOCOL_VERSIONS=1`, its data directory and its own
+//!    socket directory ([`sockets`], also its `TMPDIR`).
 //! 2. **Handshake** ([`handshake`]): the first stdout line must be
 //!    `1|1|unix|<socket>|grpc` within the startup timeout; then the gRPC
-//!    channel connects over the Unix socket and the standard health check of
+//!    channel connects over the Unix socket (which must be inside the socket
+//!    directory toolhost gave it) and the standard health check of
 //!    service `plugin` must answer SERVING. Every later line on stdout or
-//!    stderr becomes a `tracing` event tagged with the plugin id.
+//!    stderr becomes a `tracing` event tagged with the plugin id, escaped and
+//!    rate-limited.
 //! 3. **Ready**: a [`PluginClient`] is published in the plugin's state; health
 //!    is probed periodically.
 //! 4. **Trouble**: an exit, or three failed probes in a row, stops the process
@@ -32,7 +36,7 @@ mod client;
 pub mod handshake;
 mod logs;
 mod process;
-mod sockets;
+pub mod sockets;
 mod supervisor;
 
 pub use client::{CallSlot, DEFAULT_MAX_ANSWER_BYTES, InvokeError, PluginClient};

@@ -61,7 +61,7 @@ impl PluginSpec {
 /// How soon a start that failed for lack of resources is tried again.
 const RESOURCE_RETRY: Duration = Duration::from_millis(500);
 
-/// Supervision knobs. The defaults are SPEC section 10's.
+/// Supervision knobs. The defaults are docs/PROTOCOL.md §5's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SupervisorConfig {
     /// Time between health probes of a ready plugin.

@@ -1,6 +1,6 @@
-//! Argument checking for tool calls: SPEC section 8, steps 2 to 4, as a
+//! Argument checking for tool calls: docs/CONTRACT.md §5, steps 2 to 4, as a
 //! library the call pipeline uses, plus the schema rules that install
-//! validation shares (SPEC section 3).
+//! validation shares (docs/PROTOCOL.md §1).
 //!
 //! The order is fixed and each step has one job:
 //!
@@ -36,7 +36,7 @@ pub use check::{
 pub use schema::{CompiledSchema, MAX_SCHEMA_BYTES, SchemaProblem, SchemaRule, check_schema};
 
 /// Whether `name` may be shown in an error: an identifier-like key, never
-/// arbitrary data. SPEC section 8: `^[A-Za-z0-9_.-]{1,64}$`.
+/// arbitrary data. docs/CONTRACT.md §5: `^[A-Za-z0-9_.-]{1,64}$`.
 #[must_use]
 pub fn is_identifier_like(name: &str) -> bool {
     !name.is_empty()

@@ -1,4 +1,4 @@
-//! Tool schemas: the install-time rules (SPEC section 3) and compilation.
+//! Tool schemas: the install-time rules (docs/PROTOCOL.md §1) and compilation.
 //!
 //! A schema is compiled once, by the catalog, and shared behind an `Arc` by
 //! every revision that declares the same canonical schema. Compilation never

@@ -1,5 +1,5 @@
-//! Argument checking as the pipeline sees it. Each test is one rule of SPEC
-//! section 8, steps 2 to 4.
+//! Argument checking as the pipeline sees it. Each test is one rule of
+//! docs/CONTRACT.md §5, steps 2 to 4.
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -44,7 +44,7 @@ fn rendered(e: &ArgumentError) -> String {
 }
 
 const SECRET: &str = "S3CRET-canary-9f1c";
-/// Keys are named when they look like identifiers (SPEC section 8); a key
+/// Keys are named when they look like identifiers (docs/CONTRACT.md §5); a key
 /// that does not must never be shown, so key-position canaries carry a space.
 const SECRET_KEY: &str = "S3CRET canary key";
 
