@@ -219,10 +219,12 @@ impl Hub {
     /// plus sessions still initializing.
     #[must_use]
     pub fn session_count(&self) -> usize {
-        self.listeners
+        let mut listeners = self
+            .listeners
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+            .unwrap_or_else(PoisonError::into_inner);
+        listeners.retain(Listener::is_live);
+        listeners.len()
     }
 
     /// Admits a `subscriptions/listen` stream, if the limits allow one
