@@ -47,9 +47,15 @@ async fn admin(root: &Path) -> AdminClient<tonic::transport::Channel> {
     .await
 }
 
+/// A snapshot of `plugin`; `gN` has epoch N, so later generations win.
 fn snapshot(plugin: &Path, generation: &str, revision: u64) -> Snapshot {
     let m = Manifest::load(plugin).unwrap_or_else(|p| panic!("{p:#?}"));
-    Snapshot::from_manifests("kandev", generation, revision, [&m])
+    let mut s = Snapshot::from_manifests("kandev", generation, revision, [&m]);
+    s.epoch = generation
+        .trim_start_matches(|c: char| !c.is_ascii_digit())
+        .parse()
+        .unwrap_or(0);
+    s
 }
 
 async fn push(
@@ -494,7 +500,9 @@ async fn the_cli_drives_a_running_daemon() {
     ]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(
-        out.starts_with("accepted: now generation g1 revision 1"),
+        out.starts_with(
+            "accepted: offered generation g1 epoch 1 revision 1; now generation g1 revision 1"
+        ),
         "{out}"
     );
     let (code, out, _) = cli(&[
@@ -504,7 +512,23 @@ async fn the_cli_drives_a_running_daemon() {
         "--config",
         &config_file,
     ]);
-    assert_eq!((code, out.starts_with("stale")), (1, true), "{out}");
+    // An identical retry is not a failure.
+    assert_eq!((code, out.starts_with("unchanged")), (0, true), "{out}");
+    let (code, out, _) = cli(&[
+        "catalog",
+        "push",
+        &file.display().to_string(),
+        "--admin",
+        &sock,
+        "--format",
+        "json",
+    ]);
+    let v: Value = serde_json::from_str(&out).unwrap_or_default();
+    assert_eq!(
+        (code, v["outcome"].as_str(), v["offered"]["epoch"].as_u64()),
+        (0, Some("unchanged"), Some(1)),
+        "{out}"
+    );
 
     d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
         .await;
@@ -541,4 +565,68 @@ async fn the_cli_drives_a_running_daemon() {
     let (code, _, err) = cli(&["status", "--admin", "/nonexistent/admin.sock"]);
     assert_eq!(code, 1);
     assert!(err.contains("is `toolhost serve` running?"), "{err}");
+}
+
+#[tokio::test]
+async fn a_dead_backends_delayed_push_cannot_take_over_before_or_after_a_restart() {
+    let root = Scratch::new("fence");
+    let tp = testplug_dir(root.path(), "tp", "normal");
+    let cfg = config(root.path(), &tp, "[backend]\nmanaged = true\n");
+    let at = |generation: &str, epoch: u64, revision: u64, tools: usize| {
+        let mut s = snapshot(&tp, generation, revision);
+        s.epoch = epoch;
+        s.tools.truncate(tools);
+        s
+    };
+    let mut d = Daemon::start(root.path(), &cfg, &[]);
+    let mut a = admin(root.path()).await;
+    let r = push(&mut a, &at("live", 1_700_000_000_002, 5, 3)).await;
+    assert_eq!(outcome(&r), pb::PushOutcome::Accepted);
+    // The dead backend (an earlier start, so a lower epoch) pushes late.
+    let r = push(&mut a, &at("dead", 1_700_000_000_001, 9, 1)).await;
+    assert_eq!(outcome(&r), pb::PushOutcome::Stale, "{:?}", r.reasons);
+    assert!(
+        r.reasons.iter().any(|x| x.contains("fenced")),
+        "{:?}",
+        r.reasons
+    );
+    // A second replica at the same epoch is a conflict, not a takeover.
+    let r = push(&mut a, &at("replica", 1_700_000_000_002, 9, 1)).await;
+    assert_eq!(outcome(&r), pb::PushOutcome::Conflict);
+    // The real backend goes on.
+    let r = push(&mut a, &at("live", 1_700_000_000_002, 6, 3)).await;
+    assert_eq!(outcome(&r), pb::PushOutcome::Unchanged);
+    let fence = root.path().join("state/catalog-fence.json");
+    let mode = std::fs::metadata(&fence)
+        .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777)
+        .unwrap_or(0);
+    assert_eq!(mode, 0o600, "the fence file is private");
+
+    // After a restart the fence holds.
+    let _ = d.signal_and_wait(rustix::process::Signal::TERM);
+    let d = Daemon::start(root.path(), &cfg, &[]);
+    let mut a = admin(root.path()).await;
+    let r = push(&mut a, &at("dead", 1_700_000_000_001, 10, 1)).await;
+    assert_eq!(outcome(&r), pb::PushOutcome::Stale, "{:?}", r.reasons);
+    let r = push(&mut a, &at("live", 1_700_000_000_002, 5, 3)).await;
+    assert_eq!(
+        outcome(&r),
+        pb::PushOutcome::Stale,
+        "older than before the restart"
+    );
+    let r = push(&mut a, &at("live", 1_700_000_000_002, 6, 3)).await;
+    assert_eq!(outcome(&r), pb::PushOutcome::Accepted, "{:?}", r.reasons);
+    let c = agent(&d.url, TOKEN).await;
+    assert_eq!(
+        names(&c).await.len(),
+        3,
+        "the live backend's catalog serves"
+    );
+    let logs = d.logs();
+    assert!(logs.contains("catalog fence restored"), "{logs}");
+    assert!(
+        logs.contains("offered_generation=dead") && logs.contains("outcome=\"stale\""),
+        "the push log names the offered version: {logs}"
+    );
+    let _ = c.cancel().await;
 }

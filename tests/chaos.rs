@@ -487,7 +487,8 @@ async fn a_racing_backend_ends_at_the_greatest_accepted_version() {
     })
     .await;
     let m = toolhost_manifest::Manifest::load(&tp).unwrap_or_else(|p| panic!("{p:#?}"));
-    let full = toolhost_catalog::Snapshot::from_manifests("kandev", "g-old", 1, [&m]);
+    let mut full = toolhost_catalog::Snapshot::from_manifests("kandev", "g-old", 1, [&m]);
+    full.epoch = 1;
     let push = |s: &toolhost_catalog::Snapshot| pb::PushCatalogRequest {
         snapshot: Some(toolhost_admin::snapshot_to_proto(s)),
     };
@@ -510,10 +511,11 @@ async fn a_racing_backend_ends_at_the_greatest_accepted_version() {
                 rng ^= rng >> 7;
                 rng ^= rng << 17;
                 let mut s = full.clone();
-                s.generation = if rng % 10 == 0 {
-                    "g-old".into()
+                // The new generation's epoch is greater: it fences the old.
+                (s.generation, s.epoch) = if rng % 10 == 0 {
+                    ("g-old".into(), 1)
                 } else {
-                    "g-new".into()
+                    ("g-new".into(), 2)
                 };
                 // Mostly forward, a few milliseconds apart, so that many
                 // revisions are accepted; the pushers overtake each other,

@@ -345,7 +345,9 @@ async fn conformance(c: &Client, data: &Path, task: &str, session: &str) {
     assert_eq!(error_code(&r).as_deref(), Some("invalid_arguments"));
     assert!(text(&r).contains("alias"), "{}", text(&r));
 
-    // `report`: unknown keys dropped and listed; the call runs.
+    // `report`: unknown keys dropped and listed in `_meta` and the text; the
+    // call runs, and its structured content is exactly the plugin's, so it
+    // still matches the tool's closed output schema.
     let r = call(
         c,
         "kandev_tp_echo_report",
@@ -353,8 +355,15 @@ async fn conformance(c: &Client, data: &Path, task: &str, session: &str) {
     )
     .await;
     assert_eq!(r.is_error, Some(false), "{r:?}");
+    let meta = r
+        .meta
+        .clone()
+        .map(|m| Value::Object(m.0))
+        .unwrap_or_default();
+    assert_eq!(meta["unknown_args"], json!(["alpha", "zeta"]), "{r:?}");
+    assert!(text(&r).contains("ignored unknown arguments: alpha, zeta"));
     let s = r.structured_content.unwrap_or_default();
-    assert_eq!(s["unknown_args"], json!(["alpha", "zeta"]));
+    assert!(s.get("unknown_args").is_none(), "{s}");
     assert_eq!(s["arguments"], json!({ "q": "x" }));
 
     // Another surface's tool does not exist for this session.

@@ -154,7 +154,9 @@ pub fn testplug_dir(root: &Path, id: &str, mode: &str) -> PathBuf {
             r#"{ type = "object", properties = { q = { type = "string" } } }"#,
             "read_only = true, idempotent = true",
             10_000,
-            r#"unknown_arguments = "report""#,
+            // A closed output schema: report mode must not break it.
+            r#"unknown_arguments = "report"
+output_schema = { type = "object", additionalProperties = false, required = ["arguments"], properties = { arguments = { type = "object" }, context = { type = "object" }, invocation_id = { type = "string" } } }"#,
         ),
         (
             "slow",

@@ -69,6 +69,7 @@ pub fn snapshot_from_proto(p: pb::Snapshot) -> Result<Snapshot, Vec<String>> {
     if problems.is_empty() {
         Ok(Snapshot {
             generation: p.generation,
+            epoch: p.epoch,
             revision: p.revision,
             tools,
         })
@@ -82,6 +83,7 @@ pub fn snapshot_from_proto(p: pb::Snapshot) -> Result<Snapshot, Vec<String>> {
 pub fn snapshot_to_proto(s: &Snapshot) -> pb::Snapshot {
     pb::Snapshot {
         generation: s.generation.clone(),
+        epoch: s.epoch,
         revision: s.revision,
         tools: s
             .tools

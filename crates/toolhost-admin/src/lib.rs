@@ -13,6 +13,7 @@
 //! pushed descriptor is served only if it matches the installed declaration.
 
 mod convert;
+pub mod fence;
 mod limits;
 mod server;
 mod service;

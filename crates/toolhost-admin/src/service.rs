@@ -31,6 +31,8 @@ pub struct AdminState {
     pub installed: Arc<ArcSwap<Installed>>,
     /// Install, upgrade, enable, disable, remove.
     pub lifecycle: Arc<Lifecycle>,
+    /// Where the catalog fence is kept across restarts (managed mode).
+    pub fence_file: Option<std::path::PathBuf>,
 }
 
 fn lifecycle_status(e: LifecycleError) -> Status {
@@ -128,10 +130,17 @@ impl Admin for AdminService {
                 reasons,
             },
             Ok(s) => {
+                let offered = (s.generation.clone(), s.epoch, s.revision);
                 let r = self
                     .state
                     .store
                     .offer_managed(s, &self.state.installed.load());
+                if matches!(r.outcome, Outcome::Accepted | Outcome::Unchanged)
+                    && let Some(path) = &self.state.fence_file
+                {
+                    crate::fence::persist(&self.state.store, path)
+                        .map_err(|e| Status::internal(e.to_string()))?;
+                }
                 let outcome = match r.outcome {
                     Outcome::Accepted => pb::PushOutcome::Accepted,
                     Outcome::Unchanged => pb::PushOutcome::Unchanged,
@@ -139,7 +148,15 @@ impl Admin for AdminService {
                     Outcome::Conflict => pb::PushOutcome::Conflict,
                     Outcome::Invalid => pb::PushOutcome::Invalid,
                 };
-                tracing::info!(outcome = r.outcome.as_str(), generation = %toolhost_runtime::log_safe(&r.generation, 256), revision = r.revision, "catalog push");
+                tracing::info!(
+                    outcome = r.outcome.as_str(),
+                    offered_generation = %toolhost_runtime::log_safe(&offered.0, 256),
+                    offered_epoch = offered.1,
+                    offered_revision = offered.2,
+                    generation = %toolhost_runtime::log_safe(&r.generation, 256),
+                    revision = r.revision,
+                    "catalog push"
+                );
                 pb::PushCatalogResponse {
                     outcome: outcome.into(),
                     generation: r.generation,

@@ -40,6 +40,7 @@ fn tool(plugin: &str, i: usize) -> Descriptor {
 
 fn snapshot(n: usize, revision: u64) -> Snapshot {
     Snapshot {
+        epoch: 1,
         generation: "g".into(),
         revision,
         tools: (0..n).map(|i| tool(&format!("p{}", i / 32), i)).collect(),

@@ -45,6 +45,7 @@ fn tool(i: usize) -> Descriptor {
 
 fn snapshot(revision: u64) -> Snapshot {
     Snapshot {
+        epoch: 1,
         generation: "g".to_owned(),
         revision,
         tools: (0..TOOLS).map(tool).collect(),

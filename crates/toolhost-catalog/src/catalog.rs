@@ -88,6 +88,7 @@ pub struct NameChanges<'a> {
 #[derive(Debug, Default)]
 pub struct Catalog {
     pub(crate) generation: String,
+    pub(crate) epoch: u64,
     pub(crate) revision: u64,
     pub(crate) body: Arc<Body>,
 }
@@ -97,6 +98,12 @@ impl Catalog {
     #[must_use]
     pub fn generation(&self) -> &str {
         &self.generation
+    }
+
+    /// The epoch of the generation.
+    #[must_use]
+    pub fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     /// The revision.
@@ -207,6 +214,7 @@ impl Catalog {
     pub fn to_snapshot(&self) -> crate::Snapshot {
         crate::Snapshot {
             generation: self.generation.clone(),
+            epoch: self.epoch,
             revision: self.revision,
             tools: self.entries().map(|e| e.descriptor.clone()).collect(),
         }

@@ -169,9 +169,14 @@ impl Descriptor {
 /// builds from installed plugins.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
-    /// Which authority epoch this belongs to. A generation that has been
+    /// Which authority run this belongs to. A generation that has been
     /// replaced never comes back.
     pub generation: String,
+    /// The fence: a new generation is accepted only with an epoch greater
+    /// than the current one's. A backend derives it from something
+    /// monotonic (its start time, a counter in its database).
+    #[serde(default)]
+    pub epoch: u64,
     /// Ordering within a generation.
     pub revision: u64,
     /// The tools.
@@ -197,6 +202,7 @@ impl Snapshot {
             .collect();
         let mut s = Self {
             generation: generation.into(),
+            epoch: 0,
             revision,
             tools,
         };

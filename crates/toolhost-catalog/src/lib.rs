@@ -31,4 +31,4 @@ mod store;
 pub use catalog::{Catalog, Defect, Entry, NameChanges};
 pub use descriptor::{Descriptor, Snapshot, canonical_digest};
 pub use installed::Installed;
-pub use store::{OfferResult, Outcome, Store};
+pub use store::{Fence, OfferResult, Outcome, Store};

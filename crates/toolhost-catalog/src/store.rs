@@ -66,12 +66,97 @@ pub struct OfferResult {
     pub changed_surfaces: Vec<String>,
 }
 
+/// The newest version the store has accepted: what a new generation must
+/// beat. Persisted by the daemon (managed mode) so a restart keeps it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Fence {
+    /// The highest epoch accepted.
+    pub epoch: u64,
+    /// Its generation.
+    pub generation: String,
+    /// The highest revision of that generation accepted.
+    pub revision: u64,
+}
+
 /// Compiled schemas by canonical digest, kept across revisions.
 #[derive(Default)]
 struct Writer {
+    /// Restored from before a restart, while the catalog is still empty.
+    restored: Option<Fence>,
     retired: HashSet<String>,
     schemas: HashMap<[u8; 32], Arc<CompiledSchema>>,
     compilations: u64,
+}
+
+/// The version an offer claims.
+struct Offered<'a> {
+    generation: &'a str,
+    epoch: u64,
+    revision: u64,
+}
+
+/// Judges an offer against the fence. `None`: it may proceed. `live`:
+/// the fence is the current catalog (not one restored after a restart, when
+/// the catalog is still empty and the same version must be accepted again).
+fn judge(f: &Fence, live: bool, s: &Offered<'_>, same_content: bool) -> Option<(Outcome, String)> {
+    if s.generation != f.generation {
+        return match s.epoch.cmp(&f.epoch) {
+            std::cmp::Ordering::Greater => None,
+            std::cmp::Ordering::Less => Some((
+                Outcome::Stale,
+                format!(
+                    "fenced: epoch {} is below the current epoch {} (generation {:?})",
+                    s.epoch, f.epoch, f.generation
+                ),
+            )),
+            std::cmp::Ordering::Equal => Some((
+                Outcome::Conflict,
+                format!(
+                    "epoch {} already belongs to generation {:?}; a new generation needs a greater epoch",
+                    s.epoch, f.generation
+                ),
+            )),
+        };
+    }
+    if s.epoch != f.epoch {
+        return Some((
+            Outcome::Conflict,
+            format!(
+                "generation {:?} has epoch {}, not {}",
+                f.generation, f.epoch, s.epoch
+            ),
+        ));
+    }
+    if !live {
+        return (s.revision < f.revision).then(|| {
+            (
+                Outcome::Stale,
+                format!(
+                    "revision {} is older than {}, the last accepted before the restart",
+                    s.revision, f.revision
+                ),
+            )
+        });
+    }
+    match s.revision.cmp(&f.revision) {
+        std::cmp::Ordering::Greater => None,
+        std::cmp::Ordering::Less => Some((
+            Outcome::Stale,
+            format!("revision {} is older than {}", s.revision, f.revision),
+        )),
+        // An identical retry is not a failure.
+        std::cmp::Ordering::Equal if same_content => Some((
+            Outcome::Unchanged,
+            format!("revision {} is already current", s.revision),
+        )),
+        std::cmp::Ordering::Equal => Some((
+            Outcome::Conflict,
+            format!(
+                "revision {} has different content than the current one",
+                f.revision
+            ),
+        )),
+    }
 }
 
 /// The catalog store. Cheap to share behind an `Arc`.
@@ -168,6 +253,31 @@ impl Store {
         self.changes.subscribe()
     }
 
+    /// Restores the fence a previous run of the daemon had reached, so a
+    /// delayed push from a dead backend cannot take over after a restart.
+    /// Only before the first offer.
+    pub fn restore_fence(&self, fence: Fence) {
+        let mut w = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.current.load().generation.is_empty() {
+            w.restored = Some(fence);
+        }
+    }
+
+    /// The fence now: the current version, or the restored one.
+    #[must_use]
+    pub fn fence(&self) -> Option<Fence> {
+        let w = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let cur = self.current.load();
+        if cur.generation.is_empty() {
+            return w.restored.clone();
+        }
+        Some(Fence {
+            epoch: cur.epoch,
+            generation: cur.generation.clone(),
+            revision: cur.revision,
+        })
+    }
+
     /// Offers a snapshot (docs/CONTRACT.md §2).
     pub fn offer(&self, snapshot: Snapshot) -> OfferResult {
         self.offer_checked(snapshot, None)
@@ -204,30 +314,46 @@ impl Store {
             let why = format!("generation {:?} was retired", snapshot.generation);
             return answer(Outcome::Stale, vec![why], &cur, vec![]);
         }
-
-        let same_generation = snapshot.generation == cur.generation;
-        if same_generation && snapshot.revision <= cur.revision {
-            return if snapshot.revision == cur.revision && !same_content {
-                let why = format!(
-                    "revision {} has different content than the current one",
-                    cur.revision
-                );
-                answer(Outcome::Conflict, vec![why], &cur, vec![])
-            } else {
-                let why = format!(
-                    "revision {} is not newer than {}",
-                    snapshot.revision, cur.revision
-                );
-                answer(Outcome::Stale, vec![why], &cur, vec![])
-            };
+        // What the offer is judged against: the live version, or after a
+        // restart the fence the last run reached.
+        let live = !cur.generation.is_empty();
+        let fence = if live {
+            Some(Fence {
+                epoch: cur.epoch,
+                generation: cur.generation.clone(),
+                revision: cur.revision,
+            })
+        } else {
+            w.restored.clone()
+        };
+        if let Some(f) = &fence
+            && let Some((outcome, why)) = judge(
+                f,
+                live,
+                &Offered {
+                    generation: &snapshot.generation,
+                    epoch: snapshot.epoch,
+                    revision: snapshot.revision,
+                },
+                same_content,
+            )
+        {
+            return answer(outcome, vec![why], &cur, vec![]);
         }
-        if !same_generation && !cur.generation.is_empty() {
+        let same_generation = snapshot.generation == cur.generation;
+        if !same_generation && live {
             w.retired.insert(cur.generation.clone());
         }
+        if let Some(f) = w.restored.take()
+            && f.generation != snapshot.generation
+        {
+            w.retired.insert(f.generation);
+        }
 
-        if same_content {
+        if same_content && live {
             let next = Catalog {
                 generation: snapshot.generation,
+                epoch: snapshot.epoch,
                 revision: snapshot.revision,
                 body: Arc::clone(&cur.body),
             };
@@ -241,6 +367,7 @@ impl Store {
         let seq = body.change_seq;
         let next = Catalog {
             generation: snapshot.generation,
+            epoch: snapshot.epoch,
             revision: snapshot.revision,
             body: Arc::new(body),
         };

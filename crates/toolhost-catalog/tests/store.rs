@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use toolhost_catalog::{Descriptor, Outcome, Snapshot, Store};
+use toolhost_catalog::{Descriptor, Fence, Outcome, Snapshot, Store};
 use toolhost_manifest::{Annotations, naming};
 use toolhost_validate::UnknownArguments;
 
@@ -32,9 +32,16 @@ fn obj() -> Value {
     json!({ "type": "object" })
 }
 
+/// The epoch of a generation in these tests: its bytes summed, so `g1` <
+/// `g2` < `g3` and `a` < `b` (a backend would use its start time).
+fn epoch(generation: &str) -> u64 {
+    generation.bytes().map(u64::from).sum()
+}
+
 fn snap(generation: &str, revision: u64, tools: Vec<Descriptor>) -> Snapshot {
     Snapshot {
         generation: generation.to_owned(),
+        epoch: epoch(generation),
         revision,
         tools,
     }
@@ -102,7 +109,8 @@ fn older_or_equal_revisions_are_stale_and_equal_revision_with_other_content_conf
     let s = Store::new("kandev");
     s.offer(snap("g1", 5, base()));
     assert_eq!(s.offer(snap("g1", 4, vec![])).outcome, Outcome::Stale);
-    assert_eq!(s.offer(snap("g1", 5, base())).outcome, Outcome::Stale);
+    // An identical retry is not a failure.
+    assert_eq!(s.offer(snap("g1", 5, base())).outcome, Outcome::Unchanged);
     let r = s.offer(snap("g1", 5, vec![]));
     assert_eq!(r.outcome, Outcome::Conflict);
     assert_eq!(s.current().len(), 3);
@@ -117,6 +125,54 @@ fn a_new_generation_retires_the_old_one_for_good() {
     assert_eq!(s.offer(snap("g3", 0, base())).outcome, Outcome::Accepted);
     assert_eq!(s.offer(snap("g2", 50, base())).outcome, Outcome::Stale);
     assert_eq!(s.current().generation(), "g3");
+}
+
+#[test]
+fn generations_are_fenced_by_their_epoch() {
+    let s = Store::new("kandev");
+    let at = |g: &str, e: u64, r: u64| Snapshot {
+        generation: g.to_owned(),
+        epoch: e,
+        revision: r,
+        tools: base(),
+    };
+    assert_eq!(s.offer(at("live", 100, 1)).outcome, Outcome::Accepted);
+    // A dead backend's delayed push: another generation, a lower epoch.
+    let r = s.offer(at("dead", 99, 7));
+    assert_eq!(r.outcome, Outcome::Stale);
+    assert!(r.reasons[0].contains("fenced"), "{:?}", r.reasons);
+    // A second replica at the same epoch: a conflict, not a takeover.
+    assert_eq!(s.offer(at("replica", 100, 9)).outcome, Outcome::Conflict);
+    // The real backend goes on.
+    assert_eq!(s.offer(at("live", 100, 2)).outcome, Outcome::Unchanged);
+    assert_eq!(s.current().generation(), "live");
+    // A restart keeps the fence: the dead backend is still refused, the
+    // live one's current revision is served again, an older one is not.
+    let fence = s.fence();
+    assert_eq!(
+        fence,
+        Some(Fence {
+            epoch: 100,
+            generation: "live".into(),
+            revision: 2
+        })
+    );
+    let restarted = Store::new("kandev");
+    restarted.restore_fence(fence.unwrap_or_default());
+    assert_eq!(restarted.offer(at("dead", 99, 8)).outcome, Outcome::Stale);
+    assert_eq!(restarted.offer(at("live", 100, 1)).outcome, Outcome::Stale);
+    assert_eq!(
+        restarted.offer(at("live", 100, 2)).outcome,
+        Outcome::Accepted
+    );
+    // A newer backend takes over with a greater epoch (same tools: the
+    // version is recorded, nothing rebuilt).
+    assert_eq!(
+        restarted.offer(at("next", 101, 1)).outcome,
+        Outcome::Unchanged
+    );
+    assert_eq!(restarted.current().generation(), "next");
+    assert_eq!(restarted.offer(at("live", 100, 3)).outcome, Outcome::Stale);
 }
 
 #[test]
@@ -260,12 +316,16 @@ impl Model {
             self.cur = Some((g.to_owned(), r, content));
             return Outcome::Accepted;
         };
+        // Another generation needs a greater epoch (all epochs differ here).
+        if cg != g && epoch(g) < epoch(&cg) {
+            return Outcome::Stale;
+        }
         if cg == g && r < cr {
             return Outcome::Stale;
         }
         if cg == g && r == cr {
             return if content == cc {
-                Outcome::Stale
+                Outcome::Unchanged
             } else {
                 Outcome::Conflict
             };

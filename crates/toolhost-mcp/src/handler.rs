@@ -4,9 +4,9 @@ use crate::http::{TokenTable, bearer_token, digest};
 use crate::hub::{Hub, Owner};
 use crate::listener::ClientGone;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, SubscriptionFilter,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt as _};
@@ -156,13 +156,62 @@ impl ServerHandler for Handler {
         request: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let b = self.binding(&cx.extensions)?;
         let arguments = request.arguments.map(serde_json::Value::Object);
+        let result = self.run_call(&request.name, arguments, &cx).await?;
+        Ok(result.into())
+    }
+
+    /// rmcp hands over, as a custom request, a `tools/call` whose params do
+    /// not fit its types: `arguments` that are a string, an array or a
+    /// number. Those are still tool calls: they get the pipeline's
+    /// `invalid_arguments` answer and an audit event like any other.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        if request.method != "tools/call" {
+            return Err(McpError::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                "method not found",
+                None,
+            ));
+        }
+        let mut params = match request.params {
+            Some(serde_json::Value::Object(p)) => p,
+            _ => {
+                return Err(McpError::invalid_params(
+                    "tools/call needs params {name, arguments}",
+                    None,
+                ));
+            }
+        };
+        let Some(serde_json::Value::String(name)) = params.remove("name") else {
+            return Err(McpError::invalid_params(
+                "tools/call needs a tool name (a string)",
+                None,
+            ));
+        };
+        let arguments = params.remove("arguments");
+        let result = self.run_call(&name, arguments, &cx).await?;
+        let value = serde_json::to_value(result)
+            .map_err(|_| McpError::internal_error("the result could not be encoded", None))?;
+        Ok(CustomResult::new(value))
+    }
+}
+
+impl Handler {
+    /// One tool call through the pipeline, cancelled when the client
+    /// cancels or goes away.
+    async fn run_call(
+        &self,
+        name: &str,
+        arguments: Option<serde_json::Value>,
+        cx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let b = self.binding(&cx.extensions)?;
         let cancel = cx.ct.child_token();
-        let call = self
-            .hub
-            .pipeline
-            .call(&b, &request.name, arguments, cancel.clone());
+        let call = self.hub.pipeline.call(&b, name, arguments, cancel.clone());
         let answer = match client_gone(&cx.extensions) {
             None => call.await,
             Some(gone) => {
@@ -188,7 +237,10 @@ impl ServerHandler for Handler {
                     CallToolResult::success(vec![ContentBlock::text(r.text)])
                 };
                 result.structured_content = r.structured;
-                Ok(result.into())
+                if let Some(meta) = r.meta {
+                    result.meta = Some(rmcp::model::MetaObject(meta));
+                }
+                Ok(result)
             }
         }
     }

@@ -395,26 +395,29 @@ impl Pipeline {
                 );
             }
         }
-        let mut structured = structured;
+        // Report mode: the dropped names go in `_meta` and the text, never
+        // into `structuredContent`, which stays exactly the plugin's (and
+        // so matches the output schema it was checked against).
         let mut text = response.text;
+        let mut meta = None;
         if !checked.unknown_args.is_empty() {
-            let names = Value::from(checked.unknown_args.clone());
-            match &mut structured {
-                Some(Value::Object(m)) => {
-                    m.insert("unknown_args".into(), names);
-                }
-                _ => structured = Some(serde_json::json!({ "unknown_args": names })),
-            }
             text.push_str(&format!(
                 "\n(ignored unknown arguments: {})",
                 checked.unknown_args.join(", ")
             ));
+            let mut m = serde_json::Map::new();
+            m.insert(
+                "unknown_args".into(),
+                Value::from(checked.unknown_args.clone()),
+            );
+            meta = Some(m);
         }
         CallResult {
             text,
             structured,
             is_error: response.is_error,
             code: None,
+            meta,
         }
     }
 }

@@ -59,6 +59,10 @@ pub struct CallResult {
     pub is_error: bool,
     /// Set when the pipeline (not the tool) failed the call.
     pub code: Option<ErrorCode>,
+    /// MCP `_meta`: what toolhost adds beside the plugin's result (the
+    /// `unknown_args` of report mode), kept out of `structuredContent` so
+    /// the result still matches the tool's output schema.
+    pub meta: Option<Map<String, Value>>,
 }
 
 impl CallResult {
@@ -88,6 +92,7 @@ impl CallResult {
             structured: Some(json!({ "error": error })),
             is_error: true,
             code: Some(code),
+            meta: None,
         }
     }
 

@@ -219,15 +219,34 @@ pub async fn catalog(t: &Target, cmd: &CatalogCommand) -> Result<ExitCode> {
                 .as_str_name()
                 .trim_start_matches("PUSH_OUTCOME_")
                 .to_ascii_lowercase();
-            println!(
-                "{word}: now generation {} revision {}",
-                r.generation, r.revision
-            );
-            for reason in &r.reasons {
-                println!("  reason: {reason}");
-            }
-            for d in &r.defects {
-                println!("  withheld: {}: {}", d.tool, d.reason);
+            if t.format == Format::Json {
+                let defects: Vec<_> = r
+                    .defects
+                    .iter()
+                    .map(|d| serde_json::json!({ "tool": d.tool, "reason": d.reason }))
+                    .collect();
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "outcome": word,
+                        "offered": { "generation": snap.generation, "epoch": snap.epoch, "revision": snap.revision },
+                        "generation": r.generation,
+                        "revision": r.revision,
+                        "reasons": r.reasons,
+                        "defects": defects,
+                    })
+                );
+            } else {
+                println!(
+                    "{word}: offered generation {} epoch {} revision {}; now generation {} revision {}",
+                    snap.generation, snap.epoch, snap.revision, r.generation, r.revision
+                );
+                for reason in &r.reasons {
+                    println!("  reason: {reason}");
+                }
+                for d in &r.defects {
+                    println!("  withheld: {}: {}", d.tool, d.reason);
+                }
             }
             Ok(match outcome {
                 pb::PushOutcome::Accepted | pb::PushOutcome::Unchanged => ExitCode::SUCCESS,

@@ -268,8 +268,20 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     for p in &problems {
         tracing::error!("plugin not served: {p}");
     }
+    let fence_file = state_dir.join("catalog-fence.json");
     if managed {
         tracing::info!("managed mode: the catalog comes from the backend's pushes");
+        // The last run's fence: a dead backend's delayed push cannot take
+        // over after a restart either.
+        if let Some(fence) = toolhost_admin::fence::load(&fence_file)? {
+            tracing::info!(
+                epoch = fence.epoch,
+                generation = %toolhost_runtime::log_safe(&fence.generation, 256),
+                revision = fence.revision,
+                "catalog fence restored"
+            );
+            store.restore_fence(fence);
+        }
     }
     let installed = lifecycle.installed();
 
@@ -318,6 +330,7 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         managed,
         installed,
         lifecycle: Arc::clone(&lifecycle),
+        fence_file: managed.then(|| fence_file.clone()),
     }));
     let socket = config.admin_socket(Some(&state_dir));
     let admin_limits = toolhost_admin::ConnectionLimits {
