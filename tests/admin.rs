@@ -630,3 +630,95 @@ async fn a_dead_backends_delayed_push_cannot_take_over_before_or_after_a_restart
     );
     let _ = c.cancel().await;
 }
+
+#[tokio::test]
+async fn a_push_may_narrow_a_declaration_but_never_loosen_it() {
+    use toolhost_validate::UnknownArguments;
+    let root = Scratch::new("loosen");
+    let tp = testplug_dir(root.path(), "tp", "normal");
+    let d = Daemon::start(
+        root.path(),
+        &config(root.path(), &tp, "[backend]\nmanaged = true\n"),
+        &[],
+    );
+    let mut a = admin(root.path()).await;
+    let base = snapshot(&tp, "g1", 1);
+    let tool = |s: &mut Snapshot, local: &str| -> usize {
+        s.tools
+            .iter()
+            .position(|t| t.local_name == local)
+            .unwrap_or_else(|| panic!("{local}"))
+    };
+    let mut s = base.clone();
+    s.revision = 2;
+    // Each loosening, on its own tool.
+    let i = tool(&mut s, "crash");
+    s.tools[i].annotations.read_only = true;
+    s.tools[i].annotations.destructive = false;
+    let i = tool(&mut s, "slow");
+    s.tools[i].unknown_arguments = UnknownArguments::Report;
+    let i = tool(&mut s, "big");
+    s.tools[i]
+        .aliases
+        .insert("bytes_alias".into(), "undeclared".into());
+    let i = tool(&mut s, "echo");
+    s.tools[i].aliases.insert("msg".into(), "n".into());
+    let i = tool(&mut s, "count");
+    s.tools[i].surfaces.push("everywhere".into());
+    let i = tool(&mut s, "nap");
+    s.tools[i].timeout_ms = 60_000;
+    // Narrowing is the backend's right: fewer surfaces, a shorter timeout,
+    // another description.
+    let i = tool(&mut s, "bad_output");
+    s.tools[i].surfaces.retain(|x| x == "chat");
+    s.tools[i].timeout_ms = 100;
+    s.tools[i].description = "Checks output, as the backend words it.".into();
+    let r = push(&mut a, &s).await;
+    assert_eq!(outcome(&r), pb::PushOutcome::Accepted, "{:?}", r.reasons);
+    let withheld: Vec<(&str, &str)> = r
+        .defects
+        .iter()
+        .map(|d| (d.tool.as_str(), d.reason.as_str()))
+        .collect();
+    for (name, why) in [
+        ("kandev_tp_crash", "annotations"),
+        ("kandev_tp_slow", "unknown-argument policy"),
+        ("kandev_tp_big", "aliases"),
+        ("kandev_tp_echo", "aliases"),
+        ("kandev_tp_count", "surface everywhere"),
+        ("kandev_tp_nap", "timeout"),
+    ] {
+        assert!(
+            withheld.iter().any(|(t, r)| *t == name && r.contains(why)),
+            "{name} ({why}) not withheld: {withheld:?}"
+        );
+    }
+    assert!(
+        !withheld.iter().any(|(t, _)| *t == "kandev_tp_bad_output"),
+        "narrowing withheld: {withheld:?}"
+    );
+    // The status says why; the log warns; a call fails closed.
+    let st = a
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_inner();
+    assert!(
+        st.withheld
+            .iter()
+            .any(|d| d.tool == "kandev_tp_slow" && d.reason.contains("unknown-argument policy")),
+        "{:?}",
+        st.withheld
+    );
+    assert!(d.logs().contains("pushed tool withheld"), "{}", d.logs());
+    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
+        .await;
+    let c = agent(&d.url, TOKEN).await;
+    let listed = names(&c).await;
+    assert!(!listed.contains(&"kandev_tp_slow".to_owned()), "{listed:?}");
+    assert!(
+        listed.contains(&"kandev_tp_bad_output".to_owned()),
+        "{listed:?}"
+    );
+    let _ = c.cancel().await;
+}

@@ -148,6 +148,9 @@ impl Admin for AdminService {
                     Outcome::Conflict => pb::PushOutcome::Conflict,
                     Outcome::Invalid => pb::PushOutcome::Invalid,
                 };
+                for d in &r.defects {
+                    tracing::warn!(tool = %d.tool, reason = %d.reason, "pushed tool withheld");
+                }
                 tracing::info!(
                     outcome = r.outcome.as_str(),
                     offered_generation = %toolhost_runtime::log_safe(&offered.0, 256),
@@ -347,6 +350,14 @@ impl Admin for AdminService {
             managed: self.state.managed,
             sessions: n(self.state.hub.listener_count()),
             bound_tokens: n(self.state.tokens.len()),
+            withheld: c
+                .defects()
+                .into_iter()
+                .map(|d| pb::Defect {
+                    tool: d.tool,
+                    reason: d.reason,
+                })
+                .collect(),
         }))
     }
 }

@@ -1,19 +1,28 @@
 //! What is installed, as managed mode checks pushed descriptors against it.
 //!
-//! The backend decides which tools are active and for whom (surfaces,
-//! descriptions, timeouts), but it cannot make toolhost call something a
-//! plugin never declared: a pushed descriptor is served only when its plugin
-//! is installed at that version and declares that local name with the same
-//! canonical input and output schemas.
+//! The backend decides which tools are active and for whom, but it can
+//! never loosen what a plugin declared: a pushed descriptor is served only
+//! when its plugin is installed at that version, declares that local name,
+//! and every security-relevant field matches the declaration: the canonical
+//! input and output schemas, the annotations, the unknown-argument policy
+//! and the aliases are equal; the surfaces are among the declared ones and
+//! the timeout is at most the declared one (narrowing is allowed). Titles
+//! and descriptions are the backend's to choose.
 
-use crate::descriptor::canonical_digest;
-use std::collections::HashMap;
-use toolhost_manifest::Manifest;
+use crate::descriptor::{Descriptor, canonical_digest};
+use std::collections::{BTreeMap, HashMap};
+use toolhost_manifest::{Annotations, Manifest};
+use toolhost_validate::UnknownArguments;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Declared {
     input: [u8; 32],
     output: Option<[u8; 32]>,
+    annotations: Annotations,
+    unknown_arguments: UnknownArguments,
+    aliases: BTreeMap<String, String>,
+    surfaces: Vec<String>,
+    timeout_ms: u32,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -42,6 +51,11 @@ impl Installed {
                         let d = Declared {
                             input: canonical_digest(&t.input_schema),
                             output: t.output_schema.as_ref().map(canonical_digest),
+                            annotations: t.annotations,
+                            unknown_arguments: t.unknown_arguments,
+                            aliases: t.aliases.clone(),
+                            surfaces: t.surfaces.clone(),
+                            timeout_ms: t.timeout_ms,
                         };
                         (t.name.clone(), d)
                     })
@@ -58,15 +72,14 @@ impl Installed {
         Self { plugins }
     }
 
-    /// Why a descriptor (whose schemas have these digests) must be withheld,
-    /// or `None` when it matches what is installed.
+    /// Why a pushed descriptor (whose schemas have these digests) must be
+    /// withheld, or `None` when it loosens nothing that is installed.
     pub(crate) fn verdict(
         &self,
-        plugin_id: &str,
-        version: &str,
-        local: &str,
+        d: &Descriptor,
         digests: &([u8; 32], Option<[u8; 32]>),
     ) -> Option<String> {
+        let (plugin_id, version, local) = (&d.plugin_id, d.plugin_version.as_str(), &d.local_name);
         let Some(p) = self.plugins.get(plugin_id) else {
             return Some(format!("plugin {plugin_id} is not installed"));
         };
@@ -89,6 +102,27 @@ impl Installed {
         if t.output != digests.1 {
             return Some(format!(
                 "the output schema differs from the one {plugin_id} declares for {local}"
+            ));
+        }
+        let differ = |what: &str| format!("{what} from what {plugin_id} declares for {local}");
+        if t.annotations != d.annotations {
+            return Some(differ("the annotations differ"));
+        }
+        if t.unknown_arguments != d.unknown_arguments {
+            return Some(differ("the unknown-argument policy differs"));
+        }
+        if t.aliases != d.aliases {
+            return Some(differ("the aliases differ"));
+        }
+        if let Some(extra) = d.surfaces.iter().find(|s| !t.surfaces.contains(s)) {
+            return Some(format!(
+                "surface {extra} is not one {plugin_id} declares for {local} (a push may only narrow the surfaces)"
+            ));
+        }
+        if d.timeout_ms > t.timeout_ms {
+            return Some(format!(
+                "the timeout of {} ms is longer than the {} ms {plugin_id} declares for {local}",
+                d.timeout_ms, t.timeout_ms
             ));
         }
         None

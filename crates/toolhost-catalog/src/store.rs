@@ -449,13 +449,7 @@ impl Store {
                     changed.extend(d.surfaces.iter().cloned());
                     let mut entry = compile_entry(w, *d);
                     if let Some(inst) = installed {
-                        let d = &entry.descriptor;
-                        entry.withheld = inst.verdict(
-                            &d.plugin_id,
-                            &d.plugin_version,
-                            &d.local_name,
-                            &entry.schema_digests,
-                        );
+                        entry.withheld = inst.verdict(&entry.descriptor, &entry.schema_digests);
                     }
                     let in_place = cur.index.get(&entry.descriptor.exposed_name) == Some(&i);
                     same_names &= in_place;
@@ -546,15 +540,8 @@ fn plan(
             match old {
                 Some(old) if old.descriptor == d => {
                     duplicates.push(d);
-                    let verdict = installed.and_then(|inst| {
-                        let d = &old.descriptor;
-                        inst.verdict(
-                            &d.plugin_id,
-                            &d.plugin_version,
-                            &d.local_name,
-                            &old.schema_digests,
-                        )
-                    });
+                    let verdict = installed
+                        .and_then(|inst| inst.verdict(&old.descriptor, &old.schema_digests));
                     if verdict == old.withheld {
                         Planned::Reuse(Arc::clone(old))
                     } else {

@@ -115,7 +115,8 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
         println!(
             "{}",
             serde_json::json!({
-                "catalog": { "generation": st.generation, "revision": st.revision, "tools": st.tools, "defects": st.defects, "managed": st.managed },
+                "catalog": { "generation": st.generation, "revision": st.revision, "tools": st.tools, "defects": st.defects, "managed": st.managed,
+                    "withheld": st.withheld.iter().map(|d| serde_json::json!({ "tool": d.tool, "reason": d.reason })).collect::<Vec<_>>() },
                 "sessions": st.sessions, "bound_tokens": st.bound_tokens, "plugins": plugins,
             })
         );
@@ -131,6 +132,9 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
         st.generation, st.revision
     );
     println!("          {} tool(s), {} withheld", st.tools, st.defects);
+    for d in &st.withheld {
+        println!("          withheld {}: {}", d.tool, d.reason);
+    }
     println!(
         "sessions  {} listening, {} token(s) bound",
         st.sessions, st.bound_tokens
