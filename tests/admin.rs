@@ -722,3 +722,94 @@ async fn a_push_may_narrow_a_declaration_but_never_loosen_it() {
     );
     let _ = c.cancel().await;
 }
+
+/// Breaks `count`'s input schema (a reference that would need fetching).
+fn break_count_schema(plugin: &Path) {
+    let file = plugin.join("plugin.toml");
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    let Some(at) = text.find("name = \"count\"") else {
+        panic!("no count tool");
+    };
+    let (head, tail) = text.split_at(at);
+    let tail = tail.replacen(
+        "input_schema = { type = \"object\" }",
+        "input_schema = { type = \"object\", properties = { x = { \"$ref\" = \"https://example.com/x.json\" } } }",
+        1,
+    );
+    std::fs::write(&file, format!("{head}{tail}")).unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[tokio::test]
+async fn one_bad_schema_withholds_one_tool_in_both_modes() {
+    for managed in [false, true] {
+        let root = Scratch::new(if managed {
+            "bad-schema-m"
+        } else {
+            "bad-schema-e"
+        });
+        let tp = testplug_dir(root.path(), "tp", "normal");
+        break_count_schema(&tp);
+        let d = Daemon::start(
+            root.path(),
+            &config(
+                root.path(),
+                &tp,
+                &format!("[backend]\nmanaged = {managed}\n"),
+            ),
+            &[],
+        );
+        let mut a = admin(root.path()).await;
+        if managed {
+            let r = push(&mut a, &snapshot(&tp, "g1", 1)).await;
+            assert_eq!(outcome(&r), pb::PushOutcome::Accepted, "{:?}", r.reasons);
+        }
+        d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
+            .await;
+        let c = agent(&d.url, TOKEN).await;
+        let listed = eventually(WAIT, "the other tools listed", async || {
+            let n = names(&c).await;
+            n.contains(&"kandev_tp_echo".to_owned()).then_some(n)
+        })
+        .await;
+        assert!(
+            !listed.contains(&"kandev_tp_count".to_owned()),
+            "{listed:?}"
+        );
+        let r = toolhost_e2e::call_tool(&c, "kandev_tp_echo", json!({ "msg": "m", "n": 1 }))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(toolhost_e2e::outcome_code(&r), "ok");
+        let r = toolhost_e2e::call_tool(&c, "kandev_tp_count", json!({}))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(toolhost_e2e::outcome_code(&r), "tool_unavailable");
+        // It shows: status, plugins list, metrics, an ERROR line.
+        let st = a
+            .get_status(pb::GetStatusRequest {})
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .into_inner();
+        assert!(
+            st.withheld.iter().any(|w| w.tool == "kandev_tp_count"),
+            "managed = {managed}: {:?}",
+            st.withheld
+        );
+        let list = a
+            .list_plugins(pb::ListPluginsRequest {})
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .into_inner();
+        let tp_status = list.plugins.iter().find(|p| p.id == "tp");
+        assert!(
+            tp_status.is_some_and(|p| p.withheld.iter().any(|w| w.tool == "kandev_tp_count")),
+            "{list:?}"
+        );
+        assert_eq!(d.metric("toolhost_catalog_defects").await, Some(1.0));
+        assert!(
+            d.logs().contains("ERROR") && d.logs().contains("withheld"),
+            "{}",
+            d.logs()
+        );
+        let _ = c.cancel().await;
+    }
+}

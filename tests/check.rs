@@ -87,3 +87,16 @@ fn usage_errors_exit_2() {
     assert_eq!(check(&["--no-such-flag"]).0, 2);
     assert_eq!(check(&["--prefix", "Bad_Prefix", "plugins-example"]).0, 2);
 }
+
+#[test]
+fn a_plugin_with_several_kinds_of_problem_gets_them_all_at_once() {
+    // A schema that needs fetching, an alias to an undeclared property on
+    // the same tool, and a bad surface on another: one run names all three.
+    let (code, out, err) =
+        check(&["crates/toolhost-manifest/tests/broken/schema-and-alias-and-surface"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let all = format!("{out}{err}");
+    for rule in ["[schema-remote-ref]", "[aliases]", "[surfaces]"] {
+        assert!(all.contains(rule), "{rule} missing from:\n{all}");
+    }
+}

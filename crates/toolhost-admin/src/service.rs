@@ -84,6 +84,7 @@ fn status_of(h: &PluginHandle) -> pb::PluginStatus {
         last_error: s.last_error.unwrap_or_default(),
         origin: String::new(),
         enabled: true,
+        withheld: Vec::new(),
     }
 }
 
@@ -215,6 +216,8 @@ impl Admin for AdminService {
         _: Request<pb::ListPluginsRequest>,
     ) -> Result<Response<pb::ListPluginsResponse>, Status> {
         let running = self.state.plugins.all();
+        let catalog = self.state.store.current();
+        let defects = catalog.defects();
         let mut plugins = Vec::new();
         for info in self.state.lifecycle.list() {
             let handle = running.iter().rev().find(|h| h.id() == info.id);
@@ -229,6 +232,18 @@ impl Admin for AdminService {
             st.version = info.version;
             st.origin = info.origin.to_owned();
             st.enabled = info.enabled;
+            st.withheld = defects
+                .iter()
+                .filter(|d| {
+                    catalog
+                        .get(&d.tool)
+                        .is_some_and(|e| e.descriptor.plugin_id == info.id)
+                })
+                .map(|d| pb::Defect {
+                    tool: d.tool.clone(),
+                    reason: d.reason.clone(),
+                })
+                .collect();
             plugins.push(st);
         }
         Ok(Response::new(pb::ListPluginsResponse { plugins }))

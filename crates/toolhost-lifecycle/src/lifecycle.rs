@@ -153,6 +153,13 @@ impl Lifecycle {
             .chain(installed_dirs.iter().cloned())
             .collect();
         let set = check_set(&cfg.prefix, &all);
+        // A configured or installed plugin with a broken schema serves its
+        // other tools; the broken one is withheld by the catalog.
+        for m in &set.plugins {
+            for d in &m.defects {
+                tracing::error!(plugin = %m.id, "tool withheld: {d}");
+            }
+        }
         let mut warnings: Vec<String> = problems
             .drain(..)
             .chain(set.problems)
@@ -337,15 +344,22 @@ impl Lifecycle {
         let loaded = stage(source, &staging, self.cfg.archive_limits)
             .map_err(|e| LifecycleError::Invalid(format!("cannot read {}: {e}", source.display())))
             .and_then(|()| {
-                Manifest::load(&staging).map_err(|problems| {
-                    LifecycleError::Invalid(
-                        problems
-                            .iter()
-                            .map(ToString::to_string)
-                            .collect::<Vec<_>>()
-                            .join("\n"),
-                    )
-                })
+                let joined = |problems: &[toolhost_manifest::Problem]| {
+                    problems
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                };
+                // An install is validated as `toolhost check` would: a
+                // schema that would be withheld refuses it.
+                match Manifest::load(&staging) {
+                    Err(problems) => Err(LifecycleError::Invalid(joined(&problems))),
+                    Ok(m) if !m.defects.is_empty() => {
+                        Err(LifecycleError::Invalid(joined(&m.defects)))
+                    }
+                    Ok(m) => Ok(m),
+                }
             });
         match loaded {
             Ok(m) => Ok((staging, m)),

@@ -50,6 +50,11 @@ pub struct Manifest {
     pub runtime: Runtime,
     /// The declared tools, in file order.
     pub tools: Vec<ToolDecl>,
+    /// Problems that withhold one tool, not the plugin: a schema that
+    /// breaks a schema rule. `toolhost check` and installs treat them as
+    /// problems; a plugin already configured or installed serves its other
+    /// tools, and the catalog withholds these (they fail closed).
+    pub defects: Vec<Problem>,
 }
 
 /// `[runtime]`.
@@ -412,6 +417,19 @@ impl Manifest {
         let runtime = runtime(&mut cx, &root, dir);
         let tools = tools(&mut cx, &root, dir);
 
+        // Schema-rule problems of tools that were kept are defects.
+        let is_defect = |p: &Problem| {
+            matches!(p.rule, Rule::Schema(_))
+                && p.tool
+                    .as_ref()
+                    .is_some_and(|t| tools.iter().any(|d| d.name == *t))
+        };
+        let fatal = problems.iter().any(|p| !is_defect(p));
+        let (defects, problems) = if fatal {
+            (Vec::new(), problems)
+        } else {
+            (problems, Vec::new())
+        };
         match (problems.is_empty(), version, runtime) {
             (true, Some(version), Some(runtime)) => Ok(Self {
                 dir: dir.to_path_buf(),
@@ -421,7 +439,9 @@ impl Manifest {
                 description,
                 runtime,
                 tools,
+                defects,
             }),
+            _ if problems.is_empty() => Err(defects),
             _ => Err(problems),
         }
     }
@@ -692,8 +712,20 @@ fn tool(cx: &mut Ctx<'_>, t: &Table, dir: &Path) -> Option<ToolDecl> {
     };
 
     let aliases = cx.string_map(t, "aliases").unwrap_or_default();
-    if let Some((_, Some(compiled))) = &input {
-        let declared = compiled.declared_properties();
+    // Alias problems are found even when the schema has problems of its
+    // own: from the compiled schema when it compiles, else from the root
+    // `properties` as written.
+    let declared: Option<BTreeSet<String>> = match &input {
+        Some((_, Some(compiled))) => Some(compiled.declared_properties().clone()),
+        Some((raw, None)) => Some(
+            raw.get("properties")
+                .and_then(Value::as_object)
+                .map(|p| p.keys().cloned().collect())
+                .unwrap_or_default(),
+        ),
+        None => None,
+    };
+    if let Some(declared) = &declared {
         for (alias, canonical) in &aliases {
             if !is_identifier_like(alias) {
                 cx.report(Rule::Aliases, format!("alias {alias:?} must be 1 to 64 characters of letters, digits, `_`, `.`, `-`"));
@@ -713,7 +745,12 @@ fn tool(cx: &mut Ctx<'_>, t: &Table, dir: &Path) -> Option<ToolDecl> {
         }
     }
 
-    if cx.problems.len() > before {
+    // A schema that breaks a schema rule withholds this tool only (the
+    // plugin's other tools serve); any other problem refuses the plugin.
+    let only_schema_rules = cx.problems[before..]
+        .iter()
+        .all(|p| matches!(p.rule, Rule::Schema(_)));
+    if cx.problems.len() > before && !only_schema_rules {
         return None;
     }
     let (input_schema, _) = input?;

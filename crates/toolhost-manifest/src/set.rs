@@ -15,8 +15,21 @@ use std::path::{Path, PathBuf};
 pub struct CheckedSet {
     /// Valid plugins, in the order given.
     pub plugins: Vec<Manifest>,
-    /// All problems; empty when the whole set is valid.
+    /// All problems that refused a plugin.
     pub problems: Vec<Problem>,
+}
+
+impl CheckedSet {
+    /// Every problem, those that refused a plugin and those that withhold
+    /// one tool ([`Manifest::defects`]): what `toolhost check` reports.
+    #[must_use]
+    pub fn all_problems(&self) -> Vec<Problem> {
+        self.problems
+            .iter()
+            .chain(self.plugins.iter().flat_map(|m| m.defects.iter()))
+            .cloned()
+            .collect()
+    }
 }
 
 /// Expands each path: a directory holding `plugin.toml` is a plugin; any

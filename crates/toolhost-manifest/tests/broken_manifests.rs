@@ -32,7 +32,10 @@ fn each_broken_manifest_fails_naming_its_rule() {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let expect = std::fs::read_to_string(dir.join("EXPECT")).unwrap_or_default();
+        // A schema rule withholds its tool, not the plugin: such a
+        // manifest loads, with the problem as a defect.
         let problems = match Manifest::load(&dir) {
+            Ok(m) if !m.defects.is_empty() => m.defects,
             Ok(_) => panic!("{name}: accepted a broken manifest"),
             Err(p) => p,
         };
@@ -65,6 +68,19 @@ fn each_broken_manifest_fails_naming_its_rule() {
             }
         }
     }
+}
+
+#[test]
+fn a_broken_schema_withholds_its_tool_not_the_plugin() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/broken/schema-remote-ref");
+    let m = match Manifest::load(&dir) {
+        Ok(m) => m,
+        Err(p) => panic!("the plugin was refused: {p:#?}"),
+    };
+    assert_eq!(m.tools.len(), 1, "the tool is kept, to be withheld");
+    assert_eq!(m.defects.len(), 1, "{:#?}", m.defects);
+    assert_eq!(m.defects[0].tool.as_deref(), Some("t"));
+    assert_eq!(m.defects[0].rule.code(), "schema-remote-ref");
 }
 
 #[test]

@@ -56,7 +56,7 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
     };
     let (dirs, mut problems) = expand_plugin_dirs(&paths);
     let set = check_set(&args.prefix, &dirs);
-    problems.extend(set.problems);
+    problems.extend(set.all_problems());
     let valid = problems.is_empty();
 
     match args.format {

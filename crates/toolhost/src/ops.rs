@@ -270,7 +270,8 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
             if t.format == Format::Json {
                 let v: Vec<_> = plugins
                     .iter()
-                    .map(|p| serde_json::json!({ "id": p.id, "version": p.version, "origin": p.origin, "enabled": p.enabled, "state": p.state }))
+                    .map(|p| serde_json::json!({ "id": p.id, "version": p.version, "origin": p.origin, "enabled": p.enabled, "state": p.state,
+                        "withheld": p.withheld.iter().map(|d| serde_json::json!({ "tool": d.tool, "reason": d.reason })).collect::<Vec<_>>() }))
                     .collect();
                 println!("{}", serde_json::Value::Array(v));
             } else {
@@ -279,6 +280,9 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
                         "{:<24} {:<10} {:<10} {}",
                         p.id, p.version, p.origin, p.state
                     );
+                    for d in &p.withheld {
+                        println!("    withheld {}: {}", d.tool, d.reason);
+                    }
                 }
             }
             return Ok(ExitCode::SUCCESS);
