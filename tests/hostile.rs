@@ -236,6 +236,62 @@ async fn no_secret_reaches_a_response_a_log_line_or_a_metric() {
         assert!(code(&r) == "invalid_arguments", "{r:?}");
         record!(s, &r);
     }
+    // Realistic credential formats (fake, but shaped like the real ones), in
+    // every position a key or a value can take: none is ever shown.
+    let corpus = [
+        "ghp_R2d2C3poBb8Ewok9Yoda7Leia4Han5Solo6Lu",
+        "github_pat_11ABCDEFG0abcdefghijKLMNOPQRSTuvwxyz0123456789",
+        "sk-proj-Q4x9Lm2Vb7Nc1Zx8Kj5Hg3Fd6Sa0Pq",
+        "sk_live_51HxYzAbCdEfGhIjKlMnOpQr",
+        "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+        "AKIAZ7Q4W2E9R3T6Y1U8",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.Xq3",
+        "glpat-Zq8Wx7Ec6Rv5Tb4Yn3Um",
+        "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
+        "q8Zr2LmX0vNw5Tb7Hc3Kd9Fy1Gs6Jp4A",
+    ];
+    for cred in corpus {
+        let cred = cred.to_owned();
+        for args in [
+            json!({ "msg": "m", "n": 1, (cred.clone()): 1 }),
+            json!({ "msg": "m", "n": 1, "settings": { (cred.clone()): 5 } }),
+            json!({ "msg": format!("{cred} {cred}"), "n": 1 }),
+            json!({ "msg": "m", "n": 1, "limit": cred }),
+            json!({ "msg": "m", "n": [cred] }),
+        ] {
+            let r = call(&c, "kandev_tp_echo", args).await;
+            assert_eq!(code(&r), "invalid_arguments", "{r:?}");
+            record!(cred.clone(), &r);
+        }
+        // Report mode lists dropped names: never this one.
+        let r = call(
+            &c,
+            "kandev_tp_echo_report",
+            json!({ "q": "x", (cred.clone()): 1 }),
+        )
+        .await;
+        let meta = r
+            .as_ref()
+            .ok()
+            .and_then(|r| r.meta.clone())
+            .map(|m| Value::Object(m.0).to_string())
+            .unwrap_or_default();
+        assert!(!meta.contains(&cred), "{meta}");
+        record!(cred.clone(), &r);
+    }
+    // Keys of an open map are data, however harmless they look.
+    let key = "harmlessLookingKey42";
+    let r = call(
+        &c,
+        "kandev_tp_echo",
+        json!({ "msg": "m", "n": 1, "settings": { key: 5 } }),
+    )
+    .await;
+    assert_eq!(code(&r), "invalid_arguments");
+    let shown_key = serde_json::to_string(&r.as_ref().ok()).unwrap_or_default();
+    assert!(!shown_key.contains(key), "{shown_key}");
+    assert!(shown_key.contains("/settings/*"), "{shown_key}");
+
     // Unknown tool (of another surface), result checks, timeout.
     let s = secret();
     let r = call(&c, "kandev_tp_only_task", json!({ "note": s })).await;
@@ -1189,4 +1245,35 @@ async fn a_restart_short_of_descriptors_waits_for_them_and_is_not_a_failure() {
     let r = call(&c, "kandev_tp_echo", json!({ "msg": "m", "n": 1 })).await;
     assert_eq!(code(&r), "ok", "{r:?}");
     let _ = c.cancel().await;
+}
+
+#[tokio::test]
+async fn non_object_arguments_are_invalid_arguments_with_an_audit_event() {
+    let root = Scratch::new("non-object");
+    let tp = testplug_dir(root.path(), "tp", "normal");
+    let d = Daemon::start(root.path(), &config(root.path(), &tp, "", ""), &[]);
+    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
+        .await;
+    let id = raw_session(&d.base(), TOKEN).await;
+    let auth = format!("Bearer {TOKEN}");
+    for (i, args) in [r#""a string""#, "[1, 2]", "5", "true"].iter().enumerate() {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{{"name":"kandev_tp_count","arguments":{args}}}}}"#,
+            i + 10
+        );
+        let (s, _, answer) =
+            exchange(&d.base(), "POST", &mcp_headers(&auth, Some(&id)), &body).await;
+        assert_eq!(s, 200, "{answer}");
+        assert!(
+            answer.contains("\"isError\":true") && answer.contains("invalid_arguments"),
+            "{args}: {answer}"
+        );
+        assert!(answer.contains("must be a JSON object"), "{answer}");
+    }
+    let logs = eventually(WAIT, "four audit events", async || {
+        let l = d.logs();
+        (l.matches("outcome=\"invalid_arguments\"").count() >= 4).then_some(l)
+    })
+    .await;
+    assert!(logs.contains("tool=kandev_tp_count"), "{logs}");
 }

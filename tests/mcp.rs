@@ -726,3 +726,78 @@ async fn no_plugin_outlives_toolhost() {
         .await;
     }
 }
+
+#[tokio::test]
+async fn an_id_based_local_ref_works_and_alias_errors_use_the_callers_name() {
+    let root = Scratch::new("idref");
+    let dir = root.path().join("idref");
+    let _ = std::fs::create_dir_all(&dir);
+    // A schema whose `$ref` goes through the root's own `$id` (the
+    // JSON-Schema-Test-Suite's `urn:uuid` case): local, never fetched.
+    let manifest = format!(
+        r#"id = "idref"
+version = "1.0.0"
+name = "Id refs"
+
+[runtime]
+command = "{}"
+
+[[tools]]
+name = "echo"
+description = "Echoes."
+surfaces = ["chat"]
+input_schema_file = "echo.json"
+annotations = {{ read_only = true }}
+aliases = {{ count = "n" }}
+"#,
+        bin("testplug").display()
+    );
+    let schema = json!({
+        "$id": "urn:uuid:5b1f3a2e-7c4d-4e8f-9a0b-1c2d3e4f5a6b",
+        "type": "object",
+        "required": ["msg", "n"],
+        "properties": {
+            "msg": { "type": "string" },
+            "n": { "$ref": "urn:uuid:5b1f3a2e-7c4d-4e8f-9a0b-1c2d3e4f5a6b#/$defs/small" }
+        },
+        "$defs": { "small": { "type": "integer", "minimum": 0, "maximum": 10 } }
+    });
+    std::fs::write(dir.join("plugin.toml"), manifest).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join("echo.json"), schema.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    let d = Daemon::start(root.path(), &config(root.path(), &[dir], ""), &[]);
+    wait_ready(&d.base(), &["idref"]).await;
+    let c = agent(&d.url, TOKEN).await;
+    let r = call(&c, "kandev_idref_echo", Some(json!({ "msg": "m", "n": 3 }))).await;
+    assert_eq!(error_code(&r), None, "{r:?}");
+    let r = call(
+        &c,
+        "kandev_idref_echo",
+        Some(json!({ "msg": "m", "n": 50 })),
+    )
+    .await;
+    assert_eq!(error_code(&r).as_deref(), Some("invalid_arguments"));
+    assert!(text(&r).contains("at most 10"), "{}", text(&r));
+    // An alias: a violation is reported at the name the caller used, and
+    // both names given is one error naming both, with no spurious hint.
+    let r = call(
+        &c,
+        "kandev_idref_echo",
+        Some(json!({ "msg": "m", "count": 50 })),
+    )
+    .await;
+    let t = text(&r);
+    assert!(t.contains("`/count`") && !t.contains("`/n`"), "{t}");
+    let r = call(
+        &c,
+        "kandev_idref_echo",
+        Some(json!({ "msg": "m", "count": 1, "n": 2 })),
+    )
+    .await;
+    let t = text(&r);
+    assert!(t.contains("`count` and `n` name the same argument"), "{t}");
+    assert!(
+        !t.contains("did you mean") && !t.contains("unexpected"),
+        "{t}"
+    );
+    let _ = c.cancel().await;
+}

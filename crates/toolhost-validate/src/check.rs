@@ -1,7 +1,7 @@
 //! The checking steps, in pipeline order, and the error they produce.
 
 use crate::bounds::{self, BoundError};
-use crate::is_identifier_like;
+use crate::is_nameable;
 use crate::render;
 use crate::schema::CompiledSchema;
 use serde::{Deserialize, Serialize};
@@ -177,22 +177,33 @@ pub fn check_arguments(
         bounds::bound(arguments).map_err(|e| ArgumentError::new(vec![bound_violation(e)]))?;
     let mut violations = Vec::new();
 
-    // Step 3: aliases.
+    // Step 3: aliases. A renamed key is remembered, so that a violation
+    // found under the canonical name is reported at the name the caller
+    // used.
+    let mut renamed: Vec<(&str, &str)> = Vec::new();
     for (alias, canonical) in policy.aliases {
         if !args.contains_key(alias) {
             continue;
         }
         if args.contains_key(canonical) {
+            // The other name may itself have been an alias the caller used.
+            let other = renamed
+                .iter()
+                .find(|(_, c)| c == canonical)
+                .map_or(canonical.as_str(), |(a, _)| *a);
             violations.push(Violation {
                 location: format!("/{}", render::escape_pointer(alias)),
                 constraint: "alias".to_owned(),
                 message: format!(
-                    "`{alias}` is an alias of `{canonical}` and both were given; send only `{canonical}`"
+                    "`{alias}` and `{other}` name the same argument (`{alias}` is an alias of `{canonical}`); send only one of them"
                 ),
                 ..Violation::default()
             });
+            // Known to the tool: it must not come back as "unexpected".
+            args.remove(alias);
         } else if let Some(v) = args.remove(alias) {
             args.insert(canonical.clone(), v);
+            renamed.push((alias, canonical));
         }
     }
 
@@ -238,7 +249,7 @@ pub fn check_arguments(
                 unknown_args = unknown
                     .iter()
                     .map(|k| {
-                        if is_identifier_like(k) {
+                        if is_nameable(k) {
                             k.clone()
                         } else {
                             "*".to_owned()
@@ -263,11 +274,17 @@ pub fn check_arguments(
     violations.truncate(MAX_VIOLATIONS);
     if !schema.validator.is_valid(&instance) {
         let room = MAX_VIOLATIONS - violations.len();
-        let (listed, more) = render::violations(schema.validator.iter_errors(&instance), room);
+        let (listed, more) =
+            render::violations(schema.validator.iter_errors(&instance), room, &schema.names);
         violations.extend(listed);
         unlisted += more;
     }
     if !violations.is_empty() {
+        for (alias, canonical) in &renamed {
+            for v in &mut violations {
+                speak_alias(v, alias, canonical);
+            }
+        }
         return Err(ArgumentError::with_unlisted(violations, unlisted));
     }
     let Value::Object(arguments) = instance else {
@@ -280,6 +297,23 @@ pub fn check_arguments(
         arguments,
         unknown_args,
     })
+}
+
+/// Reports a violation found under `canonical` at `alias`, the name the
+/// caller used: its location, and the name in its message.
+fn speak_alias(v: &mut Violation, alias: &str, canonical: &str) {
+    let (from, to) = (
+        format!("/{}", render::escape_pointer(canonical)),
+        format!("/{}", render::escape_pointer(alias)),
+    );
+    let under = v.location == from
+        || v.location
+            .strip_prefix(&from)
+            .is_some_and(|rest| rest.starts_with('/'));
+    if under {
+        v.location = format!("{to}{}", &v.location[from.len()..]);
+        v.message = v.message.replace(&format!("`{from}"), &format!("`{to}"));
+    }
 }
 
 /// `Value::Object(map)` was built a few lines earlier; matching it back out
@@ -296,7 +330,7 @@ fn unknown_key_violations(schema: &CompiledSchema, unknown: &[String]) -> Vec<Vi
     names.sort();
     let mut unlisted = 0usize;
     for key in names {
-        if !is_identifier_like(key) {
+        if !is_nameable(key) {
             unnamed += 1;
             continue;
         }
@@ -334,7 +368,7 @@ fn unknown_key_violations(schema: &CompiledSchema, unknown: &[String]) -> Vec<Vi
             location: String::new(),
             constraint: "additionalProperties".to_owned(),
             message: format!(
-                "{unnamed} unexpected argument(s) whose names are not shown (not identifier-like)"
+                "{unnamed} unexpected argument(s) whose names are not shown (not identifier-like, or shaped like a credential)"
             ),
             ..Violation::default()
         });

@@ -32,6 +32,7 @@ impl RootKeys {
         let mut declared = BTreeSet::new();
         let mut patterns = Vec::new();
         let mut seen_refs = BTreeSet::new();
+        let index = crate::refs::Index::of(schema);
         let mut stack = vec![schema];
         while let Some(node) = stack.pop() {
             let Some(obj) = node.as_object() else {
@@ -61,10 +62,11 @@ impl RootKeys {
                     stack.extend(deps.values().filter(|v| v.is_object()));
                 }
             }
+            // Local references, `#/...` or through an `$id` of the same
+            // document, declare the root's keys as well.
             if let Some(r) = obj.get("$ref").and_then(Value::as_str)
-                && let Some(pointer) = r.strip_prefix('#')
-                && seen_refs.insert(pointer.to_owned())
-                && let Some(target) = schema.pointer(pointer)
+                && seen_refs.insert(r.to_owned())
+                && let Some(target) = index.target(r, None)
             {
                 stack.push(target);
             }

@@ -26,6 +26,8 @@
 pub mod bounds;
 mod check;
 mod known;
+mod names;
+mod refs;
 mod render;
 mod schema;
 
@@ -33,6 +35,7 @@ pub use check::{
     ArgumentError, Checked, MAX_MESSAGE_BYTES, MAX_VIOLATIONS, ToolPolicy, UnknownArguments,
     Violation, bounded, check_arguments,
 };
+pub use names::{is_nameable, looks_like_credential};
 pub use schema::{CompiledSchema, MAX_SCHEMA_BYTES, SchemaProblem, SchemaRule, check_schema};
 
 /// Whether `name` may be shown in an error: an identifier-like key, never

@@ -3,7 +3,8 @@
 //! deliberately never called here.
 
 use crate::check::Violation;
-use crate::is_identifier_like;
+use crate::is_nameable;
+use crate::names::Declared;
 use jsonschema::ValidationError;
 use jsonschema::error::{TypeKind, ValidationErrorKind as K};
 use serde_json::Value;
@@ -12,23 +13,6 @@ use std::collections::BTreeMap;
 /// Escapes one JSON pointer segment (RFC 6901).
 pub(crate) fn escape_pointer(segment: &str) -> String {
     segment.replace('~', "~0").replace('/', "~1")
-}
-
-/// Keeps a pointer's segments that look like identifiers (array indexes
-/// included) and masks the rest as `*`: keys of open maps are data.
-fn mask_pointer(pointer: &str) -> String {
-    if pointer.is_empty() {
-        return String::new();
-    }
-    pointer
-        .split('/')
-        .skip(1)
-        .map(|seg| if is_identifier_like(seg) { seg } else { "*" })
-        .fold(String::new(), |mut acc, seg| {
-            acc.push('/');
-            acc.push_str(seg);
-            acc
-        })
 }
 
 fn at(location: &str) -> String {
@@ -53,6 +37,7 @@ fn type_names(kind: &TypeKind) -> Vec<String> {
 pub(crate) fn violations<'a>(
     errors: impl Iterator<Item = ValidationError<'a>>,
     room: usize,
+    names: &Declared,
 ) -> (Vec<Violation>, usize) {
     let mut out = Vec::new();
     let mut missing: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -62,7 +47,9 @@ pub(crate) fn violations<'a>(
             unlisted += 1;
             continue;
         }
-        let location = mask_pointer(e.instance_path().as_str());
+        // Only declared names (and array indexes) are shown: the keys of
+        // open maps are data.
+        let location = names.mask(e.instance_path().as_str());
         if let K::Required { property } = e.kind() {
             missing
                 .entry(location)
@@ -200,10 +187,14 @@ fn value_bound(v: &mut Violation, limit: &Value, place: &str, relation: &str) ->
     format!("{place} must be {relation} {limit}")
 }
 
+/// Most unexpected keys one violation names.
+const MAX_NAMED_KEYS: usize = 10;
+
 fn unexpected_keys(v: &mut Violation, unexpected: &[String], place: &str) -> String {
     let named: Vec<String> = unexpected
         .iter()
-        .filter(|k| is_identifier_like(k))
+        .filter(|k| is_nameable(k))
+        .take(MAX_NAMED_KEYS)
         .cloned()
         .collect();
     let hidden = unexpected.len() - named.len();
@@ -226,12 +217,21 @@ fn unexpected_keys(v: &mut Violation, unexpected: &[String], place: &str) -> Str
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn pointers_are_masked_segment_by_segment() {
-        assert_eq!(mask_pointer(""), "");
-        assert_eq!(mask_pointer("/tags/3"), "/tags/3");
-        assert_eq!(mask_pointer("/settings/has space/x"), "/settings/*/x");
-        assert_eq!(mask_pointer("/a~1b"), "/*");
+        let names = Declared::of(&json!({
+            "type": "object",
+            "properties": {
+                "tags": { "type": "array" },
+                "settings": { "additionalProperties": { "properties": { "x": {} } } }
+            }
+        }));
+        assert_eq!(names.mask(""), "");
+        assert_eq!(names.mask("/tags/3"), "/tags/*", "no items declared");
+        assert_eq!(names.mask("/settings/has space/x"), "/settings/*/x");
+        assert_eq!(names.mask("/settings/harmless/x"), "/settings/*/x");
+        assert_eq!(names.mask("/a~1b"), "/*");
     }
 }

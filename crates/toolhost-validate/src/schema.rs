@@ -96,31 +96,6 @@ fn draft_of(schema: &Value) -> Result<Draft, SchemaProblem> {
     }
 }
 
-/// Every `$ref`/`$dynamicRef` that does not start with `#`: those would need
-/// a fetch, and a schema is never fetched.
-fn remote_refs(schema: &Value) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut stack = vec![schema];
-    while let Some(v) = stack.pop() {
-        match v {
-            Value::Object(map) => {
-                for (k, v) in map {
-                    if matches!(k.as_str(), "$ref" | "$dynamicRef" | "$recursiveRef")
-                        && let Some(r) = v.as_str()
-                        && !r.starts_with('#')
-                    {
-                        found.push(r.to_owned());
-                    }
-                    stack.push(v);
-                }
-            }
-            Value::Array(items) => stack.extend(items),
-            _ => {}
-        }
-    }
-    found
-}
-
 /// Applies every install rule to one schema and returns all broken ones.
 /// On success the schema also compiles; use [`CompiledSchema::compile`] to
 /// keep the compiled form.
@@ -137,6 +112,8 @@ pub struct CompiledSchema {
     pub(crate) root: RootKeys,
     /// Whether `validator` itself closes the root (see [`closable`]).
     pub(crate) closed_by_validator: bool,
+    /// The declared names, for masking violation locations.
+    pub(crate) names: crate::names::Declared,
 }
 
 /// Keywords at the root after which `additionalProperties: false` would not
@@ -215,12 +192,12 @@ impl CompiledSchema {
                 None
             }
         };
-        for r in remote_refs(schema) {
+        for r in crate::refs::Index::of(schema).remote() {
             problems.push(problem(
                 SchemaRule::RemoteRef,
                 format!(
-                    "`$ref` {r:?} points outside the schema; only local references (\"#/$defs/...\") \
-                     are allowed, schemas are never fetched"
+                    "`$ref` {r:?} points outside the schema; only references that resolve inside it \
+                     (\"#/$defs/...\", or the URI of its own `$id`) are allowed, schemas are never fetched"
                 ),
             ));
         }
@@ -258,6 +235,7 @@ impl CompiledSchema {
             validator,
             root,
             closed_by_validator,
+            names: crate::names::Declared::of(schema),
         })
     }
 
@@ -287,8 +265,11 @@ impl CompiledSchema {
             if errors.is_empty() {
                 return Ok(());
             }
-            let (listed, unlisted) =
-                crate::render::violations(errors.into_iter(), crate::check::MAX_VIOLATIONS);
+            let (listed, unlisted) = crate::render::violations(
+                errors.into_iter(),
+                crate::check::MAX_VIOLATIONS,
+                &self.names,
+            );
             return Err(crate::ArgumentError::with_unlisted(listed, unlisted));
         }
         if self.validator.is_valid(value) {
@@ -297,6 +278,7 @@ impl CompiledSchema {
         let (listed, unlisted) = crate::render::violations(
             self.validator.iter_errors(value),
             crate::check::MAX_VIOLATIONS,
+            &self.names,
         );
         Err(crate::ArgumentError::with_unlisted(listed, unlisted))
     }

@@ -265,15 +265,25 @@ fn aliases_rename_and_both_present_fails() {
         &policy,
         Some(json!({ "limit": 3, "max_results": 4 })),
     ));
+    // Both given: the error names both, and nothing else.
+    assert_eq!(e.violations.len(), 1, "{:?}", e.violations);
     assert_eq!(e.violations[0].constraint, "alias");
     assert_eq!(e.violations[0].location, "/limit");
-    // An alias is validated under its canonical name's schema.
+    assert!(
+        e.message.contains("`limit` and `max_results`") && !e.message.contains("did you mean"),
+        "{}",
+        e.message
+    );
+    // An alias is validated under its canonical name's schema, and a
+    // violation is reported at the name the caller used.
     let e = err(check_arguments(
         &s,
         &policy,
         Some(json!({ "top_k": SECRET })),
     ));
-    assert_eq!(e.violations[0].location, "/max_results");
+    assert_eq!(e.violations[0].location, "/top_k");
+    assert!(e.message.contains("`/top_k`"), "{}", e.message);
+    assert!(!e.message.contains("max_results"), "{}", e.message);
     assert!(!rendered(&e).contains(SECRET));
 }
 
