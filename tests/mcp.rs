@@ -675,13 +675,15 @@ async fn a_call_to_a_restarting_plugin_is_plugin_unavailable_and_not_retried() {
     );
     assert!(text(&r).contains("may or may not have taken effect"));
     // The restarted process hangs before its handshake: the plugin stays
-    // restarting/starting, its tools stay listed, calls fail without retry.
-    let r = call(&c, "kandev_flaky_count", None).await;
+    // restarting/starting, its tools stay listed; a call waits for it within
+    // its own deadline (`nap`: 500 ms), then fails without being dispatched.
+    let r = call(&c, "kandev_flaky_nap", None).await;
     assert_eq!(
         error_code(&r).as_deref(),
         Some("plugin_unavailable"),
         "{r:?}"
     );
+    assert!(text(&r).contains("did not become ready"), "{}", text(&r));
     let tools = c.list_all_tools().await.unwrap_or_default();
     assert!(
         tools.iter().any(|t| t.name == "kandev_flaky_count"),
@@ -692,7 +694,7 @@ async fn a_call_to_a_restarting_plugin_is_plugin_unavailable_and_not_retried() {
         1,
         "attempted exactly once"
     );
-    assert_eq!(events(&data, "invoked count").len(), 0, "never dispatched");
+    assert_eq!(events(&data, "invoked nap").len(), 0, "never dispatched");
     let _ = c.cancel().await;
 }
 
@@ -800,4 +802,58 @@ aliases = {{ count = "n" }}
         "{t}"
     );
     let _ = c.cancel().await;
+}
+
+#[tokio::test]
+async fn a_call_to_a_plugin_still_starting_waits_for_it() {
+    let root = Scratch::new("starting");
+    let plugins = [testplug_dir(root.path(), "late", "slow-start")];
+    let d = Daemon::start(root.path(), &config(root.path(), &plugins, ""), &[]);
+    let c = agent(&d.url, TOKEN).await;
+    // Listed at once, not ready yet: the call waits instead of telling the
+    // model to retry.
+    assert!(
+        c.list_all_tools()
+            .await
+            .unwrap_or_default()
+            .iter()
+            .any(|t| t.name == "kandev_late_echo")
+    );
+    let r = call(&c, "kandev_late_echo", Some(json!({ "msg": "m", "n": 1 }))).await;
+    assert_eq!(error_code(&r), None, "{r:?}");
+    let _ = c.cancel().await;
+}
+
+#[tokio::test]
+async fn a_stdio_server_does_not_take_the_configured_http_port() {
+    let root = Scratch::new("stdio-port");
+    let plugins = [testplug_dir(root.path(), "tp", "normal")];
+    // The configured port is taken (as by a daemon started from the same
+    // file): a stdio server an MCP client starts must still come up.
+    let Ok(taken) = std::net::TcpListener::bind("127.0.0.1:0") else {
+        panic!("cannot bind");
+    };
+    let port = taken.local_addr().map(|a| a.port()).unwrap_or(0);
+    let file = root.path().join("toolhost.toml");
+    std::fs::write(
+        &file,
+        config(
+            root.path(),
+            &plugins,
+            &format!("[http]\nlisten = \"127.0.0.1:{port}\"\n"),
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut cmd = tokio::process::Command::new(bin("toolhost"));
+    cmd.args(["serve", "--stdio", "--config"]).arg(&file);
+    let transport = TokioChildProcess::new(cmd).unwrap_or_else(|e| panic!("{e}"));
+    let c = Agent::default()
+        .serve(transport)
+        .await
+        .unwrap_or_else(|e| panic!("stdio: {e}"));
+    // Its first call waits for the plugin instead of failing.
+    let r = call(&c, "kandev_tp_echo", Some(json!({ "msg": "m", "n": 1 }))).await;
+    assert_eq!(error_code(&r), None, "{r:?}");
+    let _ = c.cancel().await;
+    drop(taken);
 }

@@ -278,9 +278,51 @@ impl Pipeline {
                 None,
             );
         }
+        // A plugin still starting (or restarting) is waited for, within
+        // the call's own deadline; the wait counts against it.
+        let mut deadline =
+            Duration::from_millis(u64::from(d.timeout_ms)).min(self.limits.max_timeout);
         let client = match self.plugins.client(&d.plugin_id, &d.plugin_version) {
             Ok(c) => c,
-            Err(why) => return CallResult::failure(ErrorCode::PluginUnavailable, why, None),
+            Err(_) => {
+                let waiting = Instant::now();
+                let waited = self
+                    .plugins
+                    .client_within(&d.plugin_id, &d.plugin_version, deadline, &cancel)
+                    .await;
+                let c = match waited {
+                    Ok(c) => c,
+                    Err(_) if cancel.is_cancelled() => {
+                        return CallResult::failure(
+                            ErrorCode::Cancelled,
+                            "the call was cancelled by the client",
+                            None,
+                        );
+                    }
+                    Err(why) => {
+                        return CallResult::failure(ErrorCode::PluginUnavailable, why, None);
+                    }
+                };
+                deadline = deadline.saturating_sub(waiting.elapsed());
+                // Authorization is about the state now: after a wait, the
+                // catalog and the binding are read again.
+                let now = self.store.current();
+                let same = now
+                    .get(&d.exposed_name)
+                    .is_some_and(|cur| Arc::ptr_eq(cur, entry) || cur.descriptor == *d);
+                if !same || !binding.is_active() || !d.on_surface(&binding.surface) {
+                    return CallResult::failure(
+                        ErrorCode::ToolUnavailable,
+                        format!(
+                            "{} was withdrawn or changed while its plugin was starting; list the tools again",
+                            d.exposed_name
+                        ),
+                        None,
+                    );
+                }
+                *authorized_at = Some((now.generation().to_owned(), now.revision()));
+                c
+            }
         };
         if let Some(a) = &self.authorizer
             && let Err(why) = a.check(invocation_id, d, binding).await
@@ -298,7 +340,6 @@ impl Pipeline {
             );
         };
         // 6. Dispatch exactly once.
-        let deadline = Duration::from_millis(u64::from(d.timeout_ms)).min(self.limits.max_timeout);
         let request = AgentToolRequest {
             invocation_id: invocation_id.to_owned(),
             name: d.local_name.clone(),

@@ -63,6 +63,52 @@ impl Plugins {
         v
     }
 
+    /// A client for `id` running `version`, waiting up to `wait` while the
+    /// plugin is starting or restarting: a model is never told to retry
+    /// what the host can wait for. Fails at once when the plugin is stopped,
+    /// failed or gone, and when `cancel` fires.
+    pub async fn client_within(
+        &self,
+        id: &str,
+        version: &str,
+        wait: std::time::Duration,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> Result<PluginClient, String> {
+        let first = self.client(id, version);
+        let handle = match &first {
+            Ok(_) => return first,
+            Err(_) => self
+                .map
+                .load()
+                .get(id)
+                .and_then(|v| v.iter().find(|h| h.version() == version).cloned()),
+        };
+        let Some(handle) = handle else { return first };
+        if !matches!(
+            handle.state().phase,
+            Phase::Starting | Phase::Restarting | Phase::Ready
+        ) {
+            return first;
+        }
+        let mut states = handle.subscribe();
+        let settled = states.wait_for(|s| match (s.phase, &s.client) {
+            (Phase::Ready, Some(c)) => !c.is_gone(),
+            (Phase::Stopped | Phase::Failed, _) => true,
+            _ => false,
+        });
+        tokio::select! {
+            () = cancel.cancelled() => Err("the call was cancelled by the client".to_owned()),
+            r = tokio::time::timeout(wait, settled) => match r {
+                Ok(Ok(_)) => self.client(id, version),
+                Ok(Err(_)) => Err(format!("plugin {id} is not running")),
+                Err(_) => Err(format!(
+                    "plugin {id} did not become ready within the call's deadline of {} ms",
+                    wait.as_millis()
+                )),
+            },
+        }
+    }
+
     /// A client for `id` running `version`, or why there is none, in words
     /// for the model.
     pub fn client(&self, id: &str, version: &str) -> Result<PluginClient, String> {

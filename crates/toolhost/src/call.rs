@@ -52,9 +52,28 @@ pub async fn run(args: CallArgs) -> Result<ExitCode> {
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(args.url.clone()).auth_header(token),
     );
-    let client = ().serve(transport).await.with_context(|| {
-        format!("cannot reach toolhost at {} (is `toolhost serve --http` running, and is the token right?)", args.url)
-    })?;
+    let client = match ().serve(transport).await {
+        Ok(c) => c,
+        Err(e) => {
+            // rmcp's error names its transport's Rust types; say what
+            // happened in words instead.
+            let detail = e.to_string();
+            if detail.contains("Auth required") || detail.contains("401") {
+                eprintln!(
+                    "toolhost call: the token was refused (401 Unauthorized); check --token or TOOLHOST_TOKEN"
+                );
+            } else if detail.contains("error sending request") {
+                eprintln!(
+                    "toolhost call: nothing answers at {} (is `toolhost serve --http` running?)",
+                    args.url
+                );
+            } else {
+                let reason = detail.rsplit("error: ").next().unwrap_or(&detail);
+                eprintln!("toolhost call: {} refused the session: {reason}", args.url);
+            }
+            return Ok(ExitCode::from(1));
+        }
+    };
     let mut params = CallToolRequestParams::new(args.name.clone());
     if let Some(a) = arguments {
         params = params.with_arguments(a);

@@ -18,7 +18,7 @@ pub struct Target {
     #[arg(long, env = "TOOLHOST_ADMIN", global = true)]
     admin: Option<PathBuf>,
     /// The daemon's configuration file, to find its admin socket.
-    #[arg(long, short, global = true)]
+    #[arg(long, short, env = "TOOLHOST_CONFIG", global = true)]
     config: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t, global = true)]

@@ -221,7 +221,14 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         }
     };
     let http_config = config.http.take().unwrap_or_default();
-    let http_addr = args.http.clone().or(http_config.listen.clone());
+    // A stdio server is started by an MCP client for itself: it serves
+    // HTTP only when asked with --http, so it never collides with a daemon
+    // started from the same configuration.
+    let http_addr = if args.stdio {
+        args.http.clone()
+    } else {
+        args.http.clone().or(http_config.listen.clone())
+    };
     if !args.stdio && http_addr.is_none() {
         bail!(
             "nothing to serve on: pass --stdio and/or --http ADDR (or [http] listen in the config file)"
@@ -342,9 +349,16 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     };
     {
         let (admin, stop, socket) = (admin.clone(), shutdown.clone(), socket.clone());
+        let stdio = args.stdio;
         tokio::spawn(async move {
             if let Err(e) = toolhost_admin::serve_unix(&socket, admin, admin_limits, stop).await {
-                tracing::error!("admin API not served: {e}");
+                if stdio {
+                    // A stdio server beside a daemon: the daemon keeps the
+                    // admin socket, and this session does not need one.
+                    tracing::warn!("admin API not served by this stdio server: {e}");
+                } else {
+                    tracing::error!("admin API not served: {e}");
+                }
             }
         });
     }

@@ -4,7 +4,8 @@
 //! `normal`; `once` (normal on the first start, hangs before the handshake on
 //! every later one); `exit-early` (exits before the handshake); `silent` (never
 //! prints one); `malformed`, `version`, `tcp` (prints a bad handshake line);
-//! `never-healthy` (serves the tool service but no health service).
+//! `never-healthy` (serves the tool service but no health service);
+//! `slow-start` (normal, after 1.5 s before the handshake).
 //!
 //! Tools (normal mode): `echo` and `echo_report` return their arguments and
 //! context; `slow` (and `nap`, declared with a short deadline)
@@ -194,6 +195,11 @@ fn main() -> ExitCode {
             println!("{line}");
             let _ = std::io::stdout().flush();
             hang()
+        }
+        "slow-start" => {
+            // Takes its time before the handshake, as a big runtime would.
+            std::thread::sleep(Duration::from_millis(1500));
+            tools().run()
         }
         "never-healthy" => match tokio::runtime::Runtime::new() {
             Ok(rt) => rt.block_on(never_healthy()),
