@@ -28,7 +28,7 @@ fn fast() -> SupervisorConfig {
 
 fn spec(dir: &Path, data: &Path) -> PluginSpec {
     match Manifest::load(dir) {
-        Ok(m) => PluginSpec::from_manifest(&m, data),
+        Ok(m) => toolhost_lifecycle::plugin_spec(&m, data),
         Err(p) => panic!("{p:#?}"),
     }
 }

@@ -19,7 +19,7 @@ const RUNS: usize = 20;
 
 fn spec(dir: &Path, data: &Path) -> PluginSpec {
     match Manifest::load(dir) {
-        Ok(m) => PluginSpec::from_manifest(&m, data),
+        Ok(m) => toolhost_lifecycle::plugin_spec(&m, data),
         Err(p) => panic!("{p:#?}"),
     }
 }

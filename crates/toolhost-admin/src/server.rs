@@ -1,11 +1,10 @@
 //! Serving the admin API, and connecting to it.
 
 use crate::service::AdminService;
-use hyper_util::rt::TokioIo;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
-use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::transport::{Channel, Endpoint};
 use toolhost_proto::admin::admin_client::AdminClient;
 use toolhost_proto::admin::admin_server::AdminServer;
 
@@ -150,20 +149,15 @@ pub async fn serve_tcp(
 
 /// A client of the admin API on a Unix socket.
 pub async fn connect_unix(path: &Path) -> Result<AdminClient<Channel>, AdminError> {
-    let p = path.to_path_buf();
-    let channel = Endpoint::from_static("http://admin.invalid")
-        .connect_with_connector(tower::service_fn(move |_: Uri| {
-            let p = p.clone();
-            async move {
-                Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(p).await?))
-            }
-        }))
-        .await
-        .map_err(|e| AdminError::NotRunning {
-            path: path.to_path_buf(),
-            detail: std::error::Error::source(&e)
-                .map_or_else(|| e.to_string(), ToString::to_string),
-        })?;
+    let channel = toolhost_proto::contract::connect_unix(
+        Endpoint::from_static("http://admin.invalid"),
+        path.to_path_buf(),
+    )
+    .await
+    .map_err(|e| AdminError::NotRunning {
+        path: path.to_path_buf(),
+        detail: std::error::Error::source(&e).map_or_else(|| e.to_string(), ToString::to_string),
+    })?;
     Ok(AdminClient::new(channel))
 }
 

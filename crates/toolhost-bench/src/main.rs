@@ -29,6 +29,7 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use toolhost_proto::contract;
 use toolhost_proto::plugin::plugin_client::PluginClient;
 use toolhost_proto::plugin::{AgentToolContext, AgentToolRequest};
 
@@ -286,27 +287,25 @@ async fn start_floor(json_mode: bool) -> Result<System> {
 async fn start_direct_grpc() -> Result<System> {
     let dir = scratch("grpc")?;
     let mut child = Command::new(exe_dir().join("testplug"))
-        .env("KANDEV_PLUGIN", "kandev-plugin-v1")
-        .env("PLUGIN_PROTOCOL_VERSIONS", "1")
-        .env("KANDEV_PLUGIN_DATA_DIR", &dir)
+        .env(contract::MAGIC_COOKIE_KEY, contract::MAGIC_COOKIE_VALUE)
+        .env(contract::PROTOCOL_VERSIONS_KEY, contract::PROTOCOL_VERSION)
+        .env(contract::DATA_DIR_KEY, &dir)
         .env("TESTPLUG_QUIET", "1")
         .env("TOKIO_WORKER_THREADS", WORKERS)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()?;
-    let line = wait_line(child.stdout.take().context("stdout")?, "1|1|unix|")?;
-    let socket = PathBuf::from(line.trim_end_matches("|grpc"));
-    let channel = tonic::transport::Endpoint::from_static("http://plugin.invalid")
-        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
-            let p = socket.clone();
-            async move {
-                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
-                    tokio::net::UnixStream::connect(p).await?,
-                ))
-            }
-        }))
-        .await?;
+    // The first line a plugin prints is its handshake.
+    let line = wait_line(child.stdout.take().context("stdout")?, "")?;
+    let socket = contract::handshake::parse(&line)
+        .map_err(|e| anyhow::anyhow!("testplug's handshake: {e}"))?
+        .socket;
+    let channel = contract::connect_unix(
+        tonic::transport::Endpoint::from_static("http://plugin.invalid"),
+        socket,
+    )
+    .await?;
     let pid = child.id();
     Ok(System {
         name: "grpc-direct: the plugin alone",

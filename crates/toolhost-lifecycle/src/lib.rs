@@ -23,6 +23,8 @@
 
 mod files;
 mod lifecycle;
+mod spec;
 
 pub use files::ArchiveLimits;
 pub use lifecycle::{Lifecycle, LifecycleConfig, LifecycleError, PluginInfo};
+pub use spec::plugin_spec;

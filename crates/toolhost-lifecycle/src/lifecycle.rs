@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 use toolhost_catalog::{Installed, Outcome, Snapshot, Store};
 use toolhost_manifest::{Manifest, check_set, expand_plugin_dirs, naming};
 use toolhost_pipeline::Plugins;
-use toolhost_runtime::{Phase, PluginHandle, PluginSpec, SupervisorConfig, supervise};
+use toolhost_runtime::{Phase, PluginHandle, SupervisorConfig, supervise};
 
 /// Where things live and how plugins run.
 #[derive(Debug, Clone)]
@@ -245,7 +245,7 @@ impl Lifecycle {
     /// Starts supervising a plugin and registers it; its state changes feed
     /// the authority.
     fn start(&self, m: &Manifest) -> Arc<PluginHandle> {
-        let mut spec = PluginSpec::from_manifest(m, &self.data_root());
+        let mut spec = crate::spec::plugin_spec(m, &self.data_root());
         spec.pass_env = self.cfg.pass_env.get(&m.id).cloned().unwrap_or_default();
         let handle = Arc::new(supervise(spec, self.cfg.supervisor.clone()));
         self.plugins.insert(Arc::clone(&handle));

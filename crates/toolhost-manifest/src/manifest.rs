@@ -27,11 +27,7 @@ const MAX_STARTUP_TIMEOUT_MS: u64 = 600_000;
 const MAX_DESCRIPTION: usize = 1024;
 const MAX_TITLE: usize = 128;
 /// Environment variables toolhost sets for the plugin; a manifest may not.
-pub const RESERVED_ENV: [&str; 3] = [
-    "KANDEV_PLUGIN",
-    "PLUGIN_PROTOCOL_VERSIONS",
-    "KANDEV_PLUGIN_DATA_DIR",
-];
+pub use toolhost_proto::contract::RESERVED_ENV;
 
 /// A validated plugin manifest.
 #[derive(Debug, Clone, PartialEq)]
@@ -296,19 +292,11 @@ impl Ctx<'_> {
     }
 }
 
+/// A near miss of a known key: one edit away for short names, two for
+/// longer ones (a transposition counts as one).
 fn strsim_close(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    // Cheap edit-distance-1-or-2 test for short key names: same length with
-    // at most two differing bytes, or one insertion/deletion.
-    if a.len() == b.len() {
-        return a.iter().zip(b).filter(|(x, y)| x != y).count() <= 2;
-    }
-    let (short, long) = if a.len() < b.len() { (a, b) } else { (b, a) };
-    if long.len() - short.len() != 1 {
-        return false;
-    }
-    let i = short.iter().zip(long).take_while(|(x, y)| x == y).count();
-    short[i..] == long[i + 1..]
+    let budget = if a.len().min(b.len()) <= 4 { 1 } else { 2 };
+    strsim::damerau_levenshtein(a, b) <= budget
 }
 
 const TOP_KEYS: [&str; 6] = ["id", "version", "name", "description", "runtime", "tools"];

@@ -4,9 +4,8 @@
 //! closed.
 
 use crate::binding::Binding;
-use hyper_util::rt::TokioIo;
 use std::time::Duration;
-use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::transport::{Channel, Endpoint};
 use toolhost_catalog::Descriptor;
 use toolhost_proto::admin::authorizer_client::AuthorizerClient;
 use toolhost_proto::admin::{AuthorizeRequest, SessionBinding};
@@ -46,19 +45,10 @@ impl Authorizer {
     /// A client that connects on first use (and reconnects after failures).
     pub fn new(address: &AuthorizerAddress, timeout: Duration) -> Result<Self, String> {
         let channel = match address {
-            AuthorizerAddress::Unix(path) => {
-                let path = path.clone();
-                Endpoint::from_static("http://authorizer.invalid").connect_with_connector_lazy(
-                    tower::service_fn(move |_: Uri| {
-                        let p = path.clone();
-                        async move {
-                            Ok::<_, std::io::Error>(TokioIo::new(
-                                tokio::net::UnixStream::connect(p).await?,
-                            ))
-                        }
-                    }),
-                )
-            }
+            AuthorizerAddress::Unix(path) => toolhost_proto::contract::connect_unix_lazy(
+                Endpoint::from_static("http://authorizer.invalid"),
+                path.clone(),
+            ),
             AuthorizerAddress::Http(url) => Endpoint::from_shared(url.clone())
                 .map_err(|e| format!("authorizer address {url:?}: {e}"))?
                 .connect_timeout(timeout)

@@ -53,18 +53,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-/// The magic cookie toolhost sets in the plugin's environment.
-pub const MAGIC_COOKIE_KEY: &str = "KANDEV_PLUGIN";
-/// Its value.
-pub const MAGIC_COOKIE_VALUE: &str = "kandev-plugin-v1";
-/// The protocol versions toolhost offers (comma-separated).
-pub const PROTOCOL_VERSIONS_KEY: &str = "PLUGIN_PROTOCOL_VERSIONS";
-/// The plugin's own data directory.
-pub const DATA_DIR_KEY: &str = "KANDEV_PLUGIN_DATA_DIR";
-/// The directory toolhost made for the plugin's socket (also its `TMPDIR`).
-pub const SOCKET_DIR_KEY: &str = "KANDEV_PLUGIN_SOCKET_DIR";
-/// The health service name toolhost checks.
-pub const HEALTH_SERVICE: &str = "plugin";
+pub use toolhost_proto::contract::{
+    DATA_DIR_KEY, HEALTH_SERVICE, MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE, PROTOCOL_VERSION,
+    PROTOCOL_VERSIONS_KEY, SOCKET_DIR_KEY,
+};
 
 type BoxFuture = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send>>;
 pub(crate) type Handler = Arc<dyn Fn(ToolCall) -> BoxFuture + Send + Sync>;

@@ -1,7 +1,7 @@
 //! The plugin side of the handshake and the gRPC services.
 
 use crate::{
-    DATA_DIR_KEY, HEALTH_SERVICE, Handler, MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE,
+    DATA_DIR_KEY, HEALTH_SERVICE, Handler, MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE, PROTOCOL_VERSION,
     PROTOCOL_VERSIONS_KEY, Plugin, SOCKET_DIR_KEY,
 };
 use serde_json::{Map, Value};
@@ -288,7 +288,7 @@ pub(crate) async fn serve(plugin: Plugin) -> Result<(), ServeError> {
         return Err(ServeError::NotUnderToolhost);
     }
     let offered = std::env::var(PROTOCOL_VERSIONS_KEY).unwrap_or_default();
-    if !offered.split(',').any(|v| v.trim() == "1") {
+    if !offered.split(',').any(|v| v.trim() == PROTOCOL_VERSION) {
         return Err(ServeError::NoCommonProtocol { offered });
     }
     let dir = socket_dir()?;
@@ -305,7 +305,7 @@ pub(crate) async fn serve(plugin: Plugin) -> Result<(), ServeError> {
 
     {
         let mut out = std::io::stdout().lock();
-        writeln!(out, "1|1|unix|{}|grpc", path.display())?;
+        writeln!(out, "{}", toolhost_proto::contract::handshake::line(&path))?;
         out.flush()?;
     }
     tonic::transport::Server::builder()

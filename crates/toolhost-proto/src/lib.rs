@@ -1,6 +1,8 @@
 //! The wire contracts of toolhost, generated at build time from `proto/` with
-//! protox (no `protoc` needed), plus the one conversion both sides of the
-//! plugin hop need: `google.protobuf.Struct` to and from JSON.
+//! protox (no `protoc` needed); the rest of the plugin contract
+//! ([`contract`]: environment, handshake, health, the Unix-socket
+//! connector); and the one conversion both sides of the plugin hop need:
+//! `google.protobuf.Struct` to and from JSON.
 //!
 //! This crate owns no behaviour. It must not grow logic beyond data
 //! conversion: the daemon's crates and the plugin SDK both depend on it, and
@@ -18,4 +20,6 @@ pub mod admin {
     tonic::include_proto!("toolhost.admin.v1");
 }
 
+pub mod contract;
+pub mod handshake;
 pub mod json;

@@ -9,7 +9,7 @@
 //!    variables, what the operator passes, the manifest's, then the magic
 //!    cookie, `PLUGIN_PROTOCOL_VERSIONS=1`, its data directory and its own
 //!    socket directory ([`sockets`], also its `TMPDIR`).
-//! 2. **Handshake** ([`handshake`]): the first stdout line must be
+//! 2. **Handshake** (`toolhost_proto::contract`): the first stdout line must be
 //!    `1|1|unix|<socket>|grpc` within the startup timeout; then the gRPC
 //!    channel connects over the Unix socket (which must be inside the socket
 //!    directory toolhost gave it) and the standard health check of
@@ -33,27 +33,15 @@
 //! have taken effect".
 
 mod client;
-pub mod handshake;
 mod logs;
 mod process;
 pub mod sockets;
+mod spec;
 mod supervisor;
 
 pub use client::{CallSlot, DEFAULT_MAX_ANSWER_BYTES, InvokeError, PluginClient};
 pub use logs::log_safe;
 pub use process::StartError;
 pub use sockets::{remove_run_dir, remove_stale_run_dirs};
-pub use supervisor::{Phase, PluginHandle, PluginSpec, PluginState, SupervisorConfig, supervise};
-
-/// The environment variable carrying the magic cookie.
-pub const MAGIC_COOKIE_KEY: &str = "KANDEV_PLUGIN";
-/// The cookie's value.
-pub const MAGIC_COOKIE_VALUE: &str = "kandev-plugin-v1";
-/// The protocol versions toolhost offers.
-pub const PROTOCOL_VERSIONS_KEY: &str = "PLUGIN_PROTOCOL_VERSIONS";
-/// The plugin's data directory.
-pub const DATA_DIR_KEY: &str = "KANDEV_PLUGIN_DATA_DIR";
-/// The directory the plugin must create its socket in (also its `TMPDIR`).
-pub const SOCKET_DIR_KEY: &str = "KANDEV_PLUGIN_SOCKET_DIR";
-/// The health service name a plugin must report SERVING.
-pub const HEALTH_SERVICE: &str = "plugin";
+pub use spec::PluginSpec;
+pub use supervisor::{Phase, PluginHandle, PluginState, SupervisorConfig, supervise};

@@ -1,21 +1,20 @@
 //! Starting one plugin process and stopping it again.
 
-use crate::handshake::{self, HandshakeError};
 use crate::sockets::SocketDir;
-use crate::supervisor::PluginSpec;
-use crate::{
-    DATA_DIR_KEY, HEALTH_SERVICE, MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE, PROTOCOL_VERSIONS_KEY,
-    SOCKET_DIR_KEY,
-};
-use hyper_util::rt::TokioIo;
+use crate::spec::PluginSpec;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
-use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::transport::{Channel, Endpoint};
 use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
+};
+use toolhost_proto::contract::handshake::{self, HandshakeError};
+use toolhost_proto::contract::{
+    DATA_DIR_KEY, HEALTH_SERVICE, MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE, PROTOCOL_VERSION,
+    PROTOCOL_VERSIONS_KEY, SOCKET_DIR_KEY,
 };
 
 /// Why a plugin did not become ready. Every message names what went wrong;
@@ -150,7 +149,7 @@ fn command(spec: &PluginSpec, sockets: &SocketDir) -> Command {
     cmd.args(&spec.args)
         .envs(&spec.env)
         .env(MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE)
-        .env(PROTOCOL_VERSIONS_KEY, "1")
+        .env(PROTOCOL_VERSIONS_KEY, PROTOCOL_VERSION)
         .env(DATA_DIR_KEY, &spec.data_dir)
         .env(SOCKET_DIR_KEY, sockets.path())
         .env("TMPDIR", sockets.path())
@@ -316,28 +315,21 @@ pub(crate) async fn connect(
         Endpoint::from_static("http://plugin.invalid").connect_timeout(Duration::from_secs(2));
     let mut pause = Duration::from_millis(2);
     loop {
-        let p = path.clone();
-        let attempt = endpoint
-            .connect_with_connector(tower::service_fn(move |_: Uri| {
-                let p = p.clone();
-                async move {
-                    // A symlink could lead to another plugin's socket.
-                    if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
-                        return Err(std::io::Error::new(
-                            std::io::ErrorKind::InvalidInput,
-                            "the socket is a symlink",
-                        ));
-                    }
-                    Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(p).await?))
-                }
-            }))
-            .await;
+        // A symlink could lead to another plugin's socket.
+        let attempt = if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink())
+        {
+            Err("the socket is a symlink".to_owned())
+        } else {
+            toolhost_proto::contract::connect_unix(endpoint.clone(), path.clone())
+                .await
+                .map_err(|e| e.to_string())
+        };
         match attempt {
             Ok(ch) => return Ok(ch),
             Err(e) if Instant::now() + pause >= deadline => {
                 return Err(StartError::Connect {
                     socket: path.display().to_string(),
-                    detail: e.to_string(),
+                    detail: e,
                 });
             }
             // The socket may appear a moment after the line is printed.

@@ -2,61 +2,15 @@
 
 use crate::client::PluginClient;
 use crate::process::{self, Running};
-use std::collections::{BTreeMap, VecDeque};
+use crate::spec::PluginSpec;
+use std::collections::VecDeque;
 use std::future::Future;
-use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use toolhost_manifest::Manifest;
-
-/// How to run one plugin.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PluginSpec {
-    /// Plugin id (tags logs and errors).
-    pub id: String,
-    /// Version, for status output.
-    pub version: String,
-    /// The plugin directory (the process's working directory).
-    pub dir: PathBuf,
-    /// The executable.
-    pub command: PathBuf,
-    /// Its arguments.
-    pub args: Vec<String>,
-    /// Extra environment (the manifest's `runtime.env`).
-    pub env: BTreeMap<String, String>,
-    /// Variables of the daemon's environment passed through (the
-    /// operator's choice; the environment is otherwise clean).
-    pub pass_env: Vec<String>,
-    /// Handshake plus health must complete within this.
-    pub startup_timeout: Duration,
-    /// The plugin's own data directory, created before start.
-    pub data_dir: PathBuf,
-}
-
-impl PluginSpec {
-    /// The spec of an installed plugin, with its data under `data_root/<id>`.
-    /// Paths are made absolute: the process runs in the plugin directory, so
-    /// a relative command would otherwise be resolved twice.
-    #[must_use]
-    pub fn from_manifest(m: &Manifest, data_root: &Path) -> Self {
-        let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
-        Self {
-            id: m.id.clone(),
-            version: m.version.to_string(),
-            dir: absolute(&m.dir),
-            command: absolute(&m.runtime.command),
-            args: m.runtime.args.clone(),
-            env: m.runtime.env.clone(),
-            pass_env: Vec::new(),
-            startup_timeout: Duration::from_millis(m.runtime.startup_timeout_ms),
-            data_dir: absolute(&data_root.join(&m.id)),
-        }
-    }
-}
 
 /// How soon a start that failed for lack of resources is tried again.
 const RESOURCE_RETRY: Duration = Duration::from_millis(500);

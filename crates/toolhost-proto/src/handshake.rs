@@ -44,6 +44,16 @@ pub enum HandshakeError {
     Protocol(String),
 }
 
+/// The line a plugin serving on `socket` prints.
+#[must_use]
+pub fn line(socket: &std::path::Path) -> String {
+    format!(
+        "1|{}|unix|{}|grpc",
+        crate::contract::PROTOCOL_VERSION,
+        socket.display()
+    )
+}
+
 /// Parses one handshake line (without its newline; surrounding whitespace is
 /// ignored). Total: any string in, a verdict out. The line may contain
 /// anything a plugin printed, so errors quote only short, known fields.

@@ -1,0 +1,66 @@
+//! The plugin wire contract in one place: what toolhost and a plugin agree
+//! on outside the `.proto` files. Everything that starts plugins, talks to
+//! them, or is a plugin (the runtime, the SDK, the manifest rules, the
+//! benchmark) imports it from here, so the contract cannot drift between
+//! them. docs/PROTOCOL.md §3 says it in words.
+//!
+//! - the environment toolhost sets ([`MAGIC_COOKIE_KEY`] and the rest);
+//! - the handshake line ([`handshake`]);
+//! - the health service a plugin reports ([`HEALTH_SERVICE`]);
+//! - how a gRPC channel reaches a Unix socket ([`connect_unix`]).
+
+use hyper_util::rt::TokioIo;
+use std::path::PathBuf;
+use tonic::transport::{Channel, Endpoint, Uri};
+
+pub use crate::handshake;
+
+/// The environment variable carrying the magic cookie.
+pub const MAGIC_COOKIE_KEY: &str = "KANDEV_PLUGIN";
+/// The cookie's value: a plugin run by hand, without it, should say that it
+/// needs toolhost rather than serve.
+pub const MAGIC_COOKIE_VALUE: &str = "kandev-plugin-v1";
+/// The protocol versions toolhost offers, comma-separated.
+pub const PROTOCOL_VERSIONS_KEY: &str = "PLUGIN_PROTOCOL_VERSIONS";
+/// The one app protocol version there is.
+pub const PROTOCOL_VERSION: &str = "1";
+/// The plugin's data directory.
+pub const DATA_DIR_KEY: &str = "KANDEV_PLUGIN_DATA_DIR";
+/// The directory the plugin must create its socket in (also its `TMPDIR`).
+pub const SOCKET_DIR_KEY: &str = "KANDEV_PLUGIN_SOCKET_DIR";
+/// The service name a plugin's `grpc.health.v1` must report `SERVING`.
+pub const HEALTH_SERVICE: &str = "plugin";
+/// Variables toolhost sets for every plugin; a manifest's `runtime.env`
+/// may not.
+pub const RESERVED_ENV: [&str; 5] = [
+    MAGIC_COOKIE_KEY,
+    PROTOCOL_VERSIONS_KEY,
+    DATA_DIR_KEY,
+    SOCKET_DIR_KEY,
+    "TMPDIR",
+];
+
+/// Connects `endpoint` (its URI is required by tonic and ignored) to the
+/// Unix socket at `path`.
+pub async fn connect_unix(
+    endpoint: Endpoint,
+    path: PathBuf,
+) -> Result<Channel, tonic::transport::Error> {
+    endpoint
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let p = path.clone();
+            async move {
+                Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(p).await?))
+            }
+        }))
+        .await
+}
+
+/// As [`connect_unix`], connecting on first use.
+#[must_use]
+pub fn connect_unix_lazy(endpoint: Endpoint, path: PathBuf) -> Channel {
+    endpoint.connect_with_connector_lazy(tower::service_fn(move |_: Uri| {
+        let p = path.clone();
+        async move { Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(p).await?)) }
+    }))
+}

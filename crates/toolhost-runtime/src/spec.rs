@@ -1,0 +1,30 @@
+//! What the runtime needs to know to run one plugin. Built by whoever reads
+//! manifests (the lifecycle); the runtime itself never reads one.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How to run one plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginSpec {
+    /// Plugin id (tags logs and errors).
+    pub id: String,
+    /// Version, for status output.
+    pub version: String,
+    /// The plugin directory (the process's working directory).
+    pub dir: PathBuf,
+    /// The executable.
+    pub command: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Extra environment (the manifest's `runtime.env`).
+    pub env: BTreeMap<String, String>,
+    /// Variables of the daemon's environment passed through (the
+    /// operator's choice; the environment is otherwise clean).
+    pub pass_env: Vec<String>,
+    /// Handshake plus health must complete within this.
+    pub startup_timeout: Duration,
+    /// The plugin's own data directory, created before start.
+    pub data_dir: PathBuf,
+}
