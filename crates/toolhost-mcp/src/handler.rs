@@ -1,8 +1,8 @@
 //! The hand-written `ServerHandler`.
 
-use crate::http::{TokenTable, bearer_token, digest};
 use crate::hub::{Hub, Owner};
 use crate::listener::ClientGone;
+use crate::tokens::{TokenTable, bearer_token, digest};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
     CustomResult, Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,

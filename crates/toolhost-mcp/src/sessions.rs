@@ -13,8 +13,8 @@
 //! GET stream does not), and a session with a request in progress is never
 //! idle, so a long tool call is not cut off.
 
-use crate::http::{bearer_token, digest};
 use crate::hub::Owner;
+use crate::tokens::{bearer_token, digest};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode};

@@ -30,21 +30,9 @@ mod names;
 mod refs;
 mod render;
 mod schema;
+mod violation;
 
-pub use check::{
-    ArgumentError, Checked, MAX_MESSAGE_BYTES, MAX_VIOLATIONS, ToolPolicy, UnknownArguments,
-    Violation, bounded, check_arguments,
-};
-pub use names::{is_nameable, looks_like_credential};
+pub use check::{Checked, ToolPolicy, UnknownArguments, check_arguments};
+pub use names::{is_identifier_like, is_nameable, looks_like_credential};
 pub use schema::{CompiledSchema, MAX_SCHEMA_BYTES, SchemaProblem, SchemaRule, check_schema};
-
-/// Whether `name` may be shown in an error: an identifier-like key, never
-/// arbitrary data. docs/CONTRACT.md §5: `^[A-Za-z0-9_.-]{1,64}$`.
-#[must_use]
-pub fn is_identifier_like(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
-}
+pub use violation::{ArgumentError, MAX_MESSAGE_BYTES, MAX_VIOLATIONS, Violation, bounded};

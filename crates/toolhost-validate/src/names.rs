@@ -74,11 +74,22 @@ pub fn looks_like_credential(s: &str) -> bool {
     entropy >= 3.5
 }
 
+/// Whether `name` may be shown in an error: an identifier-like key, never
+/// arbitrary data. docs/CONTRACT.md §5: `^[A-Za-z0-9_.-]{1,64}$`.
+#[must_use]
+pub fn is_identifier_like(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
 /// Whether an agent's key may be named in an error: identifier-like and
 /// not credential-like.
 #[must_use]
 pub fn is_nameable(key: &str) -> bool {
-    crate::is_identifier_like(key) && !looks_like_credential(key)
+    is_identifier_like(key) && !looks_like_credential(key)
 }
 
 /// The declared property names along an instance, from one schema: a

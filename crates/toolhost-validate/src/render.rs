@@ -2,9 +2,9 @@
 //! location only. `ValidationError`'s `Display` quotes the instance and is
 //! deliberately never called here.
 
-use crate::check::Violation;
-use crate::is_nameable;
 use crate::names::Declared;
+use crate::names::is_nameable;
+use crate::violation::Violation;
 use jsonschema::ValidationError;
 use jsonschema::error::{TypeKind, ValidationErrorKind as K};
 use serde_json::Value;

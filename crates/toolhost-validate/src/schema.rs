@@ -249,7 +249,7 @@ impl CompiledSchema {
     /// Checks a value against the schema exactly as declared (no closed
     /// root, no aliases): how a plugin's structured result is checked against
     /// its output schema. Violations carry no values, as for arguments.
-    pub fn check_value(&self, value: &Value) -> Result<(), crate::ArgumentError> {
+    pub fn check_value(&self, value: &Value) -> Result<(), crate::violation::ArgumentError> {
         // The closed variant would reject undeclared result keys; results
         // are checked as declared, so compile-time closing is undone here by
         // tolerating only root additionalProperties failures.
@@ -267,20 +267,24 @@ impl CompiledSchema {
             }
             let (listed, unlisted) = crate::render::violations(
                 errors.into_iter(),
-                crate::check::MAX_VIOLATIONS,
+                crate::violation::MAX_VIOLATIONS,
                 &self.names,
             );
-            return Err(crate::ArgumentError::with_unlisted(listed, unlisted));
+            return Err(crate::violation::ArgumentError::with_unlisted(
+                listed, unlisted,
+            ));
         }
         if self.validator.is_valid(value) {
             return Ok(());
         }
         let (listed, unlisted) = crate::render::violations(
             self.validator.iter_errors(value),
-            crate::check::MAX_VIOLATIONS,
+            crate::violation::MAX_VIOLATIONS,
             &self.names,
         );
-        Err(crate::ArgumentError::with_unlisted(listed, unlisted))
+        Err(crate::violation::ArgumentError::with_unlisted(
+            listed, unlisted,
+        ))
     }
 
     /// `jsonschema`'s own verdict, for benchmarks that compare against the

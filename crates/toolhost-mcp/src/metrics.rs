@@ -1,0 +1,142 @@
+//! `/metrics`: the Prometheus text format, rendered from the hub's state.
+//! Names, ids and counts only, never contents.
+
+use crate::hub::Hub;
+use axum::http::header;
+use axum::response::IntoResponse;
+use std::sync::Arc;
+
+/// Appends one metric family's help and type lines.
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    use std::fmt::Write as _;
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// Prometheus text format: catalog version and size, plugin states, live
+/// sessions, calls by tool and outcome, call durations. Names, ids and
+/// counts only, never contents.
+pub(crate) async fn metrics(hub: Arc<Hub>) -> impl IntoResponse {
+    use std::fmt::Write as _;
+    let pipeline = &hub.pipeline;
+    let catalog = pipeline.store().current();
+    let mut out = String::new();
+    family(
+        &mut out,
+        "toolhost_catalog_revision",
+        "gauge",
+        "Revision of the current catalog.",
+    );
+    let _ = writeln!(out, "toolhost_catalog_revision {}", catalog.revision());
+    family(
+        &mut out,
+        "toolhost_catalog_info",
+        "gauge",
+        "The current catalog generation.",
+    );
+    let generation = catalog.generation().replace(['"', '\\', '\n'], "_");
+    let _ = writeln!(
+        out,
+        "toolhost_catalog_info{{generation=\"{generation}\"}} 1"
+    );
+    family(
+        &mut out,
+        "toolhost_catalog_tools",
+        "gauge",
+        "Tools in the current catalog (sound or not).",
+    );
+    let _ = writeln!(out, "toolhost_catalog_tools {}", catalog.len());
+    family(
+        &mut out,
+        "toolhost_catalog_defects",
+        "gauge",
+        "Tools withheld.",
+    );
+    let _ = writeln!(out, "toolhost_catalog_defects {}", catalog.defects().len());
+    family(
+        &mut out,
+        "toolhost_sessions",
+        "gauge",
+        "MCP sessions (initializing ones included) and subscriptions, counted against max_sessions.",
+    );
+    let _ = writeln!(out, "toolhost_sessions {}", hub.session_count());
+    family(
+        &mut out,
+        "toolhost_mcp_listeners",
+        "gauge",
+        "Sessions and subscriptions that receive tools/list_changed.",
+    );
+    let _ = writeln!(out, "toolhost_mcp_listeners {}", hub.listener_count());
+    family(
+        &mut out,
+        "toolhost_plugin_state",
+        "gauge",
+        "1 for the state each plugin is in.",
+    );
+    let plugins = pipeline.plugins().all();
+    for h in &plugins {
+        let _ = writeln!(
+            out,
+            "toolhost_plugin_state{{plugin=\"{}\",state=\"{}\"}} 1",
+            h.id(),
+            h.state().phase.as_str()
+        );
+    }
+    family(
+        &mut out,
+        "toolhost_plugin_restarts_total",
+        "counter",
+        "Restarts per plugin.",
+    );
+    for h in &plugins {
+        let _ = writeln!(
+            out,
+            "toolhost_plugin_restarts_total{{plugin=\"{}\"}} {}",
+            h.id(),
+            h.state().restarts
+        );
+    }
+    let stats = pipeline.stats();
+    family(
+        &mut out,
+        "toolhost_tool_calls_total",
+        "counter",
+        "Tool calls by exposed tool and outcome (tool is empty for unknown names).",
+    );
+    for ((tool, outcome), n) in &stats.calls {
+        let _ = writeln!(
+            out,
+            "toolhost_tool_calls_total{{tool=\"{tool}\",outcome=\"{outcome}\"}} {n}"
+        );
+    }
+    family(
+        &mut out,
+        "toolhost_tool_call_duration_seconds",
+        "histogram",
+        "Time from a call's resolution to its answer.",
+    );
+    for (le, n) in toolhost_pipeline::DURATION_BUCKETS
+        .iter()
+        .zip(stats.buckets)
+    {
+        let _ = writeln!(
+            out,
+            "toolhost_tool_call_duration_seconds_bucket{{le=\"{le}\"}} {n}"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "toolhost_tool_call_duration_seconds_bucket{{le=\"+Inf\"}} {}",
+        stats.count
+    );
+    let _ = writeln!(
+        out,
+        "toolhost_tool_call_duration_seconds_sum {}",
+        stats.sum_seconds
+    );
+    let _ = writeln!(
+        out,
+        "toolhost_tool_call_duration_seconds_count {}",
+        stats.count
+    );
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
+}

@@ -1,0 +1,123 @@
+//! Bearer tokens: which binding each stands for, and reading one from a
+//! request. Only a SHA-256 of each token is kept.
+
+use axum::http::{HeaderMap, header};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::{PoisonError, RwLock};
+use toolhost_pipeline::Binding;
+
+/// Bearer tokens and the bindings they stand for. Only a SHA-256 of each
+/// token is kept: a memory dump does not give the tokens away, and lookups
+/// hash first, so timing depends on the hash, not on the secret.
+#[derive(Debug, Default)]
+pub struct TokenTable {
+    by_hash: RwLock<HashMap<[u8; 32], Binding>>,
+}
+
+/// The SHA-256 of a token: how tokens are keyed, and how sessions know
+/// their owner without keeping the token.
+pub(crate) fn digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+impl TokenTable {
+    /// An empty table.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Binds a token (replacing, and revoking, any earlier binding of it).
+    pub fn bind(&self, token: &str, binding: Binding) {
+        let old = self
+            .by_hash
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(digest(token), binding);
+        if let Some(old) = old {
+            old.revoke();
+        }
+    }
+
+    /// Revokes a token: its next request gets 401, and calls of its sessions
+    /// already past resolution fail authorization.
+    pub fn revoke(&self, token: &str) -> bool {
+        let old = self
+            .by_hash
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&digest(token));
+        old.map(|b| b.revoke()).is_some()
+    }
+
+    /// The binding of a token, if it has one.
+    #[must_use]
+    pub fn resolve(&self, token: &str) -> Option<Binding> {
+        self.by_hash
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&digest(token))
+            .cloned()
+    }
+
+    /// How many tokens are bound.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.by_hash
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Whether no token is bound.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` header.
+#[must_use]
+pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = v.split_once(' ')?;
+    (scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty()).then(|| token.trim())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    #[test]
+    fn bearer_tokens_parse() {
+        let mut h = HeaderMap::new();
+        assert_eq!(bearer_token(&h), None);
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer abc"),
+        );
+        assert_eq!(bearer_token(&h), Some("abc"));
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("bearer  abc "),
+        );
+        assert_eq!(bearer_token(&h), Some("abc"));
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic abc"));
+        assert_eq!(bearer_token(&h), None);
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer "));
+        assert_eq!(bearer_token(&h), None);
+    }
+
+    #[test]
+    fn revoking_a_token_revokes_its_binding() {
+        let t = TokenTable::new();
+        t.bind("secret", Binding::new("chat", "t", "s", None));
+        let b = t.resolve("secret");
+        assert!(b.as_ref().is_some_and(Binding::is_active));
+        assert!(t.revoke("secret"));
+        assert!(t.resolve("secret").is_none());
+        assert!(b.is_some_and(|b| !b.is_active()));
+    }
+}
