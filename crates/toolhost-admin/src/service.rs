@@ -36,12 +36,17 @@ pub struct AdminState {
 }
 
 fn lifecycle_status(e: LifecycleError) -> Status {
+    let message = e.to_string();
     match e {
-        LifecycleError::Invalid(m) => Status::invalid_argument(m),
-        LifecycleError::NotFound(m) => Status::not_found(m),
-        LifecycleError::Refused(m) => Status::failed_precondition(m),
-        LifecycleError::StartFailed(m) => Status::aborted(m),
-        LifecycleError::Io(m) => Status::internal(m),
+        LifecycleError::Invalid { .. } | LifecycleError::Unreadable { .. } => {
+            Status::invalid_argument(message)
+        }
+        LifecycleError::NotFound { .. } => Status::not_found(message),
+        LifecycleError::Managed
+        | LifecycleError::Static { .. }
+        | LifecycleError::AlreadyThere { .. } => Status::failed_precondition(message),
+        LifecycleError::StartFailed { .. } => Status::aborted(message),
+        LifecycleError::Io { .. } => Status::internal(message),
     }
 }
 

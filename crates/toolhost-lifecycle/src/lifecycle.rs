@@ -37,21 +37,68 @@ pub struct LifecycleConfig {
 /// Why an operation was refused or failed. Each message says what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum LifecycleError {
-    /// The plugin does not validate (every problem, one per line).
-    #[error("{0}")]
-    Invalid(String),
-    /// No such plugin.
-    #[error("{0}")]
-    NotFound(String),
-    /// Not allowed in this state.
-    #[error("{0}")]
-    Refused(String),
+    /// The plugin does not validate: every problem, one per line.
+    #[error("{}", problems.join("\n"))]
+    Invalid {
+        /// Each problem, naming its file, tool and rule.
+        problems: Vec<String>,
+    },
+    /// The source could not be read (a missing directory, a bad archive).
+    #[error("cannot read {path}: {source}")]
+    Unreadable {
+        /// What was to be installed.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// No installed plugin by that id.
+    #[error("no plugin {id:?} is installed{hint}")]
+    NotFound {
+        /// The id asked for.
+        id: String,
+        /// What to do instead (may be empty).
+        hint: &'static str,
+    },
+    /// Managed mode: the backend owns the catalog.
+    #[error(
+        "toolhost is in managed mode: the backend owns the catalog, so plugins are installed and \
+         switched by editing the configuration and restarting, and activated by the backend's pushes"
+    )]
+    Managed,
+    /// The plugin comes from the configuration's `plugins` paths.
+    #[error("plugin {id} comes from the configuration's plugins paths; {what} it there")]
+    Static {
+        /// The plugin.
+        id: String,
+        /// What to do there ("upgrade", "remove").
+        what: &'static str,
+    },
+    /// Already installed (install), or already at that version (upgrade).
+    #[error("plugin {id} is already {state}")]
+    AlreadyThere {
+        /// The plugin.
+        id: String,
+        /// "installed (version 1.0.0); use upgrade", "at version 1.0.0".
+        state: String,
+    },
     /// The plugin did not become ready.
-    #[error("{0}")]
-    StartFailed(String),
+    #[error("{reason}")]
+    StartFailed {
+        /// The plugin.
+        id: String,
+        /// Why, and what still holds (the old version keeps serving, ...).
+        reason: String,
+    },
     /// File system trouble.
-    #[error("{0}")]
-    Io(String),
+    #[error("{what} ({path}): {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// Where.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
 }
 
 /// One plugin, for listings.
@@ -107,8 +154,16 @@ pub struct Lifecycle {
     recompute: mpsc::UnboundedSender<()>,
 }
 
-fn io(what: &str, e: impl std::fmt::Display) -> LifecycleError {
-    LifecycleError::Io(format!("{what}: {e}"))
+/// An I/O error while doing `what` at `path`.
+fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> LifecycleError {
+    let path = path.to_path_buf();
+    move |source| LifecycleError::Io { what, path, source }
+}
+
+fn invalid(problems: &[toolhost_manifest::Problem]) -> LifecycleError {
+    LifecycleError::Invalid {
+        problems: problems.iter().map(ToString::to_string).collect(),
+    }
 }
 
 impl Lifecycle {
@@ -134,10 +189,11 @@ impl Lifecycle {
         plugins: Arc<Plugins>,
     ) -> Result<(Arc<Self>, Vec<String>), LifecycleError> {
         // Plugin data holds agent text: nobody else may read the state.
-        private_dir(&cfg.state_dir).map_err(|e| io("cannot create the state directory", e))?;
+        private_dir(&cfg.state_dir)
+            .map_err(io("cannot create the state directory", &cfg.state_dir))?;
         let state_path = cfg.state_dir.join("plugins.json");
-        let file =
-            StateFile::load(&state_path).map_err(|e| io("cannot read the plugin state", e))?;
+        let file = StateFile::load(&state_path)
+            .map_err(io("cannot read the plugin state", &state_path))?;
         let install_dir = cfg.state_dir.join("plugins");
         clean(&install_dir, &file);
 
@@ -314,11 +370,7 @@ impl Lifecycle {
 
     fn refuse_if_managed(&self) -> Result<(), LifecycleError> {
         if self.cfg.managed {
-            return Err(LifecycleError::Refused(
-                "toolhost is in managed mode: the backend owns the catalog, so plugins are installed and \
-                 switched by editing the configuration and restarting, and activated by the backend's pushes"
-                    .to_owned(),
-            ));
+            return Err(LifecycleError::Managed);
         }
         Ok(())
     }
@@ -327,7 +379,7 @@ impl Lifecycle {
         inner
             .file
             .save(&self.state_file())
-            .map_err(|e| io("cannot write the plugin state", e))
+            .map_err(io("cannot write the plugin state", &self.state_file()))
     }
 
     fn refresh_installed(&self, inner: &Inner) {
@@ -339,25 +391,19 @@ impl Lifecycle {
     /// Stages `source` (a plugin directory or a `.tar.gz` of one), loads and
     /// validates it. The staging directory is removed on failure.
     fn stage_and_load(&self, source: &Path) -> Result<(PathBuf, Manifest), LifecycleError> {
-        let staging =
-            staging_dir(&self.install_dir()).map_err(|e| io("cannot stage the plugin", e))?;
+        let staging = staging_dir(&self.install_dir())
+            .map_err(io("cannot stage the plugin", &self.install_dir()))?;
         let loaded = stage(source, &staging, self.cfg.archive_limits)
-            .map_err(|e| LifecycleError::Invalid(format!("cannot read {}: {e}", source.display())))
+            .map_err(|e| LifecycleError::Unreadable {
+                path: source.to_path_buf(),
+                source: e,
+            })
             .and_then(|()| {
-                let joined = |problems: &[toolhost_manifest::Problem]| {
-                    problems
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                };
                 // An install is validated as `toolhost check` would: a
                 // schema that would be withheld refuses it.
                 match Manifest::load(&staging) {
-                    Err(problems) => Err(LifecycleError::Invalid(joined(&problems))),
-                    Ok(m) if !m.defects.is_empty() => {
-                        Err(LifecycleError::Invalid(joined(&m.defects)))
-                    }
+                    Err(problems) => Err(invalid(&problems)),
+                    Ok(m) if !m.defects.is_empty() => Err(invalid(&m.defects)),
                     Ok(m) => Ok(m),
                 }
             });
@@ -396,7 +442,7 @@ impl Lifecycle {
         if clashes.is_empty() {
             Ok(())
         } else {
-            Err(LifecycleError::Invalid(clashes.join("\n")))
+            Err(LifecycleError::Invalid { problems: clashes })
         }
     }
 
@@ -407,15 +453,8 @@ impl Lifecycle {
             let _ = std::fs::remove_dir_all(&target);
         }
         std::fs::rename(staging, &target)
-            .map_err(|e| io("cannot move the plugin into place", e))?;
-        Manifest::load(&target).map_err(|p| {
-            LifecycleError::Invalid(
-                p.iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-            )
-        })
+            .map_err(io("cannot move the plugin into place", &target))?;
+        Manifest::load(&target).map_err(|p| invalid(&p))
     }
 
     async fn wait_ready(&self, h: &PluginHandle, m: &Manifest) -> Result<(), LifecycleError> {
@@ -433,7 +472,10 @@ impl Lifecycle {
                     .state()
                     .last_error
                     .unwrap_or_else(|| "it did not become ready in time".to_owned());
-                Err(LifecycleError::StartFailed(why))
+                Err(LifecycleError::StartFailed {
+                    id: m.id.clone(),
+                    reason: why,
+                })
             }
         }
     }
@@ -448,10 +490,10 @@ impl Lifecycle {
         let checked = {
             let inner = self.lock();
             match inner.records.get(&m.id) {
-                Some(r) => Err(LifecycleError::Refused(format!(
-                    "plugin {} is already installed (version {}); use upgrade",
-                    m.id, r.manifest.version
-                ))),
+                Some(r) => Err(LifecycleError::AlreadyThere {
+                    id: m.id.clone(),
+                    state: format!("installed (version {}); use upgrade", r.manifest.version),
+                }),
                 None => self.collisions(&inner, &m),
             }
         };
@@ -485,12 +527,15 @@ impl Lifecycle {
         tracing::info!(plugin = %m.id, version = %m.version, "installed");
         let ready = self.wait_ready(&handle, &m).await;
         let revision = self.publish();
-        ready.map(|()| revision).map_err(|e| {
-            LifecycleError::StartFailed(format!(
-                "plugin {} is installed but not ready ({e}); its tools will appear when it is",
-                m.id
-            ))
-        })
+        ready
+            .map(|()| revision)
+            .map_err(|e| LifecycleError::StartFailed {
+                id: m.id.clone(),
+                reason: format!(
+                    "plugin {} is installed but not ready ({e}); its tools will appear when it is",
+                    m.id
+                ),
+            })
     }
 
     /// Upgrades an installed plugin to the version in `source`. The new
@@ -505,17 +550,18 @@ impl Lifecycle {
         let checked = {
             let inner = self.lock();
             match inner.records.get(&m.id) {
-                None => Err(LifecycleError::NotFound(format!(
-                    "plugin {} is not installed; use install",
-                    m.id
-                ))),
-                Some(r) if r.origin == Origin::Static => Err(LifecycleError::Refused(format!(
-                    "plugin {} comes from the configuration's plugins paths; upgrade it there",
-                    m.id
-                ))),
-                Some(r) if r.manifest.version == m.version => Err(LifecycleError::Refused(
-                    format!("plugin {} is already at version {}", m.id, m.version),
-                )),
+                None => Err(LifecycleError::NotFound {
+                    id: m.id.clone(),
+                    hint: "; use install",
+                }),
+                Some(r) if r.origin == Origin::Static => Err(LifecycleError::Static {
+                    id: m.id.clone(),
+                    what: "upgrade",
+                }),
+                Some(r) if r.manifest.version == m.version => Err(LifecycleError::AlreadyThere {
+                    id: m.id.clone(),
+                    state: format!("at version {}", m.version),
+                }),
                 Some(_) => self.collisions(&inner, &m),
             }
         };
@@ -529,10 +575,13 @@ impl Lifecycle {
             new.stop().await;
             self.plugins.remove_version(&m.id, &m.version.to_string());
             let _ = std::fs::remove_dir_all(&m.dir);
-            return Err(LifecycleError::StartFailed(format!(
-                "version {} of {} did not start ({e}); the old version keeps serving",
-                m.version, m.id
-            )));
+            return Err(LifecycleError::StartFailed {
+                id: m.id.clone(),
+                reason: format!(
+                    "version {} of {} did not start ({e}); the old version keeps serving",
+                    m.version, m.id
+                ),
+            });
         }
         let (old_handle, old_dir, old_version) = {
             let mut inner = self.lock();
@@ -542,10 +591,10 @@ impl Lifecycle {
                 .insert(m.id.clone(), m.version.to_string());
             self.save(&inner)?;
             let Some(r) = inner.records.get_mut(&m.id) else {
-                return Err(LifecycleError::NotFound(format!(
-                    "plugin {} was removed meanwhile",
-                    m.id
-                )));
+                return Err(LifecycleError::NotFound {
+                    id: m.id.clone(),
+                    hint: " (it was removed meanwhile)",
+                });
             };
             let old_dir = r.manifest.dir.clone();
             let old_version = r.manifest.version.to_string();
@@ -588,9 +637,10 @@ impl Lifecycle {
         let (handle, m) = {
             let mut inner = self.lock();
             let Some(r) = inner.records.get(id) else {
-                return Err(LifecycleError::NotFound(format!(
-                    "no plugin {id:?} is installed"
-                )));
+                return Err(LifecycleError::NotFound {
+                    id: id.to_owned(),
+                    hint: "",
+                });
             };
             if r.enabled {
                 drop(inner);
@@ -624,9 +674,10 @@ impl Lifecycle {
         let handle = {
             let mut inner = self.lock();
             let Some(r) = inner.records.get_mut(id) else {
-                return Err(LifecycleError::NotFound(format!(
-                    "no plugin {id:?} is installed"
-                )));
+                return Err(LifecycleError::NotFound {
+                    id: id.to_owned(),
+                    hint: "",
+                });
             };
             r.enabled = false;
             let handle = r.handle.take();
@@ -652,14 +703,16 @@ impl Lifecycle {
         let origin = self.lock().records.get(id).map(|r| r.origin);
         match origin {
             None => {
-                return Err(LifecycleError::NotFound(format!(
-                    "no plugin {id:?} is installed"
-                )));
+                return Err(LifecycleError::NotFound {
+                    id: id.to_owned(),
+                    hint: "",
+                });
             }
             Some(Origin::Static) => {
-                return Err(LifecycleError::Refused(format!(
-                    "plugin {id} comes from the configuration's plugins paths; remove it there (or disable it)"
-                )));
+                return Err(LifecycleError::Static {
+                    id: id.to_owned(),
+                    what: "remove (or disable)",
+                });
             }
             Some(Origin::Installed) => {}
         }

@@ -1,6 +1,23 @@
-//! The pipeline itself.
+//! The pipeline itself: one function per step, chained with `?`.
+//!
+//! [`Pipeline::call`] resolves the name (step 1: an unknown name is a
+//! protocol error, not a tool result), then runs the steps of one [`Call`]
+//! in order. Each step returns `Result<_, CallFailure>`: the first that
+//! fails ends the call with a tool result the model can act on, and every
+//! call, however it ended, gets one audit event.
+//!
+//! - 1: resolve (`Pipeline::call`);
+//! - 2 to 4: check: bound, aliases, the closed root and the schema
+//!   (`Call::check`);
+//! - 5: authorize against the state now (`Call::authorize`), wait for a
+//!   starting plugin (`Call::plugin`), ask the backend (`Call::ask_backend`)
+//!   and take a place among the plugin's calls in flight (`Call::reserve`);
+//! - 6: dispatch exactly once (`Call::dispatch`);
+//! - 7: map the answer (`Call::map`);
+//! - 8: audit (`Pipeline::call`).
 
 use crate::binding::Binding;
+use crate::counters::{CallStats, Counters};
 use crate::plugins::Plugins;
 use crate::result::{CallResult, ErrorCode};
 use serde_json::Value;
@@ -9,9 +26,9 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use toolhost_catalog::{Entry, Store};
 use toolhost_proto::json::{json_from_struct, struct_from_json};
-use toolhost_proto::plugin::{AgentToolContext, AgentToolRequest};
-use toolhost_runtime::{InvokeError, log_safe};
-use toolhost_validate::{ToolPolicy, check_arguments};
+use toolhost_proto::plugin::{AgentToolContext, AgentToolRequest, AgentToolResponse};
+use toolhost_runtime::{CallSlot, InvokeError, PluginClient, log_safe};
+use toolhost_validate::{Checked, ToolPolicy, Violation, check_arguments};
 use tracing::Instrument as _;
 
 /// Daemon-wide caps.
@@ -36,28 +53,29 @@ impl Default for Limits {
     }
 }
 
-/// Upper bounds (seconds) of the call duration histogram's buckets.
-pub const DURATION_BUCKETS: [f64; 12] = [
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0,
-];
-
-/// Calls by (exposed tool, outcome), and a duration histogram.
-#[derive(Debug, Clone, Default)]
-pub struct CallStats {
-    /// (tool, outcome) -> calls. The tool is `""` for unknown names.
-    pub calls: std::collections::BTreeMap<(String, &'static str), u64>,
-    /// Cumulative counts per bucket of [`DURATION_BUCKETS`].
-    pub buckets: [u64; 12],
-    /// All calls.
-    pub count: u64,
-    /// Total seconds.
-    pub sum_seconds: f64,
-}
-
 /// Step 1 found nothing: a protocol error, `Unknown tool: <name>`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("Unknown tool: {0}")]
 pub struct UnknownTool(pub String);
+
+/// A step refused the call: the tool result that says why.
+#[derive(Debug)]
+struct CallFailure(CallResult);
+
+impl CallFailure {
+    fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self(CallResult::failure(code, message, None))
+    }
+
+    fn with_violations(code: ErrorCode, message: impl Into<String>, v: &[Violation]) -> Self {
+        Self(CallResult::failure(code, message, Some(v)))
+    }
+}
+
+type Step<T> = Result<T, CallFailure>;
+
+/// (generation, revision) of a catalog version.
+type CatalogVersion = (String, u64);
 
 /// The call pipeline, shared by every session.
 #[derive(Debug)]
@@ -67,19 +85,7 @@ pub struct Pipeline {
     limits: Limits,
     /// The backend's `Authorize`, when configured.
     authorizer: Option<crate::Authorizer>,
-    /// Call counters and the duration histogram.
-    stats: std::sync::Mutex<Counters>,
-}
-
-/// What [`Pipeline::count`] updates on every call. Keyed by tool, then by
-/// the outcome's static word, so a call to a tool already counted finds
-/// its slot with a borrowed `&str` and allocates nothing.
-#[derive(Debug, Default)]
-struct Counters {
-    by_tool: std::collections::HashMap<String, std::collections::BTreeMap<&'static str, u64>>,
-    buckets: [u64; 12],
-    count: u64,
-    sum_seconds: f64,
+    counters: Counters,
 }
 
 impl Pipeline {
@@ -91,7 +97,7 @@ impl Pipeline {
             plugins,
             limits,
             authorizer: None,
-            stats: std::sync::Mutex::default(),
+            counters: Counters::default(),
         }
     }
 
@@ -105,40 +111,7 @@ impl Pipeline {
     /// Call counters and durations so far, for metrics.
     #[must_use]
     pub fn stats(&self) -> CallStats {
-        let c = self
-            .stats
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        CallStats {
-            calls: c
-                .by_tool
-                .iter()
-                .flat_map(|(tool, outcomes)| outcomes.iter().map(|(o, n)| ((tool.clone(), *o), *n)))
-                .collect(),
-            buckets: c.buckets,
-            count: c.count,
-            sum_seconds: c.sum_seconds,
-        }
-    }
-
-    fn count(&self, tool: &str, outcome: &'static str, took: Duration) {
-        let mut s = self
-            .stats
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let outcomes = match s.by_tool.get_mut(tool) {
-            Some(o) => o,
-            None => s.by_tool.entry(tool.to_owned()).or_default(),
-        };
-        *outcomes.entry(outcome).or_default() += 1;
-        let secs = took.as_secs_f64();
-        for (i, le) in DURATION_BUCKETS.iter().enumerate() {
-            if secs <= *le {
-                s.buckets[i] += 1;
-            }
-        }
-        s.count += 1;
-        s.sum_seconds += secs;
+        self.counters.snapshot()
     }
 
     /// The catalog store.
@@ -169,26 +142,26 @@ impl Pipeline {
             tracing::info!(target: "toolhost::audit", invocation_id, tool = %truncate(name),
                 task_id = %log_safe(&binding.task_id, 256), session_id = %log_safe(&binding.session_id, 256),
                 outcome = "unknown_tool", "tool call");
-            // An unknown name is the agent's text: it never becomes a label.
-            self.count("", "unknown_tool", started.elapsed());
+            self.counters.count("", "unknown_tool", started.elapsed());
             return Err(UnknownTool(truncate(name)));
         };
         drop(catalog);
         let d = &entry.descriptor;
         let span = tracing::info_span!("tools/call", invocation_id = %invocation_id, tool = %d.exposed_name, plugin = %d.plugin_id);
-        let mut authorized_at = None;
-        let result = self
-            .run(
-                binding,
-                &entry,
-                &invocation_id,
-                arguments,
-                cancel,
-                &mut authorized_at,
-            )
-            .instrument(span)
-            .await;
-        // 8. Audit: ids, outcome and duration; never contents.
+        let mut call = Call {
+            pipeline: self,
+            binding,
+            entry: &entry,
+            invocation_id: &invocation_id,
+            cancel,
+            authorized_at: None,
+        };
+        let result = match call.run(arguments).instrument(span).await {
+            Ok(r) | Err(CallFailure(r)) => r,
+        };
+        // 8. Audit: ids, outcome and duration; never contents. The version
+        // named is the one the call was authorized against.
+        let version = call.authorized_at.as_ref();
         tracing::info!(
             target: "toolhost::audit",
             invocation_id,
@@ -199,271 +172,16 @@ impl Pipeline {
             task_id = %log_safe(&binding.task_id, 256),
             session_id = %log_safe(&binding.session_id, 256),
             outcome = result.outcome(),
-            catalog_generation = authorized_at.as_ref().map(|v: &CatalogVersion| log_safe(&v.0, 256)).as_deref(),
-            catalog_revision = authorized_at.as_ref().map(|v| v.1),
+            catalog_generation = version.map(|v| log_safe(&v.0, 256)).as_deref(),
+            catalog_revision = version.map(|v| v.1),
             duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             "tool call"
         );
-        self.count(&d.exposed_name, result.outcome(), started.elapsed());
+        self.counters
+            .count(&d.exposed_name, result.outcome(), started.elapsed());
         Ok(result)
     }
 
-    async fn run(
-        &self,
-        binding: &Binding,
-        entry: &Arc<Entry>,
-        invocation_id: &str,
-        arguments: Option<Value>,
-        cancel: CancellationToken,
-        authorized_at: &mut Option<CatalogVersion>,
-    ) -> CallResult {
-        let d = &entry.descriptor;
-        // Withheld entries (a schema that does not compile, or a pushed
-        // declaration that does not match what is installed) fail closed.
-        let (true, Ok(schema)) = (entry.is_sound(), &entry.input) else {
-            return CallResult::failure(
-                ErrorCode::ToolUnavailable,
-                format!(
-                    "{} is unavailable: its declaration is withheld",
-                    d.exposed_name
-                ),
-                None,
-            );
-        };
-        // 2-4. Bound, normalize aliases, validate.
-        let policy = ToolPolicy {
-            aliases: &d.aliases,
-            unknown: d.unknown_arguments,
-        };
-        let checked = match check_arguments(schema, &policy, arguments) {
-            Ok(c) => c,
-            Err(e) => {
-                return CallResult::failure(
-                    ErrorCode::InvalidArguments,
-                    e.message,
-                    Some(&e.violations),
-                );
-            }
-        };
-        // 5. Authorize against the state now.
-        let now = self.store.current();
-        let same = now
-            .get(&d.exposed_name)
-            .is_some_and(|cur| Arc::ptr_eq(cur, entry) || cur.descriptor == *d);
-        if !same {
-            return CallResult::failure(
-                ErrorCode::ToolUnavailable,
-                format!(
-                    "{} was withdrawn or changed since it was listed; list the tools again",
-                    d.exposed_name
-                ),
-                None,
-            );
-        }
-        // The audit names the version this call was authorized against, so
-        // what was dispatched can be checked against what was offered.
-        *authorized_at = Some((now.generation().to_owned(), now.revision()));
-        drop(now);
-        if !binding.is_active() {
-            return CallResult::failure(
-                ErrorCode::NotAuthorized,
-                "this session's binding has been revoked",
-                None,
-            );
-        }
-        if !d.on_surface(&binding.surface) {
-            return CallResult::failure(
-                ErrorCode::NotAuthorized,
-                "this tool is not offered on this session's surface",
-                None,
-            );
-        }
-        // A plugin still starting (or restarting) is waited for, within
-        // the call's own deadline; the wait counts against it.
-        let mut deadline =
-            Duration::from_millis(u64::from(d.timeout_ms)).min(self.limits.max_timeout);
-        let client = match self.plugins.client(&d.plugin_id, &d.plugin_version) {
-            Ok(c) => c,
-            Err(_) => {
-                let waiting = Instant::now();
-                let waited = self
-                    .plugins
-                    .client_within(&d.plugin_id, &d.plugin_version, deadline, &cancel)
-                    .await;
-                let c = match waited {
-                    Ok(c) => c,
-                    Err(_) if cancel.is_cancelled() => {
-                        return CallResult::failure(
-                            ErrorCode::Cancelled,
-                            "the call was cancelled by the client",
-                            None,
-                        );
-                    }
-                    Err(why) => {
-                        return CallResult::failure(ErrorCode::PluginUnavailable, why, None);
-                    }
-                };
-                deadline = deadline.saturating_sub(waiting.elapsed());
-                // Authorization is about the state now: after a wait, the
-                // catalog and the binding are read again.
-                let now = self.store.current();
-                let same = now
-                    .get(&d.exposed_name)
-                    .is_some_and(|cur| Arc::ptr_eq(cur, entry) || cur.descriptor == *d);
-                if !same || !binding.is_active() || !d.on_surface(&binding.surface) {
-                    return CallResult::failure(
-                        ErrorCode::ToolUnavailable,
-                        format!(
-                            "{} was withdrawn or changed while its plugin was starting; list the tools again",
-                            d.exposed_name
-                        ),
-                        None,
-                    );
-                }
-                *authorized_at = Some((now.generation().to_owned(), now.revision()));
-                c
-            }
-        };
-        if let Some(a) = &self.authorizer
-            && let Err(why) = a.check(invocation_id, d, binding).await
-        {
-            return CallResult::failure(ErrorCode::NotAuthorized, why, None);
-        }
-        let Some(slot) = client.try_reserve(self.limits.max_calls_per_plugin) else {
-            return CallResult::failure(
-                ErrorCode::PluginUnavailable,
-                format!(
-                    "plugin {} already has {} calls in flight (the limit); try again shortly",
-                    d.plugin_id, self.limits.max_calls_per_plugin
-                ),
-                None,
-            );
-        };
-        // 6. Dispatch exactly once.
-        let request = AgentToolRequest {
-            invocation_id: invocation_id.to_owned(),
-            name: d.local_name.clone(),
-            arguments: Some(struct_from_json(&checked.arguments)),
-            context: Some(AgentToolContext {
-                task_id: binding.task_id.clone(),
-                session_id: binding.session_id.clone(),
-                workspace_id: binding.workspace_id.clone().unwrap_or_default(),
-                surface: binding.surface.clone(),
-            }),
-        };
-        let answer = tokio::select! {
-            biased;
-            () = cancel.cancelled() => {
-                return CallResult::failure(ErrorCode::Cancelled, "the call was cancelled by the client", None);
-            }
-            r = client.invoke_in(slot, request, deadline, self.max_answer_bytes()) => r,
-        };
-        let response = match answer {
-            Ok(r) => r,
-            Err(InvokeError::Timeout(t)) => {
-                return CallResult::failure(
-                    ErrorCode::Timeout,
-                    format!(
-                        "{} did not answer within {} ms; it may or may not have taken effect",
-                        d.exposed_name,
-                        t.as_millis()
-                    ),
-                    None,
-                );
-            }
-            Err(e @ InvokeError::Unavailable { .. }) => {
-                return CallResult::failure(ErrorCode::PluginUnavailable, e.to_string(), None);
-            }
-            Err(InvokeError::TooLarge(_)) => {
-                return CallResult::failure(
-                    ErrorCode::ResultTooLarge,
-                    format!(
-                        "{}'s answer is larger than the limit of {} bytes; the tool ran and may have done its work, \
-                         so do not simply repeat the call: ask for less (a smaller page or range)",
-                        d.exposed_name, self.limits.max_result_bytes
-                    ),
-                    None,
-                );
-            }
-            Err(InvokeError::Refused { code, .. }) => {
-                return CallResult::failure(
-                    ErrorCode::PluginError,
-                    format!(
-                        "plugin {} answered with a gRPC error ({code:?})",
-                        d.plugin_id
-                    ),
-                    None,
-                );
-            }
-        };
-        // 7. Map the result.
-        let structured = response
-            .structured_content
-            .as_ref()
-            .map(|s| Value::Object(json_from_struct(s)));
-        let size = response.text.len()
-            + structured
-                .as_ref()
-                .map_or(0, |s| serde_json::to_vec(s).map_or(usize::MAX, |b| b.len()));
-        if size > self.limits.max_result_bytes {
-            return CallResult::failure(
-                ErrorCode::ResultTooLarge,
-                format!(
-                    "{} answered {size} bytes; the limit is {} bytes",
-                    d.exposed_name, self.limits.max_result_bytes
-                ),
-                None,
-            );
-        }
-        if !response.is_error
-            && let Some(Ok(out_schema)) = &entry.output
-        {
-            let verdict = match &structured {
-                Some(s) => out_schema.check_value(s),
-                None => Err(toolhost_validate::ArgumentError {
-                    message: "no structured content".to_owned(),
-                    violations: vec![],
-                }),
-            };
-            if let Err(e) = verdict {
-                return CallResult::failure(
-                    ErrorCode::PluginError,
-                    format!(
-                        "plugin {}'s result does not match the tool's declared output schema",
-                        d.plugin_id
-                    ),
-                    Some(&e.violations),
-                );
-            }
-        }
-        // Report mode: the dropped names go in `_meta` and the text, never
-        // into `structuredContent`, which stays exactly the plugin's (and
-        // so matches the output schema it was checked against).
-        let mut text = response.text;
-        let mut meta = None;
-        if !checked.unknown_args.is_empty() {
-            text.push_str(&format!(
-                "\n(ignored unknown arguments: {})",
-                checked.unknown_args.join(", ")
-            ));
-            let mut m = serde_json::Map::new();
-            m.insert(
-                "unknown_args".into(),
-                Value::from(checked.unknown_args.clone()),
-            );
-            meta = Some(m);
-        }
-        CallResult {
-            text,
-            structured,
-            is_error: response.is_error,
-            code: None,
-            meta,
-        }
-    }
-}
-
-impl Pipeline {
     /// The largest encoded answer read from a plugin: the result limit,
     /// doubled for the protobuf encoding of structured content (larger
     /// than its JSON), plus room for the envelope. Past it, decoding stops
@@ -477,8 +195,289 @@ impl Pipeline {
     }
 }
 
-/// (generation, revision) of a catalog version.
-type CatalogVersion = (String, u64);
+/// One call past resolution: what every step reads, and the catalog
+/// version its authorization read (for the audit).
+struct Call<'a> {
+    pipeline: &'a Pipeline,
+    binding: &'a Binding,
+    entry: &'a Arc<Entry>,
+    invocation_id: &'a str,
+    cancel: CancellationToken,
+    authorized_at: Option<CatalogVersion>,
+}
+
+impl Call<'_> {
+    /// Steps 2 to 7, in order; the first failure ends the call.
+    async fn run(&mut self, arguments: Option<Value>) -> Step<CallResult> {
+        let checked = self.check(arguments)?;
+        self.authorize()?;
+        let (client, deadline) = self.plugin().await?;
+        self.ask_backend().await?;
+        let slot = self.reserve(&client)?;
+        let response = self.dispatch(&client, slot, &checked, deadline).await?;
+        self.map(response, checked)
+    }
+
+    /// Steps 2 to 4: bound, normalize aliases, validate. A withheld entry (a
+    /// schema that does not compile, or a pushed declaration that loosens
+    /// the installed one) fails closed first.
+    fn check(&self, arguments: Option<Value>) -> Step<Checked> {
+        let d = &self.entry.descriptor;
+        let (true, Ok(schema)) = (self.entry.is_sound(), &self.entry.input) else {
+            return Err(CallFailure::new(
+                ErrorCode::ToolUnavailable,
+                format!(
+                    "{} is unavailable: its declaration is withheld",
+                    d.exposed_name
+                ),
+            ));
+        };
+        let policy = ToolPolicy {
+            aliases: &d.aliases,
+            unknown: d.unknown_arguments,
+        };
+        check_arguments(schema, &policy, arguments).map_err(|e| {
+            CallFailure::with_violations(ErrorCode::InvalidArguments, e.message, &e.violations)
+        })
+    }
+
+    /// Step 5: the tool is still in the current catalog with the same
+    /// declaration, the binding is active and its surface allowed. The
+    /// version read is remembered for the audit.
+    fn authorize(&mut self) -> Step<()> {
+        let d = &self.entry.descriptor;
+        let now = self.pipeline.store.current();
+        if !self.still_declared(&now) {
+            return Err(CallFailure::new(
+                ErrorCode::ToolUnavailable,
+                format!(
+                    "{} was withdrawn or changed since it was listed; list the tools again",
+                    d.exposed_name
+                ),
+            ));
+        }
+        self.authorized_at = Some((now.generation().to_owned(), now.revision()));
+        drop(now);
+        if !self.binding.is_active() {
+            return Err(CallFailure::new(
+                ErrorCode::NotAuthorized,
+                "this session's binding has been revoked",
+            ));
+        }
+        if !d.on_surface(&self.binding.surface) {
+            return Err(CallFailure::new(
+                ErrorCode::NotAuthorized,
+                "this tool is not offered on this session's surface",
+            ));
+        }
+        Ok(())
+    }
+
+    fn still_declared(&self, now: &toolhost_catalog::Catalog) -> bool {
+        let d = &self.entry.descriptor;
+        now.get(&d.exposed_name)
+            .is_some_and(|cur| Arc::ptr_eq(cur, self.entry) || cur.descriptor == *d)
+    }
+
+    /// Step 5, the plugin: ready now, or waited for while it starts, within
+    /// the call's own deadline. Returns the client and what is left of the
+    /// deadline. After a wait the catalog and binding are checked again.
+    async fn plugin(&mut self) -> Step<(PluginClient, Duration)> {
+        let d = &self.entry.descriptor;
+        let p = self.pipeline;
+        let deadline = Duration::from_millis(u64::from(d.timeout_ms)).min(p.limits.max_timeout);
+        if let Ok(c) = p.plugins.client(&d.plugin_id, &d.plugin_version) {
+            return Ok((c, deadline));
+        }
+        let waiting = Instant::now();
+        let waited = p
+            .plugins
+            .client_within(&d.plugin_id, &d.plugin_version, deadline, &self.cancel)
+            .await;
+        let client = match waited {
+            Ok(c) => c,
+            Err(crate::plugins::PluginUnavailable::Cancelled) => {
+                return Err(CallFailure::new(
+                    ErrorCode::Cancelled,
+                    "the call was cancelled by the client",
+                ));
+            }
+            Err(e) => {
+                return Err(CallFailure::new(
+                    ErrorCode::PluginUnavailable,
+                    e.to_string(),
+                ));
+            }
+        };
+        let now = p.store.current();
+        if !self.still_declared(&now)
+            || !self.binding.is_active()
+            || !d.on_surface(&self.binding.surface)
+        {
+            return Err(CallFailure::new(
+                ErrorCode::ToolUnavailable,
+                format!(
+                    "{} was withdrawn or changed while its plugin was starting; list the tools again",
+                    d.exposed_name
+                ),
+            ));
+        }
+        self.authorized_at = Some((now.generation().to_owned(), now.revision()));
+        Ok((client, deadline.saturating_sub(waiting.elapsed())))
+    }
+
+    /// Step 5, last: the backend's `Authorize`, when configured.
+    async fn ask_backend(&self) -> Step<()> {
+        let Some(a) = &self.pipeline.authorizer else {
+            return Ok(());
+        };
+        a.check(self.invocation_id, &self.entry.descriptor, self.binding)
+            .await
+            .map_err(|e| CallFailure::new(ErrorCode::NotAuthorized, e.to_string()))
+    }
+
+    /// A place among the plugin's calls in flight: exact under any
+    /// concurrency, failing fast rather than queueing.
+    fn reserve(&self, client: &PluginClient) -> Step<CallSlot> {
+        let max = self.pipeline.limits.max_calls_per_plugin;
+        client.try_reserve(max).ok_or_else(|| {
+            CallFailure::new(
+                ErrorCode::PluginUnavailable,
+                format!(
+                    "plugin {} already has {max} calls in flight (the limit); try again shortly",
+                    self.entry.descriptor.plugin_id
+                ),
+            )
+        })
+    }
+
+    /// Step 6: exactly one `InvokeAgentTool`, with the deadline, the
+    /// invocation id and the binding's context. Cancellation drops it.
+    async fn dispatch(
+        &self,
+        client: &PluginClient,
+        slot: CallSlot,
+        checked: &Checked,
+        deadline: Duration,
+    ) -> Step<AgentToolResponse> {
+        let d = &self.entry.descriptor;
+        let b = self.binding;
+        let request = AgentToolRequest {
+            invocation_id: self.invocation_id.to_owned(),
+            name: d.local_name.clone(),
+            arguments: Some(struct_from_json(&checked.arguments)),
+            context: Some(AgentToolContext {
+                task_id: b.task_id.clone(),
+                session_id: b.session_id.clone(),
+                workspace_id: b.workspace_id.clone().unwrap_or_default(),
+                surface: b.surface.clone(),
+            }),
+        };
+        let max_answer = self.pipeline.max_answer_bytes();
+        let answer = tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => {
+                return Err(CallFailure::new(ErrorCode::Cancelled, "the call was cancelled by the client"));
+            }
+            r = client.invoke_in(slot, request, deadline, max_answer) => r,
+        };
+        answer.map_err(|e| self.invoke_failure(e))
+    }
+
+    fn invoke_failure(&self, e: InvokeError) -> CallFailure {
+        let d = &self.entry.descriptor;
+        match e {
+            InvokeError::Timeout(t) => CallFailure::new(
+                ErrorCode::Timeout,
+                format!(
+                    "{} did not answer within {} ms; it may or may not have taken effect",
+                    d.exposed_name,
+                    t.as_millis()
+                ),
+            ),
+            e @ InvokeError::Unavailable { .. } => {
+                CallFailure::new(ErrorCode::PluginUnavailable, e.to_string())
+            }
+            InvokeError::TooLarge(_) => CallFailure::new(
+                ErrorCode::ResultTooLarge,
+                format!(
+                    "{}'s answer is larger than the limit of {} bytes; the tool ran and may have done its work, \
+                     so do not simply repeat the call: ask for less (a smaller page or range)",
+                    d.exposed_name, self.pipeline.limits.max_result_bytes
+                ),
+            ),
+            InvokeError::Refused { code, .. } => CallFailure::new(
+                ErrorCode::PluginError,
+                format!(
+                    "plugin {} answered with a gRPC error ({code:?})",
+                    d.plugin_id
+                ),
+            ),
+        }
+    }
+
+    /// Step 7: the size cap, the output schema, and report mode's
+    /// `unknown_args` (in `_meta` and the text, never in
+    /// `structuredContent`, which stays exactly the plugin's and so matches
+    /// the output schema it was checked against).
+    fn map(&self, response: AgentToolResponse, checked: Checked) -> Step<CallResult> {
+        let d = &self.entry.descriptor;
+        let limit = self.pipeline.limits.max_result_bytes;
+        let structured = response
+            .structured_content
+            .as_ref()
+            .map(|s| Value::Object(json_from_struct(s)));
+        let size = response.text.len()
+            + structured
+                .as_ref()
+                .map_or(0, |s| serde_json::to_vec(s).map_or(usize::MAX, |b| b.len()));
+        if size > limit {
+            return Err(CallFailure::new(
+                ErrorCode::ResultTooLarge,
+                format!(
+                    "{} answered {size} bytes; the limit is {limit} bytes",
+                    d.exposed_name
+                ),
+            ));
+        }
+        if !response.is_error
+            && let Some(Ok(out_schema)) = &self.entry.output
+        {
+            let verdict = match &structured {
+                Some(s) => out_schema.check_value(s).map_err(|e| e.violations),
+                None => Err(vec![]),
+            };
+            if let Err(violations) = verdict {
+                return Err(CallFailure::with_violations(
+                    ErrorCode::PluginError,
+                    format!(
+                        "plugin {}'s result does not match the tool's declared output schema",
+                        d.plugin_id
+                    ),
+                    &violations,
+                ));
+            }
+        }
+        let mut text = response.text;
+        let mut meta = None;
+        if !checked.unknown_args.is_empty() {
+            text.push_str(&format!(
+                "\n(ignored unknown arguments: {})",
+                checked.unknown_args.join(", ")
+            ));
+            let mut m = serde_json::Map::new();
+            m.insert("unknown_args".into(), Value::from(checked.unknown_args));
+            meta = Some(m);
+        }
+        Ok(CallResult {
+            text,
+            structured,
+            is_error: response.is_error,
+            code: None,
+            meta,
+        })
+    }
+}
 
 /// 128 random bits as 32 hex digits.
 fn invocation_id() -> String {

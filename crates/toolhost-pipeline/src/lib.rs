@@ -24,11 +24,13 @@
 mod authorize;
 mod binding;
 mod call;
+mod counters;
 mod plugins;
 mod result;
 
-pub use authorize::{Authorizer, AuthorizerAddress};
+pub use authorize::{Authorizer, AuthorizerAddress, AuthorizerSetupError, Denied};
 pub use binding::{Binding, BindingState};
-pub use call::{CallStats, DURATION_BUCKETS, Limits, Pipeline, UnknownTool};
-pub use plugins::Plugins;
+pub use call::{Limits, Pipeline, UnknownTool};
+pub use counters::{CallStats, DURATION_BUCKETS};
+pub use plugins::{PluginUnavailable, Plugins};
 pub use result::{CallResult, ErrorCode};

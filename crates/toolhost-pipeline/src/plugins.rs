@@ -10,6 +10,41 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use toolhost_runtime::{Phase, PluginClient, PluginHandle};
 
+/// Why no client for a plugin could be had. Each message is written for
+/// the model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PluginUnavailable {
+    /// No process of this plugin is supervised.
+    #[error("plugin {0} is not running")]
+    NotRunning(String),
+    /// This version is not (or no longer) running.
+    #[error("plugin {0} is being upgraded; try again shortly")]
+    Upgrading(String),
+    /// Starting.
+    #[error("plugin {0} is starting; try again shortly")]
+    Starting(String),
+    /// Waiting out a restart backoff.
+    #[error("plugin {0} is restarting after a failure; try again shortly")]
+    Restarting(String),
+    /// Stopped on purpose.
+    #[error("plugin {0} is stopped")]
+    Stopped(String),
+    /// Gave up after too many restarts.
+    #[error("plugin {0} has failed and is not running")]
+    Failed(String),
+    /// Still not ready when the call's deadline ran out.
+    #[error("plugin {id} did not become ready within the call's deadline of {ms} ms")]
+    NotReadyInTime {
+        /// The plugin.
+        id: String,
+        /// The deadline.
+        ms: u128,
+    },
+    /// The caller cancelled while waiting.
+    #[error("the call was cancelled by the client")]
+    Cancelled,
+}
+
 /// Supervised plugins by id (and version). Readers never lock; the map is
 /// replaced whole on every change.
 #[derive(Debug, Default)]
@@ -73,7 +108,7 @@ impl Plugins {
         version: &str,
         wait: std::time::Duration,
         cancel: &tokio_util::sync::CancellationToken,
-    ) -> Result<PluginClient, String> {
+    ) -> Result<PluginClient, PluginUnavailable> {
         let first = self.client(id, version);
         let handle = match &first {
             Ok(_) => return first,
@@ -97,39 +132,36 @@ impl Plugins {
             _ => false,
         });
         tokio::select! {
-            () = cancel.cancelled() => Err("the call was cancelled by the client".to_owned()),
+            () = cancel.cancelled() => Err(PluginUnavailable::Cancelled),
             r = tokio::time::timeout(wait, settled) => match r {
                 Ok(Ok(_)) => self.client(id, version),
-                Ok(Err(_)) => Err(format!("plugin {id} is not running")),
-                Err(_) => Err(format!(
-                    "plugin {id} did not become ready within the call's deadline of {} ms",
-                    wait.as_millis()
-                )),
+                Ok(Err(_)) => Err(PluginUnavailable::NotRunning(id.to_owned())),
+                Err(_) => Err(PluginUnavailable::NotReadyInTime {
+                    id: id.to_owned(),
+                    ms: wait.as_millis(),
+                }),
             },
         }
     }
 
     /// A client for `id` running `version`, or why there is none, in words
     /// for the model.
-    pub fn client(&self, id: &str, version: &str) -> Result<PluginClient, String> {
+    pub fn client(&self, id: &str, version: &str) -> Result<PluginClient, PluginUnavailable> {
         let map = self.map.load();
         let Some(versions) = map.get(id) else {
-            return Err(format!("plugin {id} is not running"));
+            return Err(PluginUnavailable::NotRunning(id.to_owned()));
         };
         let Some(h) = versions.iter().find(|h| h.version() == version) else {
-            return Err(format!("plugin {id} is being upgraded; try again shortly"));
+            return Err(PluginUnavailable::Upgrading(id.to_owned()));
         };
         let state = h.state();
+        let id = id.to_owned();
         match (state.phase, state.client) {
             (Phase::Ready, Some(c)) if !c.is_gone() => Ok(c),
-            (Phase::Starting | Phase::Ready, _) => {
-                Err(format!("plugin {id} is starting; try again shortly"))
-            }
-            (Phase::Restarting, _) => Err(format!(
-                "plugin {id} is restarting after a failure; try again shortly"
-            )),
-            (Phase::Stopped, _) => Err(format!("plugin {id} is stopped")),
-            (Phase::Failed, _) => Err(format!("plugin {id} has failed and is not running")),
+            (Phase::Starting | Phase::Ready, _) => Err(PluginUnavailable::Starting(id)),
+            (Phase::Restarting, _) => Err(PluginUnavailable::Restarting(id)),
+            (Phase::Stopped, _) => Err(PluginUnavailable::Stopped(id)),
+            (Phase::Failed, _) => Err(PluginUnavailable::Failed(id)),
         }
     }
 }

@@ -309,10 +309,9 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     };
     let mut pipeline = Pipeline::new(Arc::clone(&store), Arc::clone(&plugins), limits);
     if let Some(addr) = &config.backend.authorize {
-        let address = AuthorizerAddress::parse(addr).map_err(anyhow::Error::msg)?;
+        let address = AuthorizerAddress::parse(addr)?;
         let timeout = Duration::from_millis(config.backend.authorize_timeout_ms.unwrap_or(1000));
-        pipeline = pipeline
-            .with_authorizer(Authorizer::new(&address, timeout).map_err(anyhow::Error::msg)?);
+        pipeline = pipeline.with_authorizer(Authorizer::new(&address, timeout)?);
         tracing::info!(authorizer = %addr, "every call is also authorized by the backend");
     }
     let pipeline = Arc::new(pipeline);
