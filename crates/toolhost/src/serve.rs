@@ -1,6 +1,6 @@
 //! `toolhost serve`: wires manifests, supervisor, catalog, pipeline and MCP.
 
-use crate::config::{BindingConfig, Config, default_state_dir, read_secret};
+use crate::config::{BindingConfig, Config, HttpSettings, Overrides, Settings};
 use anyhow::{Context as _, Result, bail};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,7 +9,6 @@ use tokio_util::sync::CancellationToken;
 use toolhost_admin::{AdminService, AdminState};
 use toolhost_catalog::Store;
 use toolhost_lifecycle::{ArchiveLimits, Lifecycle, LifecycleConfig};
-use toolhost_manifest::naming;
 use toolhost_mcp::{
     ConnectionLimits, HttpOptions, Hub, TokenTable, http_router, serve_http, serve_stdio,
 };
@@ -149,208 +148,178 @@ fn fit_connections(configured: usize, fd_limit: u64, reserved: u64, admin: usize
         .max(1)
 }
 
-fn archive_limits(limits: &crate::config::LimitsConfig) -> ArchiveLimits {
-    let d = ArchiveLimits::default();
-    ArchiveLimits {
-        max_bytes: limits.max_archive_bytes.unwrap_or(d.max_bytes),
-        max_entries: limits.max_archive_entries.unwrap_or(d.max_entries),
+impl ServeArgs {
+    fn overrides(&self) -> Overrides {
+        Overrides {
+            plugins: self.plugins.clone(),
+            stdio: self.stdio,
+            http: self.http.clone(),
+            surface: self.surface.clone(),
+            task_id: self.task_id.clone(),
+            session_id: self.session_id.clone(),
+            workspace_id: self.workspace_id.clone(),
+            state_dir: self.state_dir.clone(),
+            log_format: self.log_format.clone(),
+        }
     }
 }
 
 pub async fn run(args: ServeArgs) -> Result<()> {
-    let mut config = match &args.config {
+    let config = match &args.config {
         Some(p) => Config::load(p)?,
         None => Config::default(),
     };
-    let log_format = args
-        .log_format
-        .clone()
-        .or(config.log.format.clone())
-        .unwrap_or_else(|| "pretty".into());
-    init_logging(&log_format, config.log.level.as_deref().unwrap_or("info"))?;
+    let settings = config.resolve(args.overrides())?;
+    init_logging(&settings.log_format, &settings.log_level)?;
     let fd_limit = raise_fd_limit();
     toolhost_runtime::remove_stale_run_dirs();
+    let daemon = Daemon::wire(&settings)?;
+    daemon.serve(&settings, fd_limit).await
+}
 
-    let prefix = config
-        .prefix
-        .clone()
-        .unwrap_or_else(|| naming::DEFAULT_PREFIX.to_owned());
-    if !naming::is_valid_prefix(&prefix) {
-        bail!(
-            "prefix {prefix:?} must be 1 to 16 lowercase letters and digits, starting with a letter"
-        );
-    }
-    let plugin_paths = if args.plugins.is_empty() {
-        config.plugins.clone()
-    } else {
-        args.plugins.clone()
-    };
+/// The daemon's parts, built and connected, not yet serving.
+struct Daemon {
+    lifecycle: Arc<Lifecycle>,
+    hub: Arc<Hub>,
+    tokens: Arc<TokenTable>,
+    admin: AdminService,
+    shutdown: CancellationToken,
+}
 
-    let state_dir = args
-        .state_dir
-        .clone()
-        .or(config.state_dir.clone())
-        .unwrap_or_else(default_state_dir);
-
-    // Which sessions to serve.
-    let stdio_binding = {
-        let base = config.stdio.clone();
-        let pick =
-            |flag: &Option<String>, from: Option<&str>| flag.clone().or(from.map(str::to_owned));
-        let surface = pick(&args.surface, base.as_ref().map(|b| b.surface.as_str()));
-        let task = pick(&args.task_id, base.as_ref().map(|b| b.task_id.as_str()));
-        let session = pick(
-            &args.session_id,
-            base.as_ref().map(|b| b.session_id.as_str()),
-        );
-        let workspace = args
-            .workspace_id
-            .clone()
-            .or(base.as_ref().and_then(|b| b.workspace_id.clone()));
-        match (surface, task, session) {
-            (Some(surface), Some(task_id), Some(session_id)) => Some(binding(&BindingConfig {
-                surface,
-                task_id,
-                session_id,
-                workspace_id: workspace,
-            })),
-            _ if args.stdio => bail!(
-                "--stdio needs a binding: --surface, --task-id and --session-id (or [stdio] in the config file)"
-            ),
-            _ => None,
+impl Daemon {
+    /// Builds the parts: the catalog store (with the fence restored in
+    /// managed mode), the lifecycle (which loads and starts the plugins),
+    /// the pipeline, the hub, the tokens and the admin service.
+    fn wire(s: &Settings) -> Result<Self> {
+        let store = Arc::new(Store::new(s.prefix.clone()));
+        let plugins = Arc::new(Plugins::new());
+        let archive = ArchiveLimits::default();
+        let (lifecycle, problems) = Lifecycle::open(
+            LifecycleConfig {
+                prefix: s.prefix.clone(),
+                state_dir: s.state_dir.clone(),
+                static_paths: s.plugin_paths.clone(),
+                supervisor: s.supervisor.clone(),
+                managed: s.managed,
+                drain_timeout: s.max_timeout,
+                archive_limits: ArchiveLimits {
+                    max_bytes: s.max_archive_bytes.unwrap_or(archive.max_bytes),
+                    max_entries: s.max_archive_entries.unwrap_or(archive.max_entries),
+                },
+                pass_env: s.pass_env.clone(),
+            },
+            Arc::clone(&store),
+            Arc::clone(&plugins),
+        )?;
+        for p in &problems {
+            tracing::error!("plugin not served: {p}");
         }
-    };
-    let http_config = config.http.take().unwrap_or_default();
-    // A stdio server is started by an MCP client for itself: it serves
-    // HTTP only when asked with --http, so it never collides with a daemon
-    // started from the same configuration.
-    let http_addr = if args.stdio {
-        args.http.clone()
-    } else {
-        args.http.clone().or(http_config.listen.clone())
-    };
-    if !args.stdio && http_addr.is_none() {
-        bail!(
-            "nothing to serve on: pass --stdio and/or --http ADDR (or [http] listen in the config file)"
-        );
-    }
-    let tokens = Arc::new(TokenTable::new());
-    for t in &http_config.tokens {
-        tokens.bind(&t.secret()?, binding(&t.binding));
-    }
-    if http_addr.is_some() && tokens.is_empty() {
-        tracing::warn!(
-            "HTTP is on but no [[http.tokens]] are configured: every request will get 401"
-        );
-    }
-
-    // Plugins and the catalog: the lifecycle loads what is installed, starts
-    // it, and (embedded mode) publishes the catalog.
-    let supervisor = config.supervisor.resolve();
-    let store = Arc::new(Store::new(prefix.clone()));
-    let plugins = Arc::new(Plugins::new());
-    let managed = config.backend.managed;
-    let max_timeout = config
-        .limits
-        .max_timeout_ms
-        .map_or(Limits::default().max_timeout, Duration::from_millis);
-    let (lifecycle, problems) = Lifecycle::open(
-        LifecycleConfig {
-            prefix: prefix.clone(),
-            state_dir: state_dir.clone(),
-            static_paths: plugin_paths.clone(),
-            supervisor: supervisor.clone(),
-            managed,
-            drain_timeout: max_timeout,
-            archive_limits: archive_limits(&config.limits),
-            pass_env: config
-                .plugin
-                .iter()
-                .map(|(id, p)| (id.clone(), p.pass_env.clone()))
-                .collect(),
-        },
-        Arc::clone(&store),
-        Arc::clone(&plugins),
-    )?;
-    for p in &problems {
-        tracing::error!("plugin not served: {p}");
-    }
-    let fence_file = state_dir.join("catalog-fence.json");
-    if managed {
-        tracing::info!("managed mode: the catalog comes from the backend's pushes");
-        // The last run's fence: a dead backend's delayed push cannot take
-        // over after a restart either.
-        if let Some(fence) = toolhost_admin::fence::load(&fence_file)? {
-            tracing::info!(
-                epoch = fence.epoch,
-                generation = %toolhost_runtime::log_safe(&fence.generation, 256),
-                revision = fence.revision,
-                "catalog fence restored"
+        let fence_file = s.state_dir.join("catalog-fence.json");
+        if s.managed {
+            tracing::info!("managed mode: the catalog comes from the backend's pushes");
+            // The last run's fence: a dead backend's delayed push cannot
+            // take over after a restart either.
+            if let Some(fence) = toolhost_admin::fence::load(&fence_file)? {
+                tracing::info!(
+                    epoch = fence.epoch,
+                    generation = %toolhost_runtime::log_safe(&fence.generation, 256),
+                    revision = fence.revision,
+                    "catalog fence restored"
+                );
+                store.restore_fence(fence);
+            }
+        }
+        let hub = Hub::new(Arc::new(pipeline(s, &store, &plugins)?));
+        if let Some(max) = s.max_sessions {
+            hub.set_max_sessions(max);
+        }
+        if let Some(max) = s.max_sessions_per_token {
+            hub.set_max_sessions_per_token(max);
+        }
+        let tokens = Arc::new(TokenTable::new());
+        for (secret, b) in &s.tokens {
+            tokens.bind(secret, binding(b));
+        }
+        if s.http.is_some() && tokens.is_empty() {
+            tracing::warn!(
+                "HTTP is on but no [[http.tokens]] are configured: every request will get 401"
             );
-            store.restore_fence(fence);
         }
+        let admin = AdminService::new(Arc::new(AdminState {
+            store: Arc::clone(&store),
+            plugins,
+            tokens: Arc::clone(&tokens),
+            hub: Arc::clone(&hub),
+            managed: s.managed,
+            installed: lifecycle.installed(),
+            lifecycle: Arc::clone(&lifecycle),
+            fence_file: s.managed.then_some(fence_file),
+        }));
+        Ok(Self {
+            lifecycle,
+            hub,
+            tokens,
+            admin,
+            shutdown: CancellationToken::new(),
+        })
     }
-    let installed = lifecycle.installed();
 
-    let limits = Limits {
-        max_timeout: config
-            .limits
-            .max_timeout_ms
-            .map_or(Limits::default().max_timeout, Duration::from_millis),
-        max_result_bytes: config
-            .limits
-            .max_result_bytes
-            .unwrap_or(Limits::default().max_result_bytes),
-        max_calls_per_plugin: config
-            .limits
-            .max_calls_per_plugin
-            .unwrap_or(Limits::default().max_calls_per_plugin)
-            .max(1),
-    };
-    let mut pipeline = Pipeline::new(Arc::clone(&store), Arc::clone(&plugins), limits);
-    if let Some(addr) = &config.backend.authorize {
-        let address = AuthorizerAddress::parse(addr)?;
-        let timeout = Duration::from_millis(config.backend.authorize_timeout_ms.unwrap_or(1000));
-        pipeline = pipeline.with_authorizer(Authorizer::new(&address, timeout)?);
-        tracing::info!(authorizer = %addr, "every call is also authorized by the backend");
+    /// Serves on every configured listener until a signal (or, on stdio,
+    /// the client leaving), then stops the plugins.
+    async fn serve(self, s: &Settings, fd_limit: u64) -> Result<()> {
+        tokio::spawn(Arc::clone(&self.hub).run_notifier());
+        tokio::spawn(shutdown_signal(self.shutdown.clone()));
+        let admin_limits = toolhost_admin::ConnectionLimits {
+            max_connections: s
+                .admin_max_connections
+                .unwrap_or(toolhost_admin::ConnectionLimits::default().max_connections),
+            ..toolhost_admin::ConnectionLimits::default()
+        };
+        self.serve_admin(s, admin_limits).await?;
+        let http_task = match &s.http {
+            Some(h) => Some(self.serve_http(s, h, fd_limit, admin_limits).await?),
+            None => None,
+        };
+        if let Some(b) = &s.stdio {
+            let (stop, hub, b) = (self.shutdown.clone(), Arc::clone(&self.hub), binding(b));
+            tokio::spawn(async move {
+                if let Err(e) = serve_stdio(hub, b, stop.clone()).await {
+                    tracing::error!("stdio session ended with an error: {e}");
+                }
+                // The stdio client is the daemon's reason to live.
+                stop.cancel();
+            });
+        }
+        self.shutdown.cancelled().await;
+        tracing::info!("stopping plugins");
+        let grace = s.supervisor.stop_grace + Duration::from_secs(5);
+        if tokio::time::timeout(grace, self.lifecycle.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!("some plugins did not stop in time");
+        }
+        toolhost_runtime::remove_run_dir();
+        if let Some(t) = http_task {
+            let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+        }
+        Ok(())
     }
-    let pipeline = Arc::new(pipeline);
-    let hub = Hub::new(pipeline);
-    if let Some(max) = http_config.max_sessions {
-        hub.set_max_sessions(max);
-    }
-    if let Some(max) = http_config.max_sessions_per_token {
-        hub.set_max_sessions_per_token(max);
-    }
-    tokio::spawn(Arc::clone(&hub).run_notifier());
 
-    let shutdown = CancellationToken::new();
-    tokio::spawn(shutdown_signal(shutdown.clone()));
-
-    // The admin API: a 0600 Unix socket, and TCP with a token if asked.
-    let admin = AdminService::new(Arc::new(AdminState {
-        store: Arc::clone(&store),
-        plugins: Arc::clone(&plugins),
-        tokens: Arc::clone(&tokens),
-        hub: Arc::clone(&hub),
-        managed,
-        installed,
-        lifecycle: Arc::clone(&lifecycle),
-        fence_file: managed.then(|| fence_file.clone()),
-    }));
-    let socket = config.admin_socket(Some(&state_dir));
-    let admin_limits = toolhost_admin::ConnectionLimits {
-        max_connections: config
-            .admin
-            .max_connections
-            .unwrap_or(toolhost_admin::ConnectionLimits::default().max_connections),
-        ..toolhost_admin::ConnectionLimits::default()
-    };
-    {
-        let (admin, stop, socket) = (admin.clone(), shutdown.clone(), socket.clone());
-        let stdio = args.stdio;
+    /// The admin API: a 0600 Unix socket, and TCP with a token if asked.
+    async fn serve_admin(
+        &self,
+        s: &Settings,
+        limits: toolhost_admin::ConnectionLimits,
+    ) -> Result<()> {
+        let (admin, stop, socket) = (
+            self.admin.clone(),
+            self.shutdown.clone(),
+            s.admin_socket.clone(),
+        );
+        let stdio = s.stdio.is_some();
         tokio::spawn(async move {
-            if let Err(e) = toolhost_admin::serve_unix(&socket, admin, admin_limits, stop).await {
+            if let Err(e) = toolhost_admin::serve_unix(&socket, admin, limits, stop).await {
                 if stdio {
                     // A stdio server beside a daemon: the daemon keeps the
                     // admin socket, and this session does not need one.
@@ -360,65 +329,53 @@ pub async fn run(args: ServeArgs) -> Result<()> {
                 }
             }
         });
-    }
-    if let Some(addr) = &config.admin.tcp {
-        let Some(token_file) = &config.admin.token_file else {
-            bail!(
-                "[admin] tcp needs token_file: the admin API is never served on TCP without a token"
-            );
-        };
-        let token = read_secret(token_file)?;
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("cannot listen on {addr} (admin)"))?;
-        eprintln!("toolhost: admin API on tcp://{}", listener.local_addr()?);
-        let (admin, stop) = (admin.clone(), shutdown.clone());
-        tokio::spawn(async move {
-            if let Err(e) =
-                toolhost_admin::serve_tcp(listener, &token, admin, admin_limits, stop).await
-            {
-                tracing::error!("admin API (TCP) stopped: {e}");
-            }
-        });
+        if let Some((addr, token)) = s.admin_tcp.clone() {
+            let listener = tokio::net::TcpListener::bind(&addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr} (admin)"))?;
+            eprintln!("toolhost: admin API on tcp://{}", listener.local_addr()?);
+            let (admin, stop) = (self.admin.clone(), self.shutdown.clone());
+            tokio::spawn(async move {
+                if let Err(e) =
+                    toolhost_admin::serve_tcp(listener, &token, admin, limits, stop).await
+                {
+                    tracing::error!("admin API (TCP) stopped: {e}");
+                }
+            });
+        }
+        Ok(())
     }
 
-    let mut http_task = None;
-    if let Some(addr) = http_addr {
-        let listener = tokio::net::TcpListener::bind(&addr)
+    /// Streamable HTTP at `/mcp`, within the connection limits.
+    async fn serve_http(
+        &self,
+        s: &Settings,
+        h: &HttpSettings,
+        fd_limit: u64,
+        admin: toolhost_admin::ConnectionLimits,
+    ) -> Result<tokio::task::JoinHandle<()>> {
+        let listener = tokio::net::TcpListener::bind(&h.listen)
             .await
-            .with_context(|| format!("cannot listen on {addr}"))?;
+            .with_context(|| format!("cannot listen on {}", h.listen))?;
         let local = listener.local_addr()?;
         if !local.ip().is_loopback() {
             tracing::warn!(%local, "listening on a non-loopback address; make sure tokens and allowed_hosts are what you intend");
         }
-        let mut options = HttpOptions {
-            max_body_bytes: config
-                .limits
-                .max_request_bytes
-                .unwrap_or(HttpOptions::default().max_body_bytes),
-            shutdown: shutdown.child_token(),
-            stateless_json: http_config.stateless_json,
-            session_idle_timeout: http_config.session_idle_timeout_ms.map_or(
-                HttpOptions::default().session_idle_timeout,
-                Duration::from_millis,
-            ),
-            ..HttpOptions::default()
+        let d = HttpOptions::default();
+        let options = HttpOptions {
+            max_body_bytes: s.max_request_bytes.unwrap_or(d.max_body_bytes),
+            shutdown: self.shutdown.child_token(),
+            stateless_json: h.stateless_json,
+            session_idle_timeout: h.session_idle_timeout.unwrap_or(d.session_idle_timeout),
+            allowed_hosts: h.allowed_hosts.clone().unwrap_or(d.allowed_hosts),
+            allowed_origins: h.allowed_origins.clone().unwrap_or(d.allowed_origins),
         };
-        if let Some(h) = http_config.allowed_hosts.clone() {
-            options.allowed_hosts = h;
-        }
-        if let Some(o) = http_config.allowed_origins.clone() {
-            options.allowed_origins = o;
-        }
-        let defaults = ConnectionLimits::default();
-        let ms = |v: Option<u64>, d: Duration| v.map_or(d, Duration::from_millis);
-        let configured = http_config
-            .max_connections
-            .unwrap_or(defaults.max_connections);
-        let reserved = config.limits.reserved_fds.unwrap_or(DEFAULT_RESERVED_FDS);
+        let dl = ConnectionLimits::default();
+        let configured = h.max_connections.unwrap_or(dl.max_connections);
+        let reserved = s.reserved_fds.unwrap_or(DEFAULT_RESERVED_FDS);
         // Both admin listeners may be full at once.
-        let admin_fds = admin_limits.max_connections * 2;
-        let max_connections = fit_connections(configured, fd_limit, reserved, admin_fds);
+        let max_connections =
+            fit_connections(configured, fd_limit, reserved, admin.max_connections * 2);
         if max_connections < configured {
             tracing::warn!(
                 configured,
@@ -430,49 +387,40 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         }
         let limits = ConnectionLimits {
             max_connections,
-            header_timeout: ms(http_config.header_timeout_ms, defaults.header_timeout),
-            idle_timeout: ms(http_config.idle_timeout_ms, defaults.idle_timeout),
-            body_timeout: ms(http_config.body_timeout_ms, defaults.body_timeout),
+            header_timeout: h.header_timeout.unwrap_or(dl.header_timeout),
+            idle_timeout: h.idle_timeout.unwrap_or(dl.idle_timeout),
+            body_timeout: h.body_timeout.unwrap_or(dl.body_timeout),
             max_body_bytes: options.max_body_bytes,
         };
-        let app = http_router(Arc::clone(&hub), Arc::clone(&tokens), options);
+        let app = http_router(Arc::clone(&self.hub), Arc::clone(&self.tokens), options);
         // A line for people and scripts (tests wait for it).
         eprintln!("toolhost: serving MCP on http://{local}/mcp");
-        tokio::spawn(crate::memory::trim_after_bursts(shutdown.clone()));
-        http_task = Some(tokio::spawn(serve_http(
+        tokio::spawn(crate::memory::trim_after_bursts(self.shutdown.clone()));
+        Ok(tokio::spawn(serve_http(
             listener,
             app,
             limits,
-            shutdown.clone(),
-        )));
+            self.shutdown.clone(),
+        )))
     }
-    if args.stdio {
-        let Some(b) = stdio_binding else {
-            bail!("--stdio needs a binding")
-        };
-        let stop = shutdown.clone();
-        let hub = Arc::clone(&hub);
-        tokio::spawn(async move {
-            if let Err(e) = serve_stdio(hub, b, stop.clone()).await {
-                tracing::error!("stdio session ended with an error: {e}");
-            }
-            // The stdio client is the daemon's reason to live.
-            stop.cancel();
-        });
-    }
+}
 
-    shutdown.cancelled().await;
-    tracing::info!("stopping plugins");
-    let grace = supervisor.stop_grace + Duration::from_secs(5);
-    if tokio::time::timeout(grace, lifecycle.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!("some plugins did not stop in time");
+/// The call pipeline, with the backend's Authorizer when configured.
+fn pipeline(s: &Settings, store: &Arc<Store>, plugins: &Arc<Plugins>) -> Result<Pipeline> {
+    let d = Limits::default();
+    let limits = Limits {
+        max_timeout: s.max_timeout,
+        max_result_bytes: s.max_result_bytes.unwrap_or(d.max_result_bytes),
+        max_calls_per_plugin: s
+            .max_calls_per_plugin
+            .unwrap_or(d.max_calls_per_plugin)
+            .max(1),
+    };
+    let mut pipeline = Pipeline::new(Arc::clone(store), Arc::clone(plugins), limits);
+    if let Some((addr, timeout)) = &s.authorize {
+        let address = AuthorizerAddress::parse(addr)?;
+        pipeline = pipeline.with_authorizer(Authorizer::new(&address, *timeout)?);
+        tracing::info!(authorizer = %addr, "every call is also authorized by the backend");
     }
-    toolhost_runtime::remove_run_dir();
-    if let Some(t) = http_task {
-        let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
-    }
-    Ok(())
+    Ok(pipeline)
 }
