@@ -10,9 +10,12 @@
 //! It must not start processes, hold state, or touch the network: it reads a
 //! directory and returns data or problems. Nothing here panics on any input.
 
+mod decl;
 pub mod manifest;
 pub mod naming;
 pub mod problem;
+mod read;
+mod rules;
 pub mod set;
 
 pub use manifest::{Annotations, Manifest, Runtime, ToolDecl};

@@ -1,0 +1,167 @@
+//! Reading a TOML table by hand, so every problem is found in one pass.
+//!
+//! serde would stop at the first error; an author fixing a manifest wants
+//! every problem at once. Each accessor records what it finds wrong, names
+//! the file and tool, and carries on.
+
+use crate::problem::{Problem, Rule};
+use std::collections::BTreeMap;
+use std::path::Path;
+use toml::Table;
+
+/// Collects problems for one file, and optionally one tool.
+pub(crate) struct Ctx<'a> {
+    pub(crate) file: &'a Path,
+    pub(crate) tool: Option<String>,
+    pub(crate) problems: &'a mut Vec<Problem>,
+}
+
+impl Ctx<'_> {
+    pub(crate) fn report(&mut self, rule: Rule, message: impl Into<String>) {
+        self.problems.push(Problem {
+            file: self.file.to_path_buf(),
+            tool: self.tool.clone(),
+            rule,
+            message: message.into(),
+        });
+    }
+
+    pub(crate) fn unknown_keys(&mut self, table: &Table, section: &str, allowed: &[&str]) {
+        for key in table.keys() {
+            if !allowed.contains(&key.as_str()) {
+                let mut msg = format!("unknown key `{key}` in {section}");
+                if let Some(near) = allowed.iter().find(|a| strsim_close(a, key)) {
+                    msg.push_str(&format!(" (did you mean `{near}`?)"));
+                }
+                msg.push_str(&format!("; allowed keys: {}", allowed.join(", ")));
+                self.report(Rule::UnknownField, msg);
+            }
+        }
+    }
+
+    pub(crate) fn string(&mut self, t: &Table, key: &str, required: bool) -> Option<String> {
+        match t.get(key) {
+            None if required => {
+                self.report(Rule::MissingField, format!("`{key}` is required"));
+                None
+            }
+            None => None,
+            Some(toml::Value::String(s)) => Some(s.clone()),
+            Some(v) => {
+                self.report(
+                    Rule::WrongType,
+                    format!("`{key}` must be a string, not {}", v.type_str()),
+                );
+                None
+            }
+        }
+    }
+
+    pub(crate) fn integer(&mut self, t: &Table, key: &str) -> Option<i64> {
+        match t.get(key)? {
+            toml::Value::Integer(i) => Some(*i),
+            v => {
+                self.report(
+                    Rule::WrongType,
+                    format!("`{key}` must be an integer, not {}", v.type_str()),
+                );
+                None
+            }
+        }
+    }
+
+    pub(crate) fn boolean(&mut self, t: &Table, key: &str) -> Option<bool> {
+        match t.get(key)? {
+            toml::Value::Boolean(b) => Some(*b),
+            v => {
+                self.report(
+                    Rule::WrongType,
+                    format!("`{key}` must be true or false, not {}", v.type_str()),
+                );
+                None
+            }
+        }
+    }
+
+    pub(crate) fn table<'t>(&mut self, t: &'t Table, key: &str) -> Option<&'t Table> {
+        match t.get(key)? {
+            toml::Value::Table(inner) => Some(inner),
+            v => {
+                self.report(
+                    Rule::WrongType,
+                    format!("`{key}` must be a table, not {}", v.type_str()),
+                );
+                None
+            }
+        }
+    }
+
+    pub(crate) fn strings(&mut self, t: &Table, key: &str) -> Option<Vec<String>> {
+        match t.get(key)? {
+            toml::Value::Array(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for item in items {
+                    match item {
+                        toml::Value::String(s) => out.push(s.clone()),
+                        v => {
+                            self.report(
+                                Rule::WrongType,
+                                format!(
+                                    "`{key}` must be a list of strings; found {}",
+                                    v.type_str()
+                                ),
+                            );
+                            return None;
+                        }
+                    }
+                }
+                Some(out)
+            }
+            v => {
+                self.report(
+                    Rule::WrongType,
+                    format!("`{key}` must be a list of strings, not {}", v.type_str()),
+                );
+                None
+            }
+        }
+    }
+
+    pub(crate) fn string_map(&mut self, t: &Table, key: &str) -> Option<BTreeMap<String, String>> {
+        let table = self.table(t, key)?;
+        let mut out = BTreeMap::new();
+        for (k, v) in table {
+            match v {
+                toml::Value::String(s) => {
+                    out.insert(k.clone(), s.clone());
+                }
+                v => {
+                    self.report(
+                        Rule::WrongType,
+                        format!("`{key}.{k}` must be a string, not {}", v.type_str()),
+                    );
+                }
+            }
+        }
+        Some(out)
+    }
+}
+
+/// A near miss of a known key: one edit away for short names, two for
+/// longer ones (a transposition counts as one).
+fn strsim_close(a: &str, b: &str) -> bool {
+    let budget = if a.len().min(b.len()) <= 4 { 1 } else { 2 };
+    strsim::damerau_levenshtein(a, b) <= budget
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn near_keys() {
+        assert!(strsim_close("surfaces", "surface"));
+        assert!(strsim_close("timeout_ms", "timeout_sm"));
+        assert!(!strsim_close("name", "aliases"));
+    }
+}
