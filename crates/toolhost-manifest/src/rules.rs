@@ -271,7 +271,7 @@ fn tool(cx: &mut Ctx<'_>, t: &Table, dir: &Path) -> Option<ToolDecl> {
 
 /// `surfaces`: required, non-empty, each valid, none twice.
 fn surfaces(cx: &mut Ctx<'_>, t: &Table) -> Vec<String> {
-    let surfaces = match cx.strings(t, "surfaces") {
+    match cx.strings(t, "surfaces") {
         None => {
             if !t.contains_key("surfaces") {
                 cx.report(
@@ -302,13 +302,12 @@ fn surfaces(cx: &mut Ctx<'_>, t: &Table) -> Vec<String> {
             }
             s
         }
-    };
-    surfaces
+    }
 }
 
 /// `timeout_ms`, within its bounds (the default when absent or out of them).
 fn timeout(cx: &mut Ctx<'_>, t: &Table) -> u32 {
-    let timeout_ms = match cx.integer(t, "timeout_ms") {
+    match cx.integer(t, "timeout_ms") {
         None => DEFAULT_TOOL_TIMEOUT_MS,
         Some(ms) => match u32::try_from(ms) {
             Ok(ms) if (1..=MAX_TOOL_TIMEOUT_MS).contains(&ms) => ms,
@@ -320,8 +319,7 @@ fn timeout(cx: &mut Ctx<'_>, t: &Table) -> u32 {
                 DEFAULT_TOOL_TIMEOUT_MS
             }
         },
-    };
-    timeout_ms
+    }
 }
 
 /// The four hints; omitted ones take the cautious values.
@@ -347,7 +345,7 @@ fn annotations(cx: &mut Ctx<'_>, t: &Table) -> Annotations {
 
 /// `unknown_arguments`: `report` only for read-only tools.
 fn unknown_arguments(cx: &mut Ctx<'_>, t: &Table, annotations: &Annotations) -> UnknownArguments {
-    let unknown_arguments = match cx.string(t, "unknown_arguments", false).as_deref() {
+    match cx.string(t, "unknown_arguments", false).as_deref() {
         None | Some("reject") => UnknownArguments::Reject,
         Some("report") => {
             if !annotations.read_only {
@@ -366,8 +364,7 @@ fn unknown_arguments(cx: &mut Ctx<'_>, t: &Table, annotations: &Annotations) -> 
             );
             UnknownArguments::Reject
         }
-    };
-    unknown_arguments
+    }
 }
 
 /// `aliases`: each an identifier that the input schema does not declare,
