@@ -505,6 +505,8 @@ async fn profile_target(seconds: u64, stateless: bool) -> Result<()> {
     Ok(())
 }
 
+/// Kept whole on purpose: the bench's table of contents; each mode is a
+/// call, and the order here is the order of the report.
 #[tokio::main]
 async fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();

@@ -73,6 +73,8 @@ async fn connect(
     Ok(counter.clone().serve(client_io).await?)
 }
 
+/// Kept whole on purpose: one measurement, read top to bottom as the
+/// sequence it times; each step's numbers are printed where they are taken.
 pub async fn report(sessions: usize) -> Result<()> {
     let store = Arc::new(Store::new("kandev"));
     let t = Instant::now();

@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// Kept whole on purpose: one soak run, read top to bottom as the sequence
+/// it drives and samples.
 pub async fn run(seconds: u64) -> Result<()> {
     let daemon = crate::spawn_toolhost("soak", false, false)?;
     let (dir, url) = (daemon.dir.clone(), daemon.url.clone());

@@ -22,6 +22,8 @@ fn kit(dir: &Path, version: &str) -> Result<std::path::PathBuf> {
     Ok(src)
 }
 
+/// Kept whole on purpose: one live upgrade under load, read top to bottom
+/// as the sequence it times.
 pub async fn report() -> Result<()> {
     let daemon = crate::spawn_toolhost("upgrade", false, false)?;
     let (dir, url) = (daemon.dir.clone(), daemon.url.clone());

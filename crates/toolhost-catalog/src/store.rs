@@ -289,6 +289,8 @@ impl Store {
         self.offer_checked(snapshot, Some(installed))
     }
 
+    /// Kept whole on purpose: the rules of an offer, in the order they are
+    /// decided, under one writer lock; each `return` is an outcome.
     fn offer_checked(&self, mut snapshot: Snapshot, installed: Option<&Installed>) -> OfferResult {
         snapshot.normalize();
         let mut w = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
@@ -406,6 +408,10 @@ impl Store {
 
     /// Builds the new body: reused entries as they are, new ones compiled
     /// (through the cache), and the surfaces whose visible list changed.
+    ///
+    /// Kept whole on purpose: one pass over the planned entries that builds the
+    /// new body and the changed surfaces together; split, it would walk the
+    /// plan twice.
     fn build(
         &self,
         w: &mut Writer,

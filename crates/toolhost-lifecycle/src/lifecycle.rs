@@ -183,6 +183,10 @@ impl Lifecycle {
     /// behind, starts every enabled plugin, and (embedded mode) publishes the
     /// first catalog revision. Returns the lifecycle and the problems of
     /// plugins that were not loaded.
+    ///
+    /// Kept whole on purpose: start-up is one ordered sequence (read the state,
+    /// clean leftovers, validate the set, start, publish), and each step
+    /// feeds the next.
     pub fn open(
         cfg: LifecycleConfig,
         store: Arc<Store>,
@@ -543,6 +547,10 @@ impl Lifecycle {
     /// switches in one revision, calls already on the old process finish
     /// (up to the drain timeout), and the old process stops. A new version
     /// that cannot start leaves the old one serving.
+    ///
+    /// Kept whole on purpose: the upgrade's order is its correctness (start the
+    /// new version, switch the catalog, drain, stop the old); in one place it
+    /// can be read and checked as one.
     pub async fn upgrade(&self, source: &Path) -> Result<u64, LifecycleError> {
         self.refuse_if_managed()?;
         let _op = self.ops.lock().await;

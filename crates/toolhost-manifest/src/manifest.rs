@@ -37,6 +37,9 @@ impl Manifest {
 
     /// Validates manifest `text` as if it were `dir/plugin.toml`. Schema
     /// files are read relative to `dir`.
+    ///
+    /// Kept whole on purpose: the manifest's top-level fields in file order,
+    /// each checked and reported where it is read.
     pub fn parse(dir: &Path, text: &str) -> Result<Self, Vec<Problem>> {
         let file = dir.join(MANIFEST_FILE);
         let mut problems = Vec::new();

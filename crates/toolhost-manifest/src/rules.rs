@@ -414,6 +414,10 @@ fn aliases(
 
 /// Reads `<key>_file` or inline `<key>` and applies the schema rules. The
 /// compiled form is returned when the schema is sound, for alias checks.
+///
+/// Kept whole on purpose: the sources of a schema (file or inline) and
+/// their problems, then its rules; every early return is a reported
+/// problem.
 fn schema(
     cx: &mut Ctx<'_>,
     t: &Table,

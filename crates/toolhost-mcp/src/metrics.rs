@@ -15,6 +15,9 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str) {
 /// Prometheus text format: catalog version and size, plugin states, live
 /// sessions, calls by tool and outcome, call durations. Names, ids and
 /// counts only, never contents.
+///
+/// Kept whole on purpose: a flat list of metric families in the order they
+/// are exposed; each is a few lines, and the order is the output's.
 pub(crate) async fn metrics(hub: Arc<Hub>) -> impl IntoResponse {
     use std::fmt::Write as _;
     let pipeline = &hub.pipeline;

@@ -238,6 +238,9 @@ impl Supervisor {
         tracing::debug!(plugin = %self.spec.id, phase = phase.as_str(), "plugin state");
     }
 
+    /// Kept whole on purpose: it is the supervisor's state machine, and each
+    /// `continue` or `return` in it is a transition; split up, the transitions
+    /// would scatter across functions that each hold half a state.
     async fn run(mut self) {
         let mut attempt: u32 = 0;
         let mut recent: VecDeque<Instant> = VecDeque::new();

@@ -74,13 +74,68 @@ pub fn check_arguments(
     policy: &ToolPolicy<'_>,
     arguments: Option<Value>,
 ) -> Result<Checked, ArgumentError> {
+    // Step 2: bounds.
     let mut args =
         bounds::bound(arguments).map_err(|e| ArgumentError::new(vec![bound_violation(e)]))?;
+    // Step 3: aliases.
     let mut violations = Vec::new();
+    let renamed = rename_aliases(&mut args, policy, &mut violations);
+    // Fast path: when the compiled validator closes the root itself, one
+    // `is_valid` decides a valid call. Only a refusal (or, under `report`,
+    // an unknown key) takes the long way below, which says why.
+    if schema.closed_by_validator && violations.is_empty() {
+        let instance = Value::Object(args);
+        if schema.validator.is_valid(&instance) {
+            return Ok(Checked {
+                arguments: into_object(instance),
+                unknown_args: Vec::new(),
+            });
+        }
+        args = into_object(instance);
+    }
+    // Step 4a: the closed root.
+    let unknown = remove_strays(schema, &mut args);
+    let unknown_args = match policy.unknown {
+        UnknownArguments::Report => reported_names(&unknown),
+        UnknownArguments::Reject => {
+            violations.extend(unknown_key_violations(schema, &unknown));
+            Vec::new()
+        }
+    };
+    // Step 4b: the schema.
+    let instance = Value::Object(args);
+    let mut unlisted = violations.len().saturating_sub(MAX_VIOLATIONS);
+    violations.truncate(MAX_VIOLATIONS);
+    if !schema.validator.is_valid(&instance) {
+        let room = MAX_VIOLATIONS - violations.len();
+        let (listed, more) =
+            render::violations(schema.validator.iter_errors(&instance), room, &schema.names);
+        violations.extend(listed);
+        unlisted += more;
+    }
+    if !violations.is_empty() {
+        for (alias, canonical) in &renamed {
+            for v in &mut violations {
+                speak_alias(v, alias, canonical);
+            }
+        }
+        return Err(ArgumentError::with_unlisted(violations, unlisted));
+    }
+    Ok(Checked {
+        arguments: into_object(instance),
+        unknown_args,
+    })
+}
 
-    // Step 3: aliases. A renamed key is remembered, so that a violation
-    // found under the canonical name is reported at the name the caller
-    // used.
+/// Step 3: renames each alias the caller used to its canonical name, and
+/// returns the renames, so that a violation found under the canonical name
+/// is reported at the name the caller used. An alias given with its
+/// canonical name is one violation naming both.
+fn rename_aliases<'p>(
+    args: &mut Map<String, Value>,
+    policy: &ToolPolicy<'p>,
+    violations: &mut Vec<Violation>,
+) -> Vec<(&'p str, &'p str)> {
     let mut renamed: Vec<(&str, &str)> = Vec::new();
     for (alias, canonical) in policy.aliases {
         if !args.contains_key(alias) {
@@ -107,97 +162,56 @@ pub fn check_arguments(
             renamed.push((alias, canonical));
         }
     }
+    renamed
+}
 
-    // Fast path: when the compiled validator closes the root itself, one
-    // `is_valid` decides a valid call. Only a refusal (or, under `report`,
-    // an unknown key) takes the long way below, which says why.
-    if schema.closed_by_validator {
-        let instance = Value::Object(args);
-        if violations.is_empty() && schema.validator.is_valid(&instance) {
-            let Value::Object(arguments) = instance else {
-                unreachable_object()
-            };
-            return Ok(Checked {
-                arguments,
-                unknown_args: Vec::new(),
-            });
-        }
-        let Value::Object(back) = instance else {
-            unreachable_object()
-        };
-        args = back;
+/// Step 4a: takes the keys the closed root does not admit out of `args`
+/// (either way they leave the instance, so the schema's own root
+/// `additionalProperties: false` cannot report them a second time).
+fn remove_strays(schema: &CompiledSchema, args: &mut Map<String, Value>) -> Vec<String> {
+    if schema.root.open {
+        return Vec::new();
     }
+    let strays: Vec<String> = args
+        .keys()
+        .filter(|k| !schema.root.admits(k))
+        .cloned()
+        .collect();
+    for key in &strays {
+        args.remove(key);
+    }
+    strays
+}
 
-    // Step 4a: the closed root. Unknown keys leave the instance either way,
-    // so the schema's own root `additionalProperties: false` cannot report
-    // them a second time.
-    let mut unknown: Vec<String> = Vec::new();
-    if !schema.root.open {
-        let strays: Vec<String> = args
-            .keys()
-            .filter(|k| !schema.root.admits(k))
-            .cloned()
-            .collect();
-        for key in strays {
-            args.remove(&key);
-            unknown.push(key);
-        }
-    }
-    let mut unknown_args = Vec::new();
-    if !unknown.is_empty() {
-        match policy.unknown {
-            UnknownArguments::Report => {
-                unknown_args = unknown
-                    .iter()
-                    .map(|k| {
-                        if is_nameable(k) {
-                            k.clone()
-                        } else {
-                            "*".to_owned()
-                        }
-                    })
-                    .collect();
-                unknown_args.sort();
-                unknown_args.dedup();
-                if unknown_args.len() > MAX_VIOLATIONS {
-                    let more = unknown_args.len() - MAX_VIOLATIONS;
-                    unknown_args.truncate(MAX_VIOLATIONS);
-                    unknown_args.push(format!("(and {more} more)"));
-                }
+/// Report mode's `unknown_args`: nameable keys by name, others as `*`,
+/// sorted, at most [`MAX_VIOLATIONS`] and a count of the rest.
+fn reported_names(unknown: &[String]) -> Vec<String> {
+    let mut names: Vec<String> = unknown
+        .iter()
+        .map(|k| {
+            if is_nameable(k) {
+                k.clone()
+            } else {
+                "*".to_owned()
             }
-            UnknownArguments::Reject => violations.extend(unknown_key_violations(schema, &unknown)),
-        }
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    if names.len() > MAX_VIOLATIONS {
+        let more = names.len() - MAX_VIOLATIONS;
+        names.truncate(MAX_VIOLATIONS);
+        names.push(format!("(and {more} more)"));
     }
+    names
+}
 
-    // Step 4b: the schema. The fast path costs one `is_valid`.
-    let instance = Value::Object(args);
-    let mut unlisted = violations.len().saturating_sub(MAX_VIOLATIONS);
-    violations.truncate(MAX_VIOLATIONS);
-    if !schema.validator.is_valid(&instance) {
-        let room = MAX_VIOLATIONS - violations.len();
-        let (listed, more) =
-            render::violations(schema.validator.iter_errors(&instance), room, &schema.names);
-        violations.extend(listed);
-        unlisted += more;
+/// The map of a `Value::Object` built a few lines earlier.
+fn into_object(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => unreachable_object(),
     }
-    if !violations.is_empty() {
-        for (alias, canonical) in &renamed {
-            for v in &mut violations {
-                speak_alias(v, alias, canonical);
-            }
-        }
-        return Err(ArgumentError::with_unlisted(violations, unlisted));
-    }
-    let Value::Object(arguments) = instance else {
-        // The instance was built as an object three lines up.
-        return Err(ArgumentError::new(vec![bound_violation(
-            BoundError::NotAnObject,
-        )]));
-    };
-    Ok(Checked {
-        arguments,
-        unknown_args,
-    })
 }
 
 /// Reports a violation found under `canonical` at `alias`, the name the

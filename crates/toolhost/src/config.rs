@@ -156,6 +156,8 @@ pub struct SupervisorFile {
 }
 
 impl SupervisorFile {
+    /// Kept whole on purpose: one place where every flag meets its key, field
+    /// by field, in the order of the settings.
     pub fn resolve(&self) -> SupervisorConfig {
         let d = SupervisorConfig::default();
         let ms = |v: Option<u64>, default: Duration| v.map_or(default, Duration::from_millis);
