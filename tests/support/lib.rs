@@ -92,35 +92,6 @@ pub async fn eventually<T>(
     }
 }
 
-/// Whether a process with this pid exists and is not a zombie.
-#[must_use]
-pub fn process_alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state is the first field after the parenthesised command.
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .and_then(|(_, rest)| rest.chars().next())
-            .is_some_and(|state| state != 'Z' && state != 'X'),
-        Err(_) => false,
-    }
-}
-
-/// Pids of every process whose command line contains `needle`.
-#[must_use]
-pub fn pids_with_cmdline(needle: &str) -> Vec<u32> {
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    rd.filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| String::from_utf8_lossy(&c).contains(needle))
-                .unwrap_or(false)
-        })
-        .collect()
-}
-
 /// Writes a plugin directory for `testplug` (started with `--mode MODE`)
 /// declaring its tools, and returns the directory.
 #[must_use]
@@ -398,50 +369,9 @@ impl Daemon {
     }
 }
 
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Resident memory of a process, in KiB (0 if it is gone).
-#[must_use]
-pub fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-/// How many file descriptors a process has open (0 if it is gone).
-#[must_use]
-pub fn open_fds(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
-}
-
-/// Pids whose parent is `pid`.
-#[must_use]
-pub fn children_of(pid: u32) -> Vec<u32> {
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    rd.filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
-        .filter(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/stat"))
-                .ok()
-                .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.to_owned()))
-                .and_then(|rest| rest.split(' ').nth(1).and_then(|pp| pp.parse::<u32>().ok()))
-                == Some(pid)
-        })
-        .collect()
-}
+pub use toolhost_bench::procs::{
+    children as children_of, open_fds, pids_with_cmdline, process_alive, rss_kib,
+};
 
 /// A minimal HTTP/1.1 request over a fresh connection: (status, body).
 pub async fn http_request(

@@ -18,7 +18,6 @@
 //! printed, for `perf record -p`).
 
 mod load;
-mod procs;
 mod scale;
 mod soak;
 mod upgrade;
@@ -29,6 +28,7 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use toolhost_bench::procs;
 use toolhost_proto::contract;
 use toolhost_proto::plugin::plugin_client::PluginClient;
 use toolhost_proto::plugin::{AgentToolContext, AgentToolRequest};
@@ -505,26 +505,47 @@ async fn profile_target(seconds: u64, stateless: bool) -> Result<()> {
     Ok(())
 }
 
+/// The modes and their options.
+#[derive(Debug, clap::Parser)]
+#[command(about = "toolhost's costs next to the floor and a peer, in one run")]
+struct Args {
+    /// The CI form: one short round.
+    #[arg(long)]
+    quick: bool,
+    /// Leave out the FastMCP peer.
+    #[arg(long)]
+    no_peer: bool,
+    /// Only a live upgrade under load.
+    #[arg(long)]
+    upgrade: bool,
+    /// Only a soak of this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    soak: Option<u64>,
+    /// Only one toolhost under load for this many seconds, for a profiler.
+    #[arg(long, value_name = "SECONDS")]
+    profile: Option<u64>,
+    /// With --profile: stateless JSON mode.
+    #[arg(long)]
+    json: bool,
+}
+
 /// Kept whole on purpose: the bench's table of contents; each mode is a
 /// call, and the order here is the order of the report.
 #[tokio::main]
 async fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    if args.iter().any(|a| a == "--upgrade") {
+    let args = <Args as clap::Parser>::parse();
+    if args.upgrade {
         println!("## A live upgrade under load (8 agents)\n");
         return upgrade::report().await;
     }
-    if let Some(i) = args.iter().position(|a| a == "--soak") {
-        let seconds = args.get(i + 1).and_then(|s| s.parse().ok()).unwrap_or(120);
+    if let Some(seconds) = args.soak {
         return soak::run(seconds).await;
     }
-    if let Some(i) = args.iter().position(|a| a == "--profile") {
-        let seconds = args.get(i + 1).and_then(|s| s.parse().ok()).unwrap_or(30);
-        let stateless = args.iter().any(|a| a == "--json");
-        return profile_target(seconds, stateless).await;
+    if let Some(seconds) = args.profile {
+        return profile_target(seconds, args.json).await;
     }
-    let quick = std::env::args().any(|a| a == "--quick");
-    let skip_peer = std::env::args().any(|a| a == "--no-peer");
+    let quick = args.quick;
+    let skip_peer = args.no_peer;
     let (rounds, duration) = if quick {
         (1, Duration::from_millis(1500))
     } else {

@@ -1,9 +1,12 @@
-//! CPU time and resident memory of processes, from /proc.
+//! Processes as /proc shows them: CPU time, resident memory, open
+//! descriptors, children, liveness. The one copy, shared by the benchmark
+//! and the end-to-end tests.
 
 /// Clock ticks per second (`getconf CLK_TCK`; 100 on Linux).
 const TICKS: f64 = 100.0;
 
 /// utime + stime of a process, in seconds.
+#[must_use]
 pub fn cpu_seconds(pid: u32) -> f64 {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return 0.0;
@@ -18,11 +21,13 @@ pub fn cpu_seconds(pid: u32) -> f64 {
 }
 
 /// The sum over several processes.
+#[must_use]
 pub fn cpu_of(pids: &[u32]) -> f64 {
     pids.iter().map(|p| cpu_seconds(*p)).sum()
 }
 
 /// Resident memory of a process, in KiB.
+#[must_use]
 pub fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
@@ -36,6 +41,7 @@ pub fn rss_kib(pid: u32) -> u64 {
 }
 
 /// Direct children of a process.
+#[must_use]
 pub fn children(pid: u32) -> Vec<u32> {
     let Ok(rd) = std::fs::read_dir("/proc") else {
         return Vec::new();
@@ -50,6 +56,41 @@ pub fn children(pid: u32) -> Vec<u32> {
                         .and_then(|(_, r)| r.split(' ').nth(1).and_then(|x| x.parse::<u32>().ok()))
                 })
                 == Some(pid)
+        })
+        .collect()
+}
+
+/// How many file descriptors a process has open (0 if it is gone).
+#[must_use]
+pub fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// Whether a process with this pid exists and is not a zombie.
+#[must_use]
+pub fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state is the first field after the parenthesised command.
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.chars().next())
+            .is_some_and(|state| state != 'Z' && state != 'X'),
+        Err(_) => false,
+    }
+}
+
+/// Pids of every process whose command line contains `needle`.
+#[must_use]
+pub fn pids_with_cmdline(needle: &str) -> Vec<u32> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    rd.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains(needle))
+                .unwrap_or(false)
         })
         .collect()
 }

@@ -189,7 +189,7 @@ pub async fn rss_with_tools(n: usize) -> Result<(usize, u64)> {
     // The store frees the pushed copy on its reaper thread; give it a moment
     // so the figure is the catalog, not the garbage.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let kib = crate::procs::rss_kib(daemon.pid());
+    let kib = toolhost_bench::procs::rss_kib(daemon.pid());
     pushed?;
     Ok((n, kib))
 }

@@ -25,7 +25,7 @@ pub async fn run(seconds: u64) -> Result<()> {
     let pid = daemon.pid();
     let sock = dir.join("state/admin.sock");
     let mut admin = crate::admin_client(&sock).await?;
-    let rss_start = crate::procs::rss_kib(pid);
+    let rss_start = toolhost_bench::procs::rss_kib(pid);
 
     let stop = Arc::new(AtomicBool::new(false));
     let outcomes: Arc<Mutex<BTreeMap<String, u64>>> = Arc::default();
@@ -83,7 +83,7 @@ pub async fn run(seconds: u64) -> Result<()> {
     }
     stop.store(true, Ordering::SeqCst);
     while workers.join_next().await.is_some() {}
-    let rss_end = crate::procs::rss_kib(pid);
+    let rss_end = toolhost_bench::procs::rss_kib(pid);
     drop(daemon);
 
     let outcomes = outcomes.lock().map(|m| m.clone()).unwrap_or_default();

@@ -1,0 +1,5 @@
+//! What the benchmark harness shares with the end-to-end tests: reading
+//! processes from /proc ([`procs`]). The harness itself is the
+//! `toolhost-bench` binary; it must not grow library code beyond this.
+
+pub mod procs;
