@@ -13,7 +13,7 @@ use hyper_util::rt::TokioIo;
 use std::path::PathBuf;
 use tonic::transport::{Channel, Endpoint, Uri};
 
-pub use crate::handshake;
+pub mod handshake;
 
 /// The environment variable carrying the magic cookie.
 pub const MAGIC_COOKIE_KEY: &str = "KANDEV_PLUGIN";

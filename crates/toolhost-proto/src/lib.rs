@@ -21,5 +21,4 @@ pub mod admin {
 }
 
 pub mod contract;
-pub mod handshake;
 pub mod json;

@@ -49,7 +49,7 @@ pub enum HandshakeError {
 pub fn line(socket: &std::path::Path) -> String {
     format!(
         "1|{}|unix|{}|grpc",
-        crate::contract::PROTOCOL_VERSION,
+        super::PROTOCOL_VERSION,
         socket.display()
     )
 }
