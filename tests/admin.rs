@@ -2,6 +2,8 @@
 //! order, bindings, the backend's `Authorize`, the TCP token, the socket's
 //! mode, and the operator CLI against a running daemon.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
+
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -12,31 +14,18 @@ use toolhost_admin::admin as pb;
 use toolhost_admin::admin::admin_client::AdminClient;
 use toolhost_catalog::Snapshot;
 use toolhost_e2e::{
-    Daemon, Scratch, TOKEN, agent, bin, events, eventually, listed_names as names, testplug_dir,
+    Daemon, Scratch, TOKEN, TestConfig, agent, bin, events, eventually, listed_names as names,
+    testplug_dir,
 };
 use toolhost_manifest::Manifest;
 
 const WAIT: Duration = Duration::from_secs(20);
 
 fn config(root: &Path, plugin: &Path, extra: &str) -> String {
-    format!(
-        r#"plugins = [{:?}]
-state_dir = {:?}
-
-[[http.tokens]]
-token = "{TOKEN}"
-surface = "chat"
-task_id = "task-http"
-session_id = "session-http"
-
-[supervisor]
-backoff_first_ms = 50
-stop_grace_ms = 2000
-{extra}
-"#,
-        plugin.display().to_string(),
-        root.join("state").display().to_string(),
-    )
+    TestConfig::new(root, &[plugin.to_path_buf()])
+        .ids("task-http", "session-http")
+        .extra(extra)
+        .build()
 }
 
 async fn admin(root: &Path) -> AdminClient<tonic::transport::Channel> {
@@ -49,7 +38,7 @@ async fn admin(root: &Path) -> AdminClient<tonic::transport::Channel> {
 
 /// A snapshot of `plugin`; `gN` has epoch N, so later generations win.
 fn snapshot(plugin: &Path, generation: &str, revision: u64) -> Snapshot {
-    let m = Manifest::load(plugin).unwrap_or_else(|p| panic!("{p:#?}"));
+    let m = Manifest::load(plugin).expect("the step before failed");
     let mut s = Snapshot::from_manifests("kandev", generation, revision, [&m]);
     s.epoch = generation
         .trim_start_matches(|c: char| !c.is_ascii_digit())
@@ -65,10 +54,7 @@ async fn push(
     let req = pb::PushCatalogRequest {
         snapshot: Some(toolhost_admin::snapshot_to_proto(s)),
     };
-    c.push_catalog(req)
-        .await
-        .unwrap_or_else(|e| panic!("push: {e}"))
-        .into_inner()
+    c.push_catalog(req).await.expect("push").into_inner()
 }
 
 fn outcome(r: &pb::PushCatalogResponse) -> pb::PushOutcome {
@@ -214,7 +200,7 @@ async fn managed_pushes_follow_the_store_rules_and_reach_clients() {
             CallToolRequestParams::new("kandev_tp_echo").with_arguments(serde_json::Map::new()),
         )
         .await;
-    let r = r.unwrap_or_else(|e| panic!("{e}"));
+    let r = r.expect("the step before failed");
     assert_eq!(
         r.structured_content
             .as_ref()
@@ -245,7 +231,7 @@ async fn bindings_can_be_made_and_revoked_at_run_time() {
         binding: Some(binding),
     })
     .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    .expect("the step before failed");
     let c = agent(&d.url, token).await;
     let r = c
         .call_tool(
@@ -257,7 +243,7 @@ async fn bindings_can_be_made_and_revoked_at_run_time() {
             ),
         )
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("the step before failed");
     let ctx = r.structured_content.unwrap_or_default()["context"].clone();
     assert_eq!(
         ctx,
@@ -329,7 +315,7 @@ impl pb::authorizer_server::Authorizer for Backend {
 async fn the_backend_authorizes_every_call_and_uncertainty_denies() {
     let root = Scratch::new("authorize");
     let sock = root.path().join("backend.sock");
-    let listener = tokio::net::UnixListener::bind(&sock).unwrap_or_else(|e| panic!("{e}"));
+    let listener = tokio::net::UnixListener::bind(&sock).expect("the step before failed");
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let backend = Backend {
         seen: Arc::clone(&seen),
@@ -352,7 +338,7 @@ async fn the_backend_authorizes_every_call_and_uncertainty_denies() {
     let call = async |name: &str, args: Value| {
         let p = CallToolRequestParams::new(name.to_owned())
             .with_arguments(args.as_object().cloned().unwrap_or_default());
-        let r = c.call_tool(p).await.unwrap_or_else(|e| panic!("{e}"));
+        let r = c.call_tool(p).await.expect("the step before failed");
         r.structured_content
             .as_ref()
             .and_then(|s| s.pointer("/error/code"))
@@ -401,7 +387,7 @@ async fn the_admin_socket_is_private_and_tcp_needs_the_token() {
     let root = Scratch::new("admin-tcp");
     let tp = testplug_dir(root.path(), "tp", "normal");
     std::fs::write(root.path().join("admin.token"), "admin-secret-token\n")
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("the step before failed");
     let extra = format!(
         "[admin]\ntcp = \"127.0.0.1:0\"\ntoken_file = {:?}\n",
         root.path().join("admin.token").display().to_string()
@@ -420,10 +406,10 @@ async fn the_admin_socket_is_private_and_tcp_needs_the_token() {
     })
     .await;
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-        .unwrap_or_else(|e| panic!("{e}"))
+        .expect("the step before failed")
         .connect()
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("the step before failed");
     let mut c = AdminClient::new(channel);
     let anonymous = c.get_status(pb::GetStatusRequest {}).await;
     assert_eq!(
@@ -454,7 +440,7 @@ async fn the_admin_socket_is_private_and_tcp_needs_the_token() {
     let st = c
         .get_status(right)
         .await
-        .unwrap_or_else(|e| panic!("{e}"))
+        .expect("the step before failed")
         .into_inner();
     assert!(!st.managed);
     let _ = a.cancel().await;
@@ -464,7 +450,7 @@ fn cli(args: &[&str]) -> (i32, String, String) {
     let out = std::process::Command::new(bin("toolhost"))
         .args(args)
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("the step before failed");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -490,7 +476,7 @@ async fn the_cli_drives_a_running_daemon() {
         &file,
         serde_json::to_string(&snapshot(&tp, "g1", 1)).unwrap_or_default(),
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .expect("the step before failed");
     let (code, out, err) = cli(&[
         "catalog",
         "push",
@@ -701,7 +687,7 @@ async fn a_push_may_narrow_a_declaration_but_never_loosen_it() {
     let st = a
         .get_status(pb::GetStatusRequest {})
         .await
-        .unwrap_or_else(|e| panic!("{e}"))
+        .expect("the step before failed")
         .into_inner();
     assert!(
         st.withheld
@@ -736,7 +722,7 @@ fn break_count_schema(plugin: &Path) {
         "input_schema = { type = \"object\", properties = { x = { \"$ref\" = \"https://example.com/x.json\" } } }",
         1,
     );
-    std::fs::write(&file, format!("{head}{tail}")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&file, format!("{head}{tail}")).expect("the step before failed");
 }
 
 #[tokio::test]
@@ -777,17 +763,17 @@ async fn one_bad_schema_withholds_one_tool_in_both_modes() {
         );
         let r = toolhost_e2e::call_tool(&c, "kandev_tp_echo", json!({ "msg": "m", "n": 1 }))
             .await
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("the step before failed");
         assert_eq!(toolhost_e2e::outcome_code(&r), "ok");
         let r = toolhost_e2e::call_tool(&c, "kandev_tp_count", json!({}))
             .await
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("the step before failed");
         assert_eq!(toolhost_e2e::outcome_code(&r), "tool_unavailable");
         // It shows: status, plugins list, metrics, an ERROR line.
         let st = a
             .get_status(pb::GetStatusRequest {})
             .await
-            .unwrap_or_else(|e| panic!("{e}"))
+            .expect("the step before failed")
             .into_inner();
         assert!(
             st.withheld.iter().any(|w| w.tool == "kandev_tp_count"),
@@ -797,7 +783,7 @@ async fn one_bad_schema_withholds_one_tool_in_both_modes() {
         let list = a
             .list_plugins(pb::ListPluginsRequest {})
             .await
-            .unwrap_or_else(|e| panic!("{e}"))
+            .expect("the step before failed")
             .into_inner();
         let tp_status = list.plugins.iter().find(|p| p.id == "tp");
         assert!(

@@ -9,6 +9,8 @@
 //!
 //! `CHAOS_SECONDS` (default 8) sets how long the faults run.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
+
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -18,8 +20,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use toolhost_admin::admin as pb;
 use toolhost_e2e::{
-    Daemon, Scratch, TOKEN, agent, call_tool, events, eventually, open_fds, outcome_code,
-    process_alive, rss_kib, testplug_dir,
+    Daemon, Scratch, TOKEN, TestConfig, agent, call_tool, events, eventually, open_fds,
+    outcome_code, process_alive, rss_kib, testplug_dir,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -59,15 +61,12 @@ fn seconds() -> Duration {
 }
 
 fn config(root: &Path, plugins: &[PathBuf], extra: &str) -> String {
-    let list: Vec<String> = plugins
-        .iter()
-        .map(|p| format!("{:?}", p.display().to_string()))
-        .collect();
-    format!(
-        "plugins = [{}]\nstate_dir = {:?}\n[log]\nlevel = \"warn\"\nformat = \"json\"\n[http]\nmax_sessions = 256\n[[http.tokens]]\ntoken = \"{TOKEN}\"\nsurface = \"chat\"\ntask_id = \"t\"\nsession_id = \"s\"\n[supervisor]\nhealth_interval_ms = 200\nhealth_timeout_ms = 300\nbackoff_first_ms = 20\nbackoff_max_ms = 200\nmax_restarts = 100000\nstop_grace_ms = 1000\n[limits]\nmax_calls_per_plugin = 64\n{extra}",
-        list.join(", "),
-        root.join("state").display().to_string()
-    )
+    TestConfig::new(root, plugins)
+        .top("[log]\nlevel = \"warn\"\nformat = \"json\"")
+        .http("max_sessions = 256")
+        .supervisor("health_interval_ms = 200\nhealth_timeout_ms = 300\nbackoff_first_ms = 20\nbackoff_max_ms = 200\nmax_restarts = 100000\nstop_grace_ms = 1000")
+        .extra(&format!("[limits]\nmax_calls_per_plugin = 64\n{extra}"))
+        .build()
 }
 
 fn kill(pid: u32, sig: rustix::process::Signal) {
@@ -241,12 +240,12 @@ fn dispatched_outside_their_version(
 fn the_version_check_catches_a_dispatch_outside_its_version() {
     let root = Scratch::new("chaos-check");
     let dir = root.path().join("tp");
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&dir).expect("the step before failed");
     std::fs::write(
         dir.join("events.log"),
         "invoked echo i1 task=t\ninvoked echo i2 task=t\ninvoked slow i3 task=t\n",
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .expect("the step before failed");
     let applied = |rev: u64, added: &str, removed: &str| {
         json!({ "target": "toolhost::catalog", "fields": { "message": "catalog applied",
             "generation": "g", "revision": rev, "added": added, "removed": removed } })
@@ -311,7 +310,7 @@ async fn plugins_misbehave_while_agents_work() {
         kit2.join("plugin.toml"),
         text.replace("version = \"1.0.0\"", "version = \"2.0.0\""),
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .expect("the step before failed");
     assert!(
         admin
             .install_plugin(pb::InstallPluginRequest {
@@ -395,7 +394,7 @@ async fn plugins_misbehave_while_agents_work() {
                     })
                     .collect::<Vec<_>>()
                     .join("\n");
-                std::fs::write(src.join("plugin.toml"), patched).unwrap_or_else(|e| panic!("{e}"));
+                std::fs::write(src.join("plugin.toml"), patched).expect("the step before failed");
                 if admin
                     .upgrade_plugin(pb::UpgradePluginRequest {
                         path: src.display().to_string(),
@@ -486,7 +485,7 @@ async fn a_racing_backend_ends_at_the_greatest_accepted_version() {
         toolhost_admin::connect_unix(&sock).await.ok()
     })
     .await;
-    let m = toolhost_manifest::Manifest::load(&tp).unwrap_or_else(|p| panic!("{p:#?}"));
+    let m = toolhost_manifest::Manifest::load(&tp).expect("the step before failed");
     let mut full = toolhost_catalog::Snapshot::from_manifests("kandev", "g-old", 1, [&m]);
     full.epoch = 1;
     let push = |s: &toolhost_catalog::Snapshot| pb::PushCatalogRequest {
@@ -565,7 +564,7 @@ async fn a_racing_backend_ends_at_the_greatest_accepted_version() {
     let st = a0
         .get_status(pb::GetStatusRequest {})
         .await
-        .unwrap_or_else(|e| panic!("{e}"))
+        .expect("the step before failed")
         .into_inner();
     let best = best.lock().map(|b| *b).unwrap_or(0);
     assert_eq!(

@@ -1,5 +1,7 @@
 //! `toolhost check`, through the real binary.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
+
 use std::process::Command;
 use toolhost_e2e::{bin, workspace_root};
 

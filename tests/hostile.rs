@@ -2,6 +2,8 @@
 //! a unique secret in every argument position of every failure mode appears
 //! in no response, no log line (at trace level) and no metric.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
+
 use rmcp::ServiceExt as _;
 use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
 use rmcp::service::PeerRequestOptions;
@@ -11,18 +13,17 @@ use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
 use toolhost_e2e::{
-    AgentClient, Daemon, Scratch, TOKEN, agent, call_tool, events, eventually, http_request,
-    outcome_code, process_alive, testplug_dir,
+    AgentClient, Daemon, Scratch, TOKEN, TestConfig, agent, call_tool, events, eventually,
+    http_request, outcome_code, process_alive, testplug_dir,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
 
 fn config(root: &Path, plugin: &Path, extra_http: &str, extra: &str) -> String {
-    format!(
-        "plugins = [{:?}]\nstate_dir = {:?}\n\n[http]\n{extra_http}\n\n[[http.tokens]]\ntoken = \"{TOKEN}\"\nsurface = \"chat\"\ntask_id = \"t\"\nsession_id = \"s\"\n\n[supervisor]\nbackoff_first_ms = 50\nstop_grace_ms = 2000\n{extra}\n",
-        plugin.display().to_string(),
-        root.join("state").display().to_string()
-    )
+    TestConfig::new(root, &[plugin.to_path_buf()])
+        .http(extra_http)
+        .extra(extra)
+        .build()
 }
 
 async fn call(
@@ -327,7 +328,7 @@ async fn no_secret_reaches_a_response_a_log_line_or_a_metric() {
             PeerRequestOptions::no_options(),
         )
         .await;
-    let handle = handle.unwrap_or_else(|e| panic!("{e}"));
+    let handle = handle.expect("the step before failed");
     eventually(WAIT, "slow reached", async || {
         (!events(&root.path().join("state/data/tp"), "invoked slow").is_empty()).then_some(())
     })
@@ -536,8 +537,7 @@ async fn an_idle_connection_flood_locks_no_one_out() {
         panic!("no plugin process");
     };
     let _ = rustix::process::kill_process(
-        rustix::process::Pid::from_raw(i32::try_from(plugin).unwrap_or(0))
-            .unwrap_or_else(|| panic!("pid")),
+        rustix::process::Pid::from_raw(i32::try_from(plugin).unwrap_or(0)).expect("pid"),
         rustix::process::Signal::KILL,
     );
     eventually(WAIT, "the plugin restarted during the flood", async || {
@@ -919,7 +919,7 @@ fn install(sock: &Path, archive: &Path) -> (bool, String) {
         .arg("--admin")
         .arg(sock)
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("the step before failed");
     (
         out.status.success(),
         format!(
@@ -1227,8 +1227,7 @@ async fn a_restart_short_of_descriptors_waits_for_them_and_is_not_a_failure() {
     })
     .await;
     let _ = rustix::process::kill_process(
-        rustix::process::Pid::from_raw(i32::try_from(plugin).unwrap_or(0))
-            .unwrap_or_else(|| panic!("pid")),
+        rustix::process::Pid::from_raw(i32::try_from(plugin).unwrap_or(0)).expect("pid"),
         rustix::process::Signal::KILL,
     );
     eventually(

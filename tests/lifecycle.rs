@@ -2,6 +2,8 @@
 //! MCP client connected throughout and calls running in a loop; persistence
 //! across restarts; and an interrupted install leaving nothing behind.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
+
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use toolhost_admin::admin as pb;
 use toolhost_e2e::{
-    AgentClient, Daemon, Scratch, TOKEN, agent, bin, call_tool, events, eventually,
+    AgentClient, Daemon, Scratch, TOKEN, TestConfig, agent, bin, call_tool, events, eventually,
     listed_names as names, outcome_code, testplug_dir,
 };
 
@@ -25,20 +27,12 @@ fn kit(root: &Path, dir: &str, id: &str, version: &str, mode: &str, max_msg: u32
     let text = text
         .replace("version = \"1.0.0\"", &format!("version = \"{version}\""))
         .replace("maxLength = 20", &format!("maxLength = {max_msg}"));
-    std::fs::write(&manifest, text).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&manifest, text).expect("the step before failed");
     d
 }
 
 fn config(root: &Path, statics: &[PathBuf]) -> String {
-    let list: Vec<String> = statics
-        .iter()
-        .map(|p| format!("{:?}", p.display().to_string()))
-        .collect();
-    format!(
-        "plugins = [{}]\nstate_dir = {:?}\n\n[[http.tokens]]\ntoken = \"{TOKEN}\"\nsurface = \"chat\"\ntask_id = \"t\"\nsession_id = \"s\"\n\n[supervisor]\nbackoff_first_ms = 50\nstop_grace_ms = 2000\n",
-        list.join(", "),
-        root.join("state").display().to_string()
-    )
+    TestConfig::new(root, statics).build()
 }
 
 async fn admin(
@@ -97,10 +91,7 @@ async fn install_upgrade_disable_enable_remove_while_agents_work() {
             path: v1.display().to_string(),
         })
         .await;
-    let rev1 = r
-        .unwrap_or_else(|e| panic!("install: {e}"))
-        .into_inner()
-        .revision;
+    let rev1 = r.expect("install").into_inner().revision;
     eventually(WAIT, "list_changed after install", async || {
         (told.load(Ordering::SeqCst) > before).then_some(())
     })
@@ -129,7 +120,7 @@ async fn install_upgrade_disable_enable_remove_while_agents_work() {
     let st = a
         .get_status(pb::GetStatusRequest {})
         .await
-        .unwrap_or_else(|e| panic!("{e}"))
+        .expect("the step before failed")
         .into_inner();
     assert_eq!(st.revision, rev1, "the catalog did not change");
 
@@ -318,7 +309,7 @@ async fn what_is_installed_and_enabled_survives_a_restart() {
     let list = a
         .list_plugins(pb::ListPluginsRequest {})
         .await
-        .unwrap_or_else(|e| panic!("{e}"))
+        .expect("the step before failed")
         .into_inner()
         .plugins;
     let summary: Vec<(String, String, bool)> = list
@@ -353,9 +344,9 @@ async fn an_interrupted_install_leaves_nothing_half_installed() {
     // placed version the state file never recorded.
     let plugins = root.path().join("state/plugins");
     std::fs::create_dir_all(plugins.join(".staging-0123456789abcdef"))
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("the step before failed");
     let half = kit(root.path(), "src-half", "kit", "1.0.0", "normal", 20);
-    std::fs::rename(&half, plugins.join("kit@1.0.0")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::rename(&half, plugins.join("kit@1.0.0")).expect("the step before failed");
     {
         let d = Daemon::start(root.path(), &cfg, &[]);
         let mut a = admin(root.path()).await;
@@ -367,7 +358,7 @@ async fn an_interrupted_install_leaves_nothing_half_installed() {
         let list = a
             .list_plugins(pb::ListPluginsRequest {})
             .await
-            .unwrap_or_else(|e| panic!("{e}"))
+            .expect("the step before failed")
             .into_inner()
             .plugins;
         assert_eq!(list.len(), 1);
@@ -389,7 +380,7 @@ async fn an_interrupted_install_leaves_nothing_half_installed() {
     let list = a
         .list_plugins(pb::ListPluginsRequest {})
         .await
-        .unwrap_or_else(|e| panic!("{e}"))
+        .expect("the step before failed")
         .into_inner()
         .plugins;
     let dirs = installed_dirs(root.path());
@@ -408,7 +399,7 @@ async fn an_interrupted_install_leaves_nothing_half_installed() {
             .args(["plugins", "list", "--admin"])
             .arg(root.path().join("state/admin.sock"))
             .output()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("the step before failed");
         (
             o.status.code(),
             String::from_utf8_lossy(&o.stdout).into_owned(),

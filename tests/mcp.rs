@@ -5,6 +5,8 @@
 //! it. Plugins count their invocations in `events.log`, so "the handler was
 //! not invoked" is a fact read from the plugin, not an assumption.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
+
 use rmcp::ServiceExt as _;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ProtocolVersion,
@@ -18,8 +20,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use toolhost_e2e::{
-    Agent, AgentClient, Daemon, Scratch, TOKEN, agent, bin, events, eventually, http_request,
-    process_alive, testplug_dir, workspace_root,
+    Agent, AgentClient, Daemon, Scratch, TOKEN, TestConfig, agent, bin, events, eventually,
+    http_request, process_alive, testplug_dir, workspace_root,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -28,35 +30,12 @@ const SECRET: &str = "S3CRET-v4lue-e2e";
 type Client = AgentClient;
 
 fn config(root: &Path, plugins: &[PathBuf], extra: &str) -> String {
-    let list: Vec<String> = plugins
-        .iter()
-        .map(|p| format!("{:?}", p.display().to_string()))
-        .collect();
-    format!(
-        r#"plugins = [{}]
-state_dir = {:?}
-
-[stdio]
-surface = "chat"
-task_id = "task-stdio"
-session_id = "session-stdio"
-
-[[http.tokens]]
-token = "{TOKEN}"
-surface = "chat"
-task_id = "task-http"
-session_id = "session-http"
-
-[supervisor]
-health_interval_ms = 200
-health_timeout_ms = 500
-backoff_first_ms = 50
-stop_grace_ms = 2000
-{extra}
-"#,
-        list.join(", "),
-        root.join("state").display().to_string(),
-    )
+    TestConfig::new(root, plugins)
+        .ids("task-http", "session-http")
+        .stdio("task-stdio", "session-stdio")
+        .supervisor("health_interval_ms = 200\nhealth_timeout_ms = 500\nbackoff_first_ms = 50\nstop_grace_ms = 2000")
+        .extra(extra)
+        .build()
 }
 
 async fn http_client_2026(url: &str) -> Client {
@@ -81,8 +60,7 @@ async fn stdio_client(config_file: &Path) -> (Client, String) {
     let spawned = TokioChildProcess::builder(cmd)
         .stderr(std::process::Stdio::piped())
         .spawn();
-    let (transport, stderr) =
-        spawned.unwrap_or_else(|e| panic!("cannot start toolhost --stdio: {e}"));
+    let (transport, stderr) = spawned.expect("cannot start toolhost --stdio");
     let (tx, rx) = tokio::sync::oneshot::channel();
     if let Some(stderr) = stderr {
         tokio::spawn(async move {
@@ -98,15 +76,12 @@ async fn stdio_client(config_file: &Path) -> (Client, String) {
             }
         });
     }
-    let client = Agent::default()
-        .serve(transport)
-        .await
-        .unwrap_or_else(|e| panic!("stdio: {e}"));
+    let client = Agent::default().serve(transport).await.expect("stdio");
     let base = tokio::time::timeout(WAIT, rx)
         .await
         .ok()
         .and_then(Result::ok)
-        .unwrap_or_else(|| panic!("no HTTP line"));
+        .expect("no HTTP line");
     (client, base)
 }
 
@@ -170,10 +145,7 @@ fn tool<'a>(tools: &'a [Tool], name: &str) -> &'a Tool {
 /// data directory; the binding's ids are what the plugin must receive.
 async fn conformance(c: &Client, data: &Path, task: &str, session: &str) {
     // A listing shows exactly the session's surface, schemas as declared.
-    let tools = c
-        .list_all_tools()
-        .await
-        .unwrap_or_else(|e| panic!("list: {e}"));
+    let tools = c.list_all_tools().await.expect("list");
     let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     names.sort_unstable();
     assert_eq!(
@@ -405,7 +377,7 @@ async fn conformance(c: &Client, data: &Path, task: &str, session: &str) {
             PeerRequestOptions::no_options(),
         )
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("the step before failed");
     eventually(WAIT, "the slow call to reach the plugin", async || {
         (invoked("slow") > slows).then_some(())
     })
@@ -540,7 +512,7 @@ async fn list_changed_reaches_both_eras_and_withdrawn_tools_fail_closed() {
     let mut sub = modern
         .listen(SubscriptionFilter::builder().tools_list_changed().build())
         .await
-        .unwrap_or_else(|e| panic!("listen: {e}"));
+        .expect("listen");
     let before = legacy.list_all_tools().await.unwrap_or_default();
     assert!(before.iter().any(|t| t.name == "kandev_victim_echo"));
     d.wait_metric("toolhost_mcp_listeners", 2.0).await;
@@ -549,7 +521,7 @@ async fn list_changed_reaches_both_eras_and_withdrawn_tools_fail_closed() {
     let pid = events(&root.path().join("state/data/victim"), "started ")
         .first()
         .and_then(|l| l.split(' ').nth(1).and_then(|p| p.parse::<u32>().ok()))
-        .unwrap_or_else(|| panic!("no victim pid"));
+        .expect("no victim pid");
     if let Some(p) = i32::try_from(pid)
         .ok()
         .and_then(rustix::process::Pid::from_raw)
@@ -606,7 +578,7 @@ async fn stdio_sessions_are_told_of_changes_too() {
     ];
     let file = root.path().join("toolhost.toml");
     std::fs::write(&file, config(root.path(), &plugins, "max_restarts = 0\n"))
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("the step before failed");
     let (c, base) = stdio_client(&file).await;
     let metrics = |name: &'static str| {
         let base = base.clone();
@@ -764,8 +736,8 @@ aliases = {{ count = "n" }}
         },
         "$defs": { "small": { "type": "integer", "minimum": 0, "maximum": 10 } }
     });
-    std::fs::write(dir.join("plugin.toml"), manifest).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(dir.join("echo.json"), schema.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join("plugin.toml"), manifest).expect("the step before failed");
+    std::fs::write(dir.join("echo.json"), schema.to_string()).expect("the step before failed");
     let d = Daemon::start(root.path(), &config(root.path(), &[dir], ""), &[]);
     wait_ready(&d.base(), &["idref"]).await;
     let c = agent(&d.url, TOKEN).await;
@@ -843,14 +815,11 @@ async fn a_stdio_server_does_not_take_the_configured_http_port() {
             &format!("[http]\nlisten = \"127.0.0.1:{port}\"\n"),
         ),
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .expect("the step before failed");
     let mut cmd = tokio::process::Command::new(bin("toolhost"));
     cmd.args(["serve", "--stdio", "--config"]).arg(&file);
-    let transport = TokioChildProcess::new(cmd).unwrap_or_else(|e| panic!("{e}"));
-    let c = Agent::default()
-        .serve(transport)
-        .await
-        .unwrap_or_else(|e| panic!("stdio: {e}"));
+    let transport = TokioChildProcess::new(cmd).expect("the step before failed");
+    let c = Agent::default().serve(transport).await.expect("stdio");
     // Its first call waits for the plugin instead of failing.
     let r = call(&c, "kandev_tp_echo", Some(json!({ "msg": "m", "n": 1 }))).await;
     assert_eq!(error_code(&r), None, "{r:?}");

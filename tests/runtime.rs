@@ -3,6 +3,8 @@
 //! deaths and deadlines. Nothing here sleeps to wait: every wait polls a
 //! condition with a deadline or awaits a state change.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
+
 use std::path::Path;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -50,7 +52,7 @@ async fn wait_phase(h: &PluginHandle, want: Phase) -> PluginState {
 async fn ready_testplug(root: &Path, name: &str) -> (PluginHandle, PluginState, PluginClient) {
     let h = supervise(spec(&testplug_dir(root, name, "normal"), root), fast());
     let s = wait_phase(&h, Phase::Ready).await;
-    let client = s.client.clone().unwrap_or_else(|| panic!("no client"));
+    let client = s.client.clone().expect("no client");
     (h, s, client)
 }
 
@@ -133,7 +135,7 @@ async fn a_killed_plugin_is_restarted_and_the_new_process_answers() {
         "{:?}",
         again.last_error
     );
-    let client = again.client.unwrap_or_else(|| panic!("no client"));
+    let client = again.client.expect("no client");
     let r = client
         .invoke(
             request("count", serde_json::json!({}), "after"),
@@ -275,7 +277,7 @@ async fn a_call_in_flight_fails_at_once_when_the_plugin_dies_and_ran_once() {
         (now.phase == Phase::Ready && now.pid != crashed).then_some(now)
     })
     .await;
-    let client = s.client.unwrap_or_else(|| panic!("no client"));
+    let client = s.client.expect("no client");
     let pid = s.pid.unwrap_or(0);
     let call = tokio::spawn(async move {
         client
@@ -315,7 +317,7 @@ async fn a_deadline_is_a_timeout_and_the_handler_sees_the_cancellation() {
     })
     .await;
     // Dropping a call cancels it too.
-    let c2 = h.client().unwrap_or_else(|| panic!("no client"));
+    let c2 = h.client().expect("no client");
     let dropped = tokio::time::timeout(
         Duration::from_millis(300),
         c2.invoke(
@@ -374,7 +376,7 @@ fn plugins_run_by_hand_say_so_and_fail() {
         let out = std::process::Command::new(&exe)
             .env_remove("KANDEV_PLUGIN")
             .output();
-        let out = out.unwrap_or_else(|e| panic!("{e}"));
+        let out = out.expect("the step before failed");
         assert!(!out.status.success());
         assert!(
             String::from_utf8_lossy(&out.stderr)
@@ -385,7 +387,7 @@ fn plugins_run_by_hand_say_so_and_fail() {
     let out = std::process::Command::new(py)
         .env_remove("KANDEV_PLUGIN")
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("the step before failed");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("this is a toolhost plugin"));
 }

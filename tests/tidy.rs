@@ -6,6 +6,8 @@
 //! - no module of any crate depends, through others, on itself;
 //! - the repository stands alone: nothing cites a design brief outside it.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
+
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -24,9 +26,8 @@ fn metadata_deps() -> BTreeMap<String, BTreeSet<String>> {
         ])
         .current_dir(workspace_root())
         .output()
-        .unwrap_or_else(|e| panic!("cargo metadata: {e}"));
-    let v: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("cargo metadata output: {e}"));
+        .expect("cargo metadata");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("cargo metadata output");
     let mut map = BTreeMap::new();
     for p in v["packages"].as_array().into_iter().flatten() {
         let name = p["name"].as_str().unwrap_or_default().to_owned();
@@ -46,8 +47,8 @@ fn metadata_deps() -> BTreeMap<String, BTreeSet<String>> {
 
 /// ARCHITECTURE.md's crate table: crate -> what its last column lists.
 fn table_deps() -> BTreeMap<String, BTreeSet<String>> {
-    let text = std::fs::read_to_string(workspace_root().join("ARCHITECTURE.md"))
-        .unwrap_or_else(|e| panic!("ARCHITECTURE.md: {e}"));
+    let text =
+        std::fs::read_to_string(workspace_root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
     let mut map = BTreeMap::new();
     let mut in_table = false;
     for line in text.lines() {

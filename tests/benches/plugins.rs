@@ -9,6 +9,8 @@
 //! restart uniform in 0..250 ms) and with no backoff (the cost of noticing
 //! and restarting).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 use toolhost_e2e::{Scratch, testplug_dir, workspace_root};

@@ -5,6 +5,8 @@
 //! `scripts/test` builds every binary first (`cargo build --workspace
 //! --bins`); a test that cannot find one says so instead of hanging.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -483,4 +485,118 @@ pub async fn call_tool(
     let p = rmcp::model::CallToolRequestParams::new(name.to_owned())
         .with_arguments(args.as_object().cloned().unwrap_or_default());
     c.call_tool(p).await
+}
+
+/// A toolhost configuration for a test: its plugins, its state under
+/// `root/state`, [`TOKEN`] bound on surface `chat`, and quick supervision.
+/// Each suite adds what it needs: lines under `[http]` or `[supervisor]`,
+/// a `[stdio]` binding, or whole sections after everything else.
+#[derive(Debug, Clone)]
+pub struct TestConfig {
+    plugins: Vec<PathBuf>,
+    state: PathBuf,
+    ids: (String, String),
+    http: Vec<String>,
+    supervisor: Vec<String>,
+    stdio: Option<(String, String)>,
+    top: Vec<String>,
+    extra: Vec<String>,
+}
+
+impl TestConfig {
+    /// `plugins`, state in `root/state`, token ids `t`/`s`, backoff 50 ms,
+    /// stop grace 2 s.
+    #[must_use]
+    pub fn new(root: &Path, plugins: &[PathBuf]) -> Self {
+        Self {
+            plugins: plugins.to_vec(),
+            state: root.join("state"),
+            ids: ("t".into(), "s".into()),
+            http: Vec::new(),
+            supervisor: vec![
+                "backoff_first_ms = 50".into(),
+                "stop_grace_ms = 2000".into(),
+            ],
+            stdio: None,
+            top: Vec::new(),
+            extra: Vec::new(),
+        }
+    }
+
+    /// The task and session ids the token's binding carries.
+    #[must_use]
+    pub fn ids(mut self, task: &str, session: &str) -> Self {
+        self.ids = (task.into(), session.into());
+        self
+    }
+
+    /// Lines under `[http]`.
+    #[must_use]
+    pub fn http(mut self, lines: &str) -> Self {
+        self.http.push(lines.into());
+        self
+    }
+
+    /// The `[supervisor]` lines, instead of the defaults.
+    #[must_use]
+    pub fn supervisor(mut self, lines: &str) -> Self {
+        self.supervisor = vec![lines.into()];
+        self
+    }
+
+    /// A `[stdio]` binding on `chat`.
+    #[must_use]
+    pub fn stdio(mut self, task: &str, session: &str) -> Self {
+        self.stdio = Some((task.into(), session.into()));
+        self
+    }
+
+    /// Top-level keys, before any section.
+    #[must_use]
+    pub fn top(mut self, lines: &str) -> Self {
+        self.top.push(lines.into());
+        self
+    }
+
+    /// Text after everything else: more `[supervisor]` keys first, then
+    /// whole sections.
+    #[must_use]
+    pub fn extra(mut self, toml: &str) -> Self {
+        self.extra.push(toml.into());
+        self
+    }
+
+    /// The TOML.
+    #[must_use]
+    pub fn build(&self) -> String {
+        let list: Vec<String> = self
+            .plugins
+            .iter()
+            .map(|p| format!("{:?}", p.display().to_string()))
+            .collect();
+        let mut t = format!(
+            "plugins = [{}]\nstate_dir = {:?}\n{}\n",
+            list.join(", "),
+            self.state.display().to_string(),
+            self.top.join("\n")
+        );
+        if let Some((task, session)) = &self.stdio {
+            t.push_str(&format!(
+                "\n[stdio]\nsurface = \"chat\"\ntask_id = \"{task}\"\nsession_id = \"{session}\"\n"
+            ));
+        }
+        if !self.http.is_empty() {
+            t.push_str(&format!("\n[http]\n{}\n", self.http.join("\n")));
+        }
+        t.push_str(&format!(
+            "\n[[http.tokens]]\ntoken = \"{TOKEN}\"\nsurface = \"chat\"\ntask_id = \"{}\"\nsession_id = \"{}\"\n",
+            self.ids.0, self.ids.1
+        ));
+        t.push_str(&format!(
+            "\n[supervisor]\n{}\n{}\n",
+            self.supervisor.join("\n"),
+            self.extra.join("\n")
+        ));
+        t
+    }
 }

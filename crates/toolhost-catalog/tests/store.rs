@@ -1,6 +1,8 @@
 //! The store's rules (docs/CONTRACT.md §2), one test per rule, then a model-based
 //! property test over random offer sequences and a concurrent one.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
+
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashSet};

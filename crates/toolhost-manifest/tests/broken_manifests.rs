@@ -3,6 +3,8 @@
 //! file with the rule codes it must be refused for. A new rule gets a new
 //! directory here.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
+
 use std::path::{Path, PathBuf};
 use toolhost_manifest::{Manifest, Rule, check_set, expand_plugin_dirs};
 

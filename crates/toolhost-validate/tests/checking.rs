@@ -1,6 +1,8 @@
 //! Argument checking as the pipeline sees it. Each test is one rule of
 //! docs/CONTRACT.md §5, steps 2 to 4.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
+
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
