@@ -491,32 +491,57 @@ fn with_fd_limit(cmd: &mut std::process::Command, limit: u64) {
     }
 }
 
-#[tokio::test]
-async fn an_idle_connection_flood_locks_no_one_out() {
-    let root = Scratch::new("fd-flood");
-    let tp = testplug_dir(root.path(), "tp", "normal");
+/// A daemon with `testplug` `tp`, limited to 256 open files, ready.
+async fn fd_limited_daemon(root: &Path, extra_http: &str, extra: &str) -> Daemon {
+    let tp = testplug_dir(root, "tp", "normal");
     let d = Daemon::start_with(
-        root.path(),
-        &config(
-            root.path(),
-            &tp,
-            "header_timeout_ms = 60000",
-            "[admin]\nmax_connections = 8\n",
-        ),
+        root,
+        &config(root, &tp, extra_http, extra),
         &[],
         "info",
         |cmd| with_fd_limit(cmd, 256),
     );
     d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
         .await;
+    d
+}
+
+/// SIGKILLs the daemon's plugin process; its pid.
+fn kill_plugin(d: &Daemon) -> u32 {
+    let Some(plugin) = d.children().first().copied() else {
+        panic!("no plugin process");
+    };
+    let pid = rustix::process::Pid::from_raw(i32::try_from(plugin).unwrap_or(0));
+    let _ =
+        rustix::process::kill_process(pid.expect("a plugin pid"), rustix::process::Signal::KILL);
+    plugin
+}
+
+/// Opens `n` idle connections to `d`, holding them. A connect the daemon
+/// cannot accept (its backlog full) waits for SYN retries: given up on.
+async fn hold_connections(d: &Daemon, n: usize) -> Vec<tokio::net::TcpStream> {
     let authority = d.base().trim_start_matches("http://").to_owned();
-    // More idle connections than the daemon has descriptors.
-    let mut flood = Vec::new();
-    for _ in 0..400 {
-        if let Ok(s) = tokio::net::TcpStream::connect(&authority).await {
-            flood.push(s);
+    let mut held = Vec::new();
+    for _ in 0..n {
+        let connect = tokio::net::TcpStream::connect(&authority);
+        if let Ok(Ok(s)) = tokio::time::timeout(Duration::from_millis(200), connect).await {
+            held.push(s);
         }
     }
+    held
+}
+
+#[tokio::test]
+async fn an_idle_connection_flood_locks_no_one_out() {
+    let root = Scratch::new("fd-flood");
+    let d = fd_limited_daemon(
+        root.path(),
+        "header_timeout_ms = 60000",
+        "[admin]\nmax_connections = 8\n",
+    )
+    .await;
+    // More idle connections than the daemon has descriptors.
+    let flood = hold_connections(&d, 400).await;
     let fds = toolhost_e2e::open_fds(d.pid());
     assert!(fds < 256, "the daemon stays under its limit ({fds} open)");
     // A fresh client still gets /healthz and a tool call.
@@ -1190,46 +1215,20 @@ async fn plugin_floods_and_control_characters_never_reach_the_log_raw() {
 #[tokio::test]
 async fn a_restart_short_of_descriptors_waits_for_them_and_is_not_a_failure() {
     let root = Scratch::new("emfile");
-    let tp = testplug_dir(root.path(), "tp", "normal");
     // No reserve, so connections can take every descriptor; one restart
     // allowed, so a counted failure would show at once.
-    let d = Daemon::start_with(
+    let d = fd_limited_daemon(
         root.path(),
-        &config(
-            root.path(),
-            &tp,
-            "max_connections = 1000\nheader_timeout_ms = 600000",
-            "max_restarts = 1\n[limits]\nreserved_fds = 0\n[admin]\nmax_connections = 1\n",
-        ),
-        &[],
-        "info",
-        |cmd| with_fd_limit(cmd, 256),
-    );
-    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
-        .await;
-    let Some(plugin) = d.children().first().copied() else {
-        panic!("no plugin process");
-    };
-    let authority = d.base().trim_start_matches("http://").to_owned();
-    let mut flood = Vec::new();
-    for _ in 0..400 {
-        // Once the daemon cannot accept, its backlog fills and a connect
-        // waits for SYN retries: give up on those.
-        let connect = tokio::net::TcpStream::connect(&authority);
-        if let Ok(Ok(s)) = tokio::time::timeout(Duration::from_millis(200), connect).await {
-            flood.push(s);
-        }
-    }
+        "max_connections = 1000\nheader_timeout_ms = 600000",
+        "max_restarts = 1\n[limits]\nreserved_fds = 0\n[admin]\nmax_connections = 1\n",
+    )
+    .await;
+    let flood = hold_connections(&d, 400).await;
     eventually(WAIT, "the daemon out of descriptors", async || {
-        let n = toolhost_e2e::open_fds(d.pid());
-
-        (n >= 255).then_some(())
+        (toolhost_e2e::open_fds(d.pid()) >= 250).then_some(())
     })
     .await;
-    let _ = rustix::process::kill_process(
-        rustix::process::Pid::from_raw(i32::try_from(plugin).unwrap_or(0)).expect("pid"),
-        rustix::process::Signal::KILL,
-    );
+    kill_plugin(&d);
     eventually(
         WAIT,
         "a start refused for lack of descriptors",
