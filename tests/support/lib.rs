@@ -42,33 +42,23 @@ pub fn bin(name: &str) -> PathBuf {
 
 /// A fresh scratch directory, removed when dropped.
 #[derive(Debug)]
-pub struct Scratch(PathBuf);
+pub struct Scratch(tempfile::TempDir);
 
 impl Scratch {
-    /// Creates `$TMPDIR/toolhost-e2e-<tag>-<pid>-<n>`.
+    /// Creates a fresh `$TMPDIR/th-<tag>-XXXXXX`, removed when dropped.
     #[must_use]
     pub fn new(tag: &str) -> Self {
-        use std::sync::atomic::{AtomicU32, Ordering};
-        static N: AtomicU32 = AtomicU32::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("th-{tag}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        if let Err(e) = std::fs::create_dir_all(&p) {
-            panic!("cannot create {}: {e}", p.display());
-        }
-        Self(p)
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("th-{tag}-"))
+            .tempdir()
+            .expect("a scratch directory");
+        Self(dir)
     }
 
     /// The directory.
     #[must_use]
     pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.0.path()
     }
 }
 
