@@ -291,8 +291,7 @@ async fn serve_connection(
         })
     };
     let connection = hyper::server::conn::http1::Builder::new()
-        .serve_connection(TokioIo::new(tcp), service)
-        .with_upgrades();
+        .serve_connection(TokioIo::new(tcp), service);
     tokio::pin!(connection);
     loop {
         let deadline = idle_deadline(&registry, &conn, &limits);
