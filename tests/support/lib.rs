@@ -361,6 +361,13 @@ impl Daemon {
     }
 }
 
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 pub use toolhost_bench::procs::{
     children as children_of, open_fds, pids_with_cmdline, process_alive, rss_kib,
 };
