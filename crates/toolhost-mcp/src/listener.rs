@@ -290,8 +290,8 @@ async fn serve_connection(
             async move { Ok::<_, Infallible>(handle(app, limits, in_progress, request).await) }
         })
     };
-    let connection = hyper::server::conn::http1::Builder::new()
-        .serve_connection(TokioIo::new(tcp), service);
+    let connection =
+        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tcp), service);
     tokio::pin!(connection);
     loop {
         let deadline = idle_deadline(&registry, &conn, &limits);
