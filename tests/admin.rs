@@ -57,6 +57,14 @@ async fn push(
     c.push_catalog(req).await.expect("push").into_inner()
 }
 
+/// A daemon in managed mode serving `testplug` as `tp`: the plugin's
+/// directory and the daemon.
+fn managed_daemon(root: &Path) -> (std::path::PathBuf, Daemon) {
+    let tp = testplug_dir(root, "tp", "normal");
+    let d = Daemon::start(root, &config(root, &tp, "[backend]\nmanaged = true\n"), &[]);
+    (tp, d)
+}
+
 fn outcome(r: &pb::PushCatalogResponse) -> pb::PushOutcome {
     pb::PushOutcome::try_from(r.outcome).unwrap_or(pb::PushOutcome::Unspecified)
 }
@@ -64,12 +72,7 @@ fn outcome(r: &pb::PushCatalogResponse) -> pb::PushOutcome {
 #[tokio::test]
 async fn managed_pushes_follow_the_store_rules_and_reach_clients() {
     let root = Scratch::new("managed");
-    let tp = testplug_dir(root.path(), "tp", "normal");
-    let d = Daemon::start(
-        root.path(),
-        &config(root.path(), &tp, "[backend]\nmanaged = true\n"),
-        &[],
-    );
+    let (tp, d) = managed_daemon(root.path());
     let mut a = admin(root.path()).await;
     let c = agent(&d.url, TOKEN).await;
     assert!(
@@ -461,12 +464,7 @@ fn cli(args: &[&str]) -> (i32, String, String) {
 #[tokio::test]
 async fn the_cli_drives_a_running_daemon() {
     let root = Scratch::new("cli");
-    let tp = testplug_dir(root.path(), "tp", "normal");
-    let d = Daemon::start(
-        root.path(),
-        &config(root.path(), &tp, "[backend]\nmanaged = true\n"),
-        &[],
-    );
+    let (tp, d) = managed_daemon(root.path());
     let _ = admin(root.path()).await;
     let sock = root.path().join("state/admin.sock").display().to_string();
     let config_file = root.path().join("toolhost.toml").display().to_string();
@@ -621,12 +619,7 @@ async fn a_dead_backends_delayed_push_cannot_take_over_before_or_after_a_restart
 async fn a_push_may_narrow_a_declaration_but_never_loosen_it() {
     use toolhost_validate::UnknownArguments;
     let root = Scratch::new("loosen");
-    let tp = testplug_dir(root.path(), "tp", "normal");
-    let d = Daemon::start(
-        root.path(),
-        &config(root.path(), &tp, "[backend]\nmanaged = true\n"),
-        &[],
-    );
+    let (tp, d) = managed_daemon(root.path());
     let mut a = admin(root.path()).await;
     let base = snapshot(&tp, "g1", 1);
     let tool = |s: &mut Snapshot, local: &str| -> usize {

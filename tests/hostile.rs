@@ -41,24 +41,43 @@ fn code(r: &Result<rmcp::model::CallToolResult, String>) -> String {
     }
 }
 
+/// A daemon serving `testplug` as `tp` (`extra_http` under `[http]`,
+/// `extra` after the rest), its plugin ready.
+async fn tp_daemon(root: &Path, extra_http: &str, extra: &str) -> Daemon {
+    tp_daemon_with(root, extra_http, extra, |_| {}).await
+}
+
+/// As [`tp_daemon`], with the daemon's command adjusted by `setup`.
+async fn tp_daemon_with(
+    root: &Path,
+    extra_http: &str,
+    extra: &str,
+    setup: impl FnOnce(&mut std::process::Command),
+) -> Daemon {
+    let tp = testplug_dir(root, "tp", "normal");
+    let d = Daemon::start_with(
+        root,
+        &config(root, &tp, extra_http, extra),
+        &[],
+        "info,toolhost::audit=trace",
+        setup,
+    );
+    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
+        .await;
+    d
+}
+
 const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"h","version":"1"}}}"#;
 
 #[tokio::test]
 async fn hostile_http_gets_clear_errors_and_the_daemon_keeps_serving() {
     let root = Scratch::new("hostile");
-    let tp = testplug_dir(root.path(), "tp", "normal");
-    let d = Daemon::start(
+    let d = tp_daemon(
         root.path(),
-        &config(
-            root.path(),
-            &tp,
-            "max_sessions = 3\nsession_idle_timeout_ms = 3000",
-            "[limits]\nmax_calls_per_plugin = 2\nmax_request_bytes = 1500000\n",
-        ),
-        &[],
-    );
-    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
-        .await;
+        "max_sessions = 3\nsession_idle_timeout_ms = 3000",
+        "[limits]\nmax_calls_per_plugin = 2\nmax_request_bytes = 1500000\n",
+    )
+    .await;
     let auth = format!("Bearer {TOKEN}");
     let h = |extra: &'static [(&'static str, &'static str)]| {
         let mut v: Vec<(&str, String)> = vec![
@@ -493,17 +512,7 @@ fn with_fd_limit(cmd: &mut std::process::Command, limit: u64) {
 
 /// A daemon with `testplug` `tp`, limited to 256 open files, ready.
 async fn fd_limited_daemon(root: &Path, extra_http: &str, extra: &str) -> Daemon {
-    let tp = testplug_dir(root, "tp", "normal");
-    let d = Daemon::start_with(
-        root,
-        &config(root, &tp, extra_http, extra),
-        &[],
-        "info",
-        |cmd| with_fd_limit(cmd, 256),
-    );
-    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
-        .await;
-    d
+    tp_daemon_with(root, extra_http, extra, |cmd| with_fd_limit(cmd, 256)).await
 }
 
 /// SIGKILLs the daemon's plugin process; its pid.
@@ -624,10 +633,7 @@ async fn a_slow_header_connection_is_closed_at_the_header_timeout() {
 #[tokio::test]
 async fn an_unknown_key_burst_gets_bounded_answers_and_memory_comes_back() {
     let root = Scratch::new("amplify");
-    let tp = testplug_dir(root.path(), "tp", "normal");
-    let d = Daemon::start(root.path(), &config(root.path(), &tp, "", ""), &[]);
-    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
-        .await;
+    let d = tp_daemon(root.path(), "", "").await;
     let c = agent(&d.url, TOKEN).await;
     let r = call(&c, "kandev_tp_echo", json!({ "msg": "m", "n": 1 })).await;
     assert_eq!(code(&r), "ok");
@@ -678,19 +684,12 @@ async fn listen_streams_are_capped_and_expire() {
     use rmcp::model::{ProtocolVersion, SubscriptionFilter};
     use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _};
     let root = Scratch::new("listen");
-    let tp = testplug_dir(root.path(), "tp", "normal");
-    let d = Daemon::start(
+    let d = tp_daemon(
         root.path(),
-        &config(
-            root.path(),
-            &tp,
-            "max_sessions = 2\nsession_idle_timeout_ms = 1500",
-            "",
-        ),
-        &[],
-    );
-    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
-        .await;
+        "max_sessions = 2\nsession_idle_timeout_ms = 1500",
+        "",
+    )
+    .await;
     let client = async || {
         let t = StreamableHttpClientTransport::from_config(
             StreamableHttpClientTransportConfig::with_uri(d.url.clone())
@@ -789,14 +788,7 @@ async fn a_session_belongs_to_its_token_and_quotas_count_per_token() {
 #[tokio::test]
 async fn list_changed_does_not_keep_an_abandoned_session_alive() {
     let root = Scratch::new("idle-notify");
-    let tp = testplug_dir(root.path(), "tp", "normal");
-    let d = Daemon::start(
-        root.path(),
-        &config(root.path(), &tp, "session_idle_timeout_ms = 1500", ""),
-        &[],
-    );
-    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
-        .await;
+    let d = tp_daemon(root.path(), "session_idle_timeout_ms = 1500", "").await;
     let abandoned = agent(&d.url, TOKEN).await;
     d.wait_metric("toolhost_mcp_listeners", 1.0).await;
     let sock = root.path().join("state/admin.sock");
@@ -830,14 +822,7 @@ async fn list_changed_does_not_keep_an_abandoned_session_alive() {
 async fn a_dropped_connection_cancels_its_call_and_frees_the_slot() {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let root = Scratch::new("disconnect");
-    let tp = testplug_dir(root.path(), "tp", "normal");
-    let d = Daemon::start(
-        root.path(),
-        &config(root.path(), &tp, "", "[limits]\nmax_calls_per_plugin = 1\n"),
-        &[],
-    );
-    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
-        .await;
+    let d = tp_daemon(root.path(), "", "[limits]\nmax_calls_per_plugin = 1\n").await;
     let id = raw_session(&d.base(), TOKEN).await;
     let auth = format!("Bearer {TOKEN}");
     let body = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"kandev_tp_slow","arguments":{"ms":60000}}}"#;
@@ -877,14 +862,7 @@ async fn a_dropped_connection_cancels_its_call_and_frees_the_slot() {
 #[tokio::test]
 async fn the_in_flight_cap_is_exact_and_big_answers_are_result_too_large() {
     let root = Scratch::new("exact-cap");
-    let tp = testplug_dir(root.path(), "tp", "normal");
-    let d = Daemon::start(
-        root.path(),
-        &config(root.path(), &tp, "", "[limits]\nmax_calls_per_plugin = 3\n"),
-        &[],
-    );
-    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
-        .await;
+    let d = tp_daemon(root.path(), "", "[limits]\nmax_calls_per_plugin = 3\n").await;
     let c = agent(&d.url, TOKEN).await;
     let calls: Vec<_> = (0..40)
         .map(|_| call(&c, "kandev_tp_slow", json!({ "ms": 1500 })))
@@ -969,21 +947,13 @@ fn leftovers(root: &Path) -> Vec<String> {
 async fn files_are_private_and_archives_are_normalized_capped_and_relative() {
     use std::os::unix::fs::PermissionsExt as _;
     let root = Scratch::new("files");
-    let tp = testplug_dir(root.path(), "tp", "normal");
-    let d = Daemon::start_with(
+    let _daemon = tp_daemon_with(
         root.path(),
-        &config(
-            root.path(),
-            &tp,
-            "",
-            "[limits]\nmax_archive_bytes = 1048576\nmax_archive_entries = 50\n",
-        ),
-        &[],
-        "info",
+        "",
+        "[limits]\nmax_archive_bytes = 1048576\nmax_archive_entries = 50\n",
         with_umask_zero,
-    );
-    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
-        .await;
+    )
+    .await;
     let state = root.path().join("state");
     let sock = state.join("admin.sock");
     eventually(WAIT, "the admin socket", async || {
@@ -1103,30 +1073,22 @@ fn with_inherited_fd(cmd: &mut std::process::Command, fd: i32) {
 async fn a_plugin_sees_no_daemon_secret_and_no_inherited_descriptor() {
     use std::os::fd::AsRawFd as _;
     let root = Scratch::new("clean-env");
-    let tp = testplug_dir(root.path(), "tp", "normal");
     let marker = root.path().join("inherited-marker");
     let Ok(file) = std::fs::File::create(&marker) else {
         panic!("marker");
     };
     let fd = file.as_raw_fd();
-    let d = Daemon::start_with(
+    let d = tp_daemon_with(
         root.path(),
-        &config(
-            root.path(),
-            &tp,
-            "",
-            "[plugin.tp]\npass_env = [\"TOOLHOST_TEST_PASSED\"]\n",
-        ),
-        &[],
-        "info",
+        "",
+        "[plugin.tp]\npass_env = [\"TOOLHOST_TEST_PASSED\"]\n",
         |cmd| {
             cmd.env("AWS_SECRET_ACCESS_KEY", "daemon-secret-do-not-leak")
                 .env("TOOLHOST_TEST_PASSED", "passed-on-purpose");
             with_inherited_fd(cmd, fd);
         },
-    );
-    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
-        .await;
+    )
+    .await;
     let c = agent(&d.url, TOKEN).await;
     let r = call(&c, "kandev_tp_env", json!({})).await;
     let Ok(r) = r else { panic!("{r:?}") };
@@ -1248,10 +1210,7 @@ async fn a_restart_short_of_descriptors_waits_for_them_and_is_not_a_failure() {
 #[tokio::test]
 async fn non_object_arguments_are_invalid_arguments_with_an_audit_event() {
     let root = Scratch::new("non-object");
-    let tp = testplug_dir(root.path(), "tp", "normal");
-    let d = Daemon::start(root.path(), &config(root.path(), &tp, "", ""), &[]);
-    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
-        .await;
+    let d = tp_daemon(root.path(), "", "").await;
     let id = raw_session(&d.base(), TOKEN).await;
     let auth = format!("Bearer {TOKEN}");
     for (i, args) in [r#""a string""#, "[1, 2]", "5", "true"].iter().enumerate() {

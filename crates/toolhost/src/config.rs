@@ -261,16 +261,34 @@ impl TokenConfig {
 }
 
 /// The flags of `toolhost serve` that override the file.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, clap::Args)]
 pub struct Overrides {
+    /// Plugin directories, or directories of plugin directories (repeatable).
+    #[arg(long = "plugins", value_name = "DIR")]
     pub plugins: Vec<PathBuf>,
+    /// Serve one MCP session on stdin/stdout (logs go to stderr).
+    #[arg(long)]
     pub stdio: bool,
+    /// Serve streamable HTTP at http://ADDR/mcp (e.g. 127.0.0.1:7010; port 0 picks one).
+    #[arg(long, value_name = "ADDR")]
     pub http: Option<String>,
+    /// Surface of the stdio session.
+    #[arg(long)]
     pub surface: Option<String>,
+    /// Task id of the stdio session.
+    #[arg(long)]
     pub task_id: Option<String>,
+    /// Session id of the stdio session.
+    #[arg(long)]
     pub session_id: Option<String>,
+    /// Workspace id of the stdio session.
+    #[arg(long)]
     pub workspace_id: Option<String>,
+    /// Where plugins' data directories live.
+    #[arg(long)]
     pub state_dir: Option<PathBuf>,
+    /// Log format: pretty or json.
+    #[arg(long)]
     pub log_format: Option<String>,
 }
 

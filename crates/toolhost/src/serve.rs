@@ -22,33 +22,8 @@ pub struct ServeArgs {
     /// Configuration file (TOML); flags override it.
     #[arg(long, short)]
     config: Option<PathBuf>,
-    /// Plugin directories, or directories of plugin directories (repeatable).
-    #[arg(long = "plugins", value_name = "DIR")]
-    plugins: Vec<PathBuf>,
-    /// Serve one MCP session on stdin/stdout (logs go to stderr).
-    #[arg(long)]
-    stdio: bool,
-    /// Serve streamable HTTP at http://ADDR/mcp (e.g. 127.0.0.1:7010; port 0 picks one).
-    #[arg(long, value_name = "ADDR")]
-    http: Option<String>,
-    /// Surface of the stdio session.
-    #[arg(long)]
-    surface: Option<String>,
-    /// Task id of the stdio session.
-    #[arg(long)]
-    task_id: Option<String>,
-    /// Session id of the stdio session.
-    #[arg(long)]
-    session_id: Option<String>,
-    /// Workspace id of the stdio session.
-    #[arg(long)]
-    workspace_id: Option<String>,
-    /// Where plugins' data directories live.
-    #[arg(long)]
-    state_dir: Option<PathBuf>,
-    /// Log format: pretty or json.
-    #[arg(long)]
-    log_format: Option<String>,
+    #[command(flatten)]
+    overrides: Overrides,
 }
 
 /// Crates that log whole protocol messages (arguments and results
@@ -148,28 +123,12 @@ fn fit_connections(configured: usize, fd_limit: u64, reserved: u64, admin: usize
         .max(1)
 }
 
-impl ServeArgs {
-    fn overrides(&self) -> Overrides {
-        Overrides {
-            plugins: self.plugins.clone(),
-            stdio: self.stdio,
-            http: self.http.clone(),
-            surface: self.surface.clone(),
-            task_id: self.task_id.clone(),
-            session_id: self.session_id.clone(),
-            workspace_id: self.workspace_id.clone(),
-            state_dir: self.state_dir.clone(),
-            log_format: self.log_format.clone(),
-        }
-    }
-}
-
 pub async fn run(args: ServeArgs) -> Result<()> {
     let config = match &args.config {
         Some(p) => Config::load(p)?,
         None => Config::default(),
     };
-    let settings = config.resolve(args.overrides())?;
+    let settings = config.resolve(args.overrides)?;
     init_logging(&settings.log_format, &settings.log_level)?;
     let fd_limit = raise_fd_limit();
     toolhost_runtime::remove_stale_run_dirs();
