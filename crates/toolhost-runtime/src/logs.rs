@@ -112,22 +112,25 @@ impl tokio_util::codec::Decoder for Lines {
         &mut self,
         src: &mut tokio_util::bytes::BytesMut,
     ) -> Result<Option<Self::Item>, Self::Error> {
-        match self.0.decode(src) {
-            Ok(line) => Ok(line.map(Some)),
-            Err(LinesCodecError::MaxLineLengthExceeded) => Ok(Some(None)),
-            Err(e) => Err(e),
-        }
+        too_long_is_an_item(self.0.decode(src))
     }
 
     fn decode_eof(
         &mut self,
         src: &mut tokio_util::bytes::BytesMut,
     ) -> Result<Option<Self::Item>, Self::Error> {
-        match self.0.decode_eof(src) {
-            Ok(line) => Ok(line.map(Some)),
-            Err(LinesCodecError::MaxLineLengthExceeded) => Ok(Some(None)),
-            Err(e) => Err(e),
-        }
+        too_long_is_an_item(self.0.decode_eof(src))
+    }
+}
+
+/// A line over the limit becomes the item `None` instead of an error.
+fn too_long_is_an_item(
+    decoded: Result<Option<String>, LinesCodecError>,
+) -> Result<Option<Option<String>>, LinesCodecError> {
+    match decoded {
+        Ok(line) => Ok(line.map(Some)),
+        Err(LinesCodecError::MaxLineLengthExceeded) => Ok(Some(None)),
+        Err(e) => Err(e),
     }
 }
 
