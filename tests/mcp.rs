@@ -152,8 +152,11 @@ async fn conformance(c: &Client, data: &Path, task: &str, session: &str) {
         names,
         [
             "kandev_notes_add_note",
+            "kandev_notes_delete_notes",
+            "kandev_notes_export_notes",
             "kandev_notes_ping",
             "kandev_notes_search_notes",
+            "kandev_notes_tidy_tags",
             "kandev_tp_bad_output",
             "kandev_tp_big",
             "kandev_tp_count",

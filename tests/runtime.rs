@@ -213,7 +213,14 @@ async fn each_bad_handshake_fails_with_a_clear_error() {
     let root = Scratch::new("handshake");
     let cases = [
         ("malformed", "malformed handshake line"),
-        ("version", "plugin protocol version \"7\" was not offered"),
+        (
+            "version",
+            "plugin protocol version \"7\" is not one toolhost speaks",
+        ),
+        (
+            "answers-2",
+            "answers plugin protocol 2, but its manifest declares protocol 1",
+        ),
         ("tcp", "only Unix sockets are allowed"),
         ("exit-early", "exited before its handshake line"),
         ("silent", "printed no handshake line within"),

@@ -4,6 +4,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
     let files = [
         root.join("kandev/plugin/v1/plugin.proto"),
+        root.join("toolhost/plugin/v2/plugin.proto"),
         root.join("toolhost/admin/v1/admin.proto"),
     ];
     let fds = protox::compile(&files, [&root])?;

@@ -195,6 +195,69 @@ output_schema = { type = "object", additionalProperties = false, required = ["ar
     dir
 }
 
+/// Writes a plugin directory for `testplug` speaking plugin protocol 2,
+/// declaring its protocol-2 tools plus `echo` and `slow`, and returns the
+/// directory.
+#[must_use]
+pub fn richplug_dir(root: &Path, id: &str) -> PathBuf {
+    let dir = root.join(id);
+    let tools: [(&str, &str, u32, &str); 8] = [
+        ("media", r#"{ type = "object" }"#, 10_000, ""),
+        (
+            "steps",
+            r#"{ type = "object", properties = { steps = { type = "integer", minimum = 0 }, pause_ms = { type = "integer", minimum = 0 }, note = { type = "string" } } }"#,
+            30_000,
+            "",
+        ),
+        (
+            "confirm",
+            r#"{ type = "object", properties = { note = { type = "string" } } }"#,
+            3_000,
+            "",
+        ),
+        ("bad_block", r#"{ type = "object" }"#, 10_000, ""),
+        (
+            "rolling",
+            r#"{ type = "object", properties = { ms = { type = "integer", minimum = 0 } } }"#,
+            400,
+            "reset_timeout_on_progress = true",
+        ),
+        (
+            "still",
+            r#"{ type = "object", properties = { ms = { type = "integer", minimum = 0 } } }"#,
+            400,
+            "",
+        ),
+        (
+            "echo",
+            r#"{ type = "object", properties = { msg = { type = "string" }, n = { type = "integer" } } }"#,
+            10_000,
+            "",
+        ),
+        (
+            "slow",
+            r#"{ type = "object", properties = { ms = { type = "integer", minimum = 0 } } }"#,
+            60_000,
+            "",
+        ),
+    ];
+    let mut toml = format!(
+        "id = \"{id}\"\nversion = \"1.0.0\"\nname = \"Rich test plugin\"\n\n[runtime]\ncommand = \"{}\"\nargs = [\"--mode\", \"normal\"]\nstartup_timeout_ms = 5000\nprotocol = 2\n",
+        bin("testplug").display()
+    );
+    for (name, schema, timeout, extra) in tools {
+        toml.push_str(&format!(
+            "\n[[tools]]\nname = \"{name}\"\ndescription = \"testplug {name}\"\nsurfaces = [\"kanban-task\", \"chat\"]\ntimeout_ms = {timeout}\ninput_schema = {schema}\nannotations = {{ read_only = true }}\n{extra}\n"
+        ));
+    }
+    if let Err(e) =
+        std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(dir.join("plugin.toml"), toml))
+    {
+        panic!("cannot write {}: {e}", dir.display());
+    }
+    dir
+}
+
 /// The lines of a plugin's `events.log` that start with `prefix`.
 #[must_use]
 pub fn events(data_dir: &Path, prefix: &str) -> Vec<String> {

@@ -64,6 +64,7 @@ pub fn snapshot_from_proto(p: pb::Snapshot) -> Result<Snapshot, Vec<String>> {
                 Ok(pb::UnknownArguments::Report) => UnknownArguments::Report,
                 _ => UnknownArguments::Reject,
             },
+            reset_timeout_on_progress: t.reset_timeout_on_progress,
         });
     }
     if problems.is_empty() {
@@ -114,6 +115,7 @@ pub fn snapshot_to_proto(s: &Snapshot) -> pb::Snapshot {
                     UnknownArguments::Reject => pb::UnknownArguments::Reject.into(),
                     UnknownArguments::Report => pb::UnknownArguments::Report.into(),
                 },
+                reset_timeout_on_progress: d.reset_timeout_on_progress,
             })
             .collect(),
     }

@@ -5,7 +5,8 @@
 //!
 //! Systems, all answering the same `echo` tool with a small schema:
 //! - `toolhost` -> a Rust plugin over gRPC (default HTTP mode, and stateless
-//!   JSON mode);
+//!   JSON mode), and the same plugin declared for plugin protocol 2 (one
+//!   stream per call);
 //! - `floor`: an in-process rmcp server answering the tool itself (default
 //!   and stateless JSON), the floor for any MCP server;
 //! - `grpc-direct`: the same plugin called directly over its socket, the
@@ -13,11 +14,15 @@
 //! - `fastmcp-proxy`: a FastMCP gateway mounting a proxy of a FastMCP
 //!   upstream under a prefix.
 //!
+//! Then progress at the plugin's full speed through toolhost (`progress`).
+//!
 //! Other modes: `--upgrade` (a live upgrade under load), `--soak SECONDS`,
+//! `--progress STEPS` (progress forwarding only),
 //! and `--profile SECONDS [--json]` (one toolhost under load, its pid
 //! printed, for `perf record -p`).
 
 mod load;
+mod progress;
 mod scale;
 mod soak;
 mod upgrade;
@@ -111,6 +116,12 @@ fn scratch(tag: &str) -> Result<PathBuf> {
 
 /// A plugin directory for testplug with the `echo` tool only.
 fn plugin_dir(dir: &Path) -> Result<PathBuf> {
+    plugin_dir_for(dir, 1)
+}
+
+/// A plugin directory for testplug speaking plugin protocol `protocol`,
+/// with `echo` (and, for protocol 2, `steps`, which reports progress).
+fn plugin_dir_for(dir: &Path, protocol: u32) -> Result<PathBuf> {
     let p = dir.join("bench");
     std::fs::create_dir_all(&p)?;
     let testplug = exe_dir().join("testplug");
@@ -130,6 +141,7 @@ name = "Bench"
 [runtime]
 command = "{}"
 env = {{ TESTPLUG_QUIET = "1" }}
+protocol = {protocol}
 
 [[tools]]
 name = "echo"
@@ -137,8 +149,21 @@ description = "Echoes its arguments."
 surfaces = ["chat"]
 input_schema = {{ type = "object", required = ["msg", "n"], properties = {{ msg = {{ type = "string", maxLength = 20 }}, n = {{ type = "integer", minimum = 0, maximum = 10 }} }} }}
 annotations = {{ read_only = true, open_world = false }}
-"#,
-            testplug.display()
+{}"#,
+            testplug.display(),
+            if protocol >= 2 {
+                r#"
+[[tools]]
+name = "steps"
+description = "Reports progress steps times, as fast as it can."
+surfaces = ["chat"]
+timeout_ms = 120000
+input_schema = { type = "object", properties = { steps = { type = "integer", minimum = 0 }, pause_ms = { type = "integer", minimum = 0 } } }
+annotations = { read_only = true, open_world = false }
+"#
+            } else {
+                ""
+            }
         ),
     )?;
     Ok(p)
@@ -194,8 +219,13 @@ impl Spawned {
 
 /// Starts toolhost (HTTP on a free port) and waits for its serving line.
 fn spawn_toolhost(tag: &str, stateless: bool, managed: bool) -> Result<Spawned> {
+    spawn_toolhost_for(tag, stateless, managed, 1)
+}
+
+/// [`spawn_toolhost`] with the bench plugin speaking `protocol`.
+fn spawn_toolhost_for(tag: &str, stateless: bool, managed: bool, protocol: u32) -> Result<Spawned> {
     let dir = scratch(tag)?;
-    let plugins = plugin_dir(&dir)?;
+    let plugins = plugin_dir_for(&dir, protocol)?;
     let config = toolhost_config(&dir, &plugins, stateless, managed)?;
     let mut child = Command::new(exe_dir().join("toolhost"))
         .args(["serve", "--http", "127.0.0.1:0", "--config"])
@@ -212,17 +242,18 @@ fn spawn_toolhost(tag: &str, stateless: bool, managed: bool) -> Result<Spawned> 
     Ok(Spawned { dir, url, procs })
 }
 
-async fn start_toolhost(stateless: bool) -> Result<System> {
+async fn start_toolhost(stateless: bool, protocol: u32) -> Result<System> {
     let Spawned {
         url, procs: guard, ..
-    } = spawn_toolhost(
-        if stateless {
-            "toolhost-json"
-        } else {
-            "toolhost"
+    } = spawn_toolhost_for(
+        match (stateless, protocol) {
+            (_, 2) => "toolhost-v2",
+            (true, _) => "toolhost-json",
+            (false, _) => "toolhost",
         },
         stateless,
         false,
+        protocol,
     )?;
     let ep = Endpoint {
         url,
@@ -235,10 +266,10 @@ async fn start_toolhost(stateless: bool) -> Result<System> {
     let mut pids = vec![pid];
     pids.extend(procs::children(pid));
     Ok(System {
-        name: if stateless {
-            "toolhost (stateless JSON)"
-        } else {
-            "toolhost"
+        name: match (stateless, protocol) {
+            (_, 2) => "toolhost, plugin protocol 2",
+            (true, _) => "toolhost (stateless JSON)",
+            (false, _) => "toolhost",
         },
         target: Target::Http(ep),
         pids,
@@ -486,7 +517,7 @@ fn ms(d: Duration) -> f64 {
 /// for SECONDS, its pids printed first, so a profiler can attach:
 /// `perf record -p PID -- sleep 20`.
 async fn profile_target(seconds: u64, stateless: bool) -> Result<()> {
-    let sys = start_toolhost(stateless).await?;
+    let sys = start_toolhost(stateless, 1).await?;
     println!(
         "toolhost pid {}; server pids {:?}; driving concurrency 64 for {seconds} s",
         sys.main_pid, sys.pids
@@ -527,6 +558,9 @@ struct Args {
     /// With --profile: stateless JSON mode.
     #[arg(long)]
     json: bool,
+    /// Only progress forwarding, with this many updates.
+    #[arg(long, value_name = "STEPS")]
+    progress: Option<u64>,
 }
 
 /// Kept whole on purpose: the bench's table of contents; each mode is a
@@ -537,6 +571,10 @@ async fn main() -> Result<()> {
     if args.upgrade {
         println!("## A live upgrade under load (8 agents)\n");
         return upgrade::report().await;
+    }
+    if let Some(steps) = args.progress {
+        println!("## Progress at the plugin's full speed (plugin protocol 2)\n");
+        return progress::report(steps).await;
     }
     if let Some(seconds) = args.soak {
         return soak::run(seconds).await;
@@ -560,11 +598,12 @@ async fn main() -> Result<()> {
     );
 
     let mut systems = vec![
-        start_toolhost(false).await?,
-        start_toolhost(true).await?,
+        start_toolhost(false, 1).await?,
+        start_toolhost(true, 1).await?,
         start_floor(false).await?,
         start_floor(true).await?,
         start_direct_grpc().await?,
+        start_toolhost(false, 2).await?,
     ];
     if !skip_peer {
         match start_fastmcp().await {
@@ -640,14 +679,26 @@ async fn main() -> Result<()> {
         "| toolhost own CPU per call (toolhost + plugin - plugin alone), concurrency 64 | {:.0} µs | <= 60 µs |",
         summary[0][1].3 - summary[4][1].3
     );
-    if systems.len() > 5 {
+    println!(
+        "| plugin protocol 2 p50 / protocol 1 p50, concurrency 1 | {:.2} | |",
+        ratio(summary[5][0].0, summary[0][0].0)
+    );
+    println!(
+        "| plugin protocol 2 throughput / protocol 1 throughput, concurrency 64 | {:.2} | |",
+        ratio(summary[5][1].2, summary[0][1].2)
+    );
+    println!(
+        "| plugin protocol 2 CPU per call - protocol 1 CPU per call (toolhost + plugin), concurrency 64 | {:.0} µs | |",
+        summary[5][1].3 - summary[0][1].3
+    );
+    if systems.len() > 6 {
         println!(
             "| toolhost p50 / FastMCP proxy p50, concurrency 1 | {:.2} | |",
-            ratio(summary[0][0].0, summary[5][0].0)
+            ratio(summary[0][0].0, summary[6][0].0)
         );
         println!(
             "| toolhost throughput / FastMCP proxy throughput, concurrency 64 | {:.2} | |",
-            ratio(summary[0][1].2, summary[5][1].2)
+            ratio(summary[0][1].2, summary[6][1].2)
         );
     }
     drop(systems);
@@ -668,6 +719,9 @@ async fn main() -> Result<()> {
         ),
         Err(e) => println!("| toolhost with many tools | not measured: {e:#} |"),
     }
+
+    println!("\n## Progress at the plugin's full speed (plugin protocol 2)\n");
+    progress::report(if quick { 20_000 } else { 200_000 }).await?;
 
     println!("\n## A live upgrade under load (8 agents)\n");
     upgrade::report().await?;

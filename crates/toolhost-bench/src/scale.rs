@@ -35,6 +35,7 @@ fn tool(plugin: &str, i: usize) -> Descriptor {
         timeout_ms: 30_000,
         aliases: BTreeMap::new(),
         unknown_arguments: UnknownArguments::Reject,
+        reset_timeout_on_progress: false,
     }
 }
 

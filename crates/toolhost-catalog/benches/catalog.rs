@@ -40,6 +40,7 @@ fn tool(i: usize) -> Descriptor {
         timeout_ms: 30_000,
         aliases: BTreeMap::new(),
         unknown_arguments: UnknownArguments::Reject,
+        reset_timeout_on_progress: false,
     }
 }
 

@@ -41,6 +41,10 @@ pub struct Descriptor {
     pub aliases: BTreeMap<String, String>,
     /// Undeclared top-level arguments: reject or report.
     pub unknown_arguments: UnknownArguments,
+    /// Progress restarts the deadline (protocol 2 plugins only), bounded
+    /// by the daemon's `max_timeout_ms`.
+    #[serde(default)]
+    pub reset_timeout_on_progress: bool,
 }
 
 mod annotations_serde {
@@ -94,6 +98,7 @@ impl Descriptor {
             timeout_ms: t.timeout_ms,
             aliases: t.aliases.clone(),
             unknown_arguments: t.unknown_arguments,
+            reset_timeout_on_progress: t.reset_timeout_on_progress,
         };
         d.surfaces.sort();
         d.surfaces.dedup();

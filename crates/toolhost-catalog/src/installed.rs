@@ -23,6 +23,7 @@ struct Declared {
     aliases: BTreeMap<String, String>,
     surfaces: Vec<String>,
     timeout_ms: u32,
+    reset_timeout_on_progress: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -56,6 +57,7 @@ impl Installed {
                             aliases: t.aliases.clone(),
                             surfaces: t.surfaces.clone(),
                             timeout_ms: t.timeout_ms,
+                            reset_timeout_on_progress: t.reset_timeout_on_progress,
                         };
                         (t.name.clone(), d)
                     })
@@ -123,6 +125,11 @@ impl Installed {
             return Some(format!(
                 "the timeout of {} ms is longer than the {} ms {plugin_id} declares for {local}",
                 d.timeout_ms, t.timeout_ms
+            ));
+        }
+        if d.reset_timeout_on_progress && !t.reset_timeout_on_progress {
+            return Some(format!(
+                "reset_timeout_on_progress is set, but {plugin_id} does not declare it for {local}"
             ));
         }
         None

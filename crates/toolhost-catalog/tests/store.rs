@@ -27,6 +27,7 @@ fn tool(plugin: &str, local: &str, surfaces: &[&str], schema: Value) -> Descript
         timeout_ms: 1000,
         aliases: BTreeMap::new(),
         unknown_arguments: UnknownArguments::Reject,
+        reset_timeout_on_progress: false,
     }
 }
 

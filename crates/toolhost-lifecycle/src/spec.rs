@@ -21,5 +21,6 @@ pub fn plugin_spec(m: &Manifest, data_root: &Path) -> PluginSpec {
         pass_env: Vec::new(),
         startup_timeout: Duration::from_millis(m.runtime.startup_timeout_ms),
         data_dir: absolute(&data_root.join(&m.id)),
+        protocol: m.runtime.protocol,
     }
 }

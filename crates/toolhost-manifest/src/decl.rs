@@ -60,7 +60,14 @@ pub struct Runtime {
     pub env: BTreeMap<String, String>,
     /// How long the plugin has to print its handshake and become healthy.
     pub startup_timeout_ms: u64,
+    /// The plugin protocol version it speaks: 1 (unary, the default) or 2
+    /// (streaming: rich results, progress, logs, questions). toolhost offers
+    /// exactly this version at start and uses v2 only when it says 2.
+    pub protocol: u32,
 }
+
+/// The plugin protocol versions a manifest may declare.
+pub const PROTOCOL_VERSIONS: [u32; 2] = [1, 2];
 
 /// One `[[tools]]` entry.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,6 +92,9 @@ pub struct ToolDecl {
     pub aliases: BTreeMap<String, String>,
     /// What to do with undeclared top-level arguments.
     pub unknown_arguments: UnknownArguments,
+    /// Each progress update restarts the deadline (protocol 2 only), never
+    /// past the daemon's `max_timeout_ms` from the start of the call.
+    pub reset_timeout_on_progress: bool,
 }
 
 /// The four MCP behaviour hints. Omitted hints take the conservative value:

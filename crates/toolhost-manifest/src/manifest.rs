@@ -107,6 +107,17 @@ impl Manifest {
         }
         let runtime = runtime(&mut cx, &root, dir);
         let tools = tools(&mut cx, &root, dir);
+        if runtime.as_ref().is_some_and(|r| r.protocol < 2) {
+            for t in tools.iter().filter(|t| t.reset_timeout_on_progress) {
+                cx.tool = Some(t.name.clone());
+                cx.report(
+                    Rule::Protocol,
+                    "reset_timeout_on_progress needs progress, which only protocol 2 carries: \
+                     set `protocol = 2` under [runtime]",
+                );
+            }
+            cx.tool = None;
+        }
 
         // Schema-rule problems of tools that were kept are defects.
         let is_defect = |p: &Problem| {

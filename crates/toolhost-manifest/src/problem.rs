@@ -30,6 +30,8 @@ pub enum Rule {
     ReservedEnv,
     /// `runtime.startup_timeout_ms` out of range.
     StartupTimeout,
+    /// `runtime.protocol` is not 1 or 2, or a tool needs protocol 2.
+    Protocol,
     /// More than 32 tools.
     TooManyTools,
     /// A tool name does not match `^[a-z0-9][a-z0-9_]{0,31}$`.
@@ -83,6 +85,7 @@ impl Rule {
             Self::Command => "runtime-command",
             Self::ReservedEnv => "runtime-env",
             Self::StartupTimeout => "startup-timeout",
+            Self::Protocol => "protocol",
             Self::TooManyTools => "too-many-tools",
             Self::ToolName => "tool-name",
             Self::DuplicateTool => "duplicate-tool",

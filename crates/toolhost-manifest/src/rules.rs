@@ -4,8 +4,8 @@
 
 use crate::decl::{
     Annotations, DEFAULT_STARTUP_TIMEOUT_MS, DEFAULT_TOOL_TIMEOUT_MS, MAX_DESCRIPTION,
-    MAX_STARTUP_TIMEOUT_MS, MAX_TITLE, MAX_TOOL_TIMEOUT_MS, MAX_TOOLS, RESERVED_ENV, Runtime,
-    ToolDecl,
+    MAX_STARTUP_TIMEOUT_MS, MAX_TITLE, MAX_TOOL_TIMEOUT_MS, MAX_TOOLS, PROTOCOL_VERSIONS,
+    RESERVED_ENV, Runtime, ToolDecl,
 };
 use crate::problem::{Problem, Rule};
 use crate::read::Ctx;
@@ -51,8 +51,8 @@ pub fn is_valid_description(d: &str) -> bool {
 }
 
 pub(crate) const TOP_KEYS: [&str; 6] = ["id", "version", "name", "description", "runtime", "tools"];
-const RUNTIME_KEYS: [&str; 4] = ["command", "args", "env", "startup_timeout_ms"];
-const TOOL_KEYS: [&str; 12] = [
+const RUNTIME_KEYS: [&str; 5] = ["command", "args", "env", "startup_timeout_ms", "protocol"];
+const TOOL_KEYS: [&str; 13] = [
     "name",
     "title",
     "description",
@@ -65,6 +65,7 @@ const TOOL_KEYS: [&str; 12] = [
     "annotations",
     "aliases",
     "unknown_arguments",
+    "reset_timeout_on_progress",
 ];
 const ANNOTATION_KEYS: [&str; 4] = ["read_only", "destructive", "idempotent", "open_world"];
 
@@ -131,11 +132,25 @@ pub(crate) fn runtime(cx: &mut Ctx<'_>, root: &Table, dir: &Path) -> Option<Runt
             }
         },
     };
+    let protocol = match cx.integer(t, "protocol") {
+        None => 1,
+        Some(v) => match u32::try_from(v) {
+            Ok(v) if PROTOCOL_VERSIONS.contains(&v) => v,
+            _ => {
+                cx.report(
+                    Rule::Protocol,
+                    "runtime.protocol must be 1 (unary calls) or 2 (streaming: rich results, progress, logs, questions)",
+                );
+                1
+            }
+        },
+    };
     Some(Runtime {
         command: command?,
         args,
         env,
         startup_timeout_ms,
+        protocol,
     })
 }
 
@@ -239,6 +254,7 @@ fn tool(cx: &mut Ctx<'_>, t: &Table, dir: &Path) -> Option<ToolDecl> {
     }
     let surfaces = surfaces(cx, t);
     let timeout_ms = timeout(cx, t);
+    let reset_timeout_on_progress = cx.boolean(t, "reset_timeout_on_progress").unwrap_or(false);
     let input = schema(cx, t, dir, "input_schema", true);
     let output = schema(cx, t, dir, "output_schema", false);
 
@@ -266,6 +282,7 @@ fn tool(cx: &mut Ctx<'_>, t: &Table, dir: &Path) -> Option<ToolDecl> {
         annotations,
         aliases,
         unknown_arguments,
+        reset_timeout_on_progress,
     })
 }
 

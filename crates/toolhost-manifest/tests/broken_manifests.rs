@@ -138,9 +138,14 @@ fn the_example_plugin_is_valid() {
             "kandev_notes_add_note",
             "kandev_notes_search_notes",
             "kandev_notes_configure",
-            "kandev_notes_ping"
+            "kandev_notes_ping",
+            "kandev_notes_export_notes",
+            "kandev_notes_delete_notes",
+            "kandev_notes_tidy_tags",
         ]
     );
+    assert_eq!(m.runtime.protocol, 2);
+    assert!(m.tools[6].reset_timeout_on_progress);
     let search = &m.tools[1];
     assert!(search.annotations.read_only && !search.annotations.destructive);
     assert_eq!(

@@ -1,12 +1,20 @@
 //! The hand-written `ServerHandler`.
 
+// rmcp marks logging deprecated (SEP-2577); both protocol eras toolhost
+// serves still have `logging/setLevel` and `notifications/message`.
+#![allow(deprecated)]
+
 use crate::hub::{Hub, Owner};
 use crate::listener::ClientGone;
 use crate::tokens::{TokenTable, bearer_token, digest};
+
+use crate::calls::{Driven, Outlet, QUESTION_KEY, Relay, Running, Waiting, Wants};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
-    CustomResult, Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, CustomRequest,
+    CustomResult, ElicitRequest, ElicitResult, ElicitationCapability, FormElicitationCapability,
+    Implementation, InitializeRequestParams, InitializeResult, InputRequest, InputRequiredResult,
+    InputResponses, ListToolsResult, LoggingLevel, PaginatedRequestParams, ProtocolVersion,
+    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscriptionFilter,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt as _};
@@ -34,6 +42,9 @@ pub struct Handler {
     /// clones rmcp makes of one session's handler; each session gets its
     /// own from [`Handler::new`].
     admitted: Arc<std::sync::OnceLock<u64>>,
+    /// The level the client set with `logging/setLevel` (2025 era; a
+    /// 2026-07-28 request names its own). Per session, like `admitted`.
+    log_level: Arc<std::sync::Mutex<Option<LoggingLevel>>>,
 }
 
 impl Handler {
@@ -44,6 +55,7 @@ impl Handler {
             hub,
             identity,
             admitted: Arc::default(),
+            log_level: Arc::default(),
         }
     }
 
@@ -84,12 +96,14 @@ fn client_gone(extensions: &rmcp::model::Extensions) -> Option<CancellationToken
 
 impl ServerHandler for Handler {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
+        ServerConfig::new({
+            #[allow(deprecated)] // logging stays part of MCP for the eras toolhost serves
             ServerCapabilities::builder()
+                .enable_logging()
                 .enable_tools()
                 .enable_tool_list_changed()
-                .build(),
-        )
+                .build()
+        })
         .with_server_info(Implementation::new("toolhost", env!("CARGO_PKG_VERSION")))
         .with_instructions("Tools served by toolhost from installed plugins.")
     }
@@ -151,14 +165,32 @@ impl ServerHandler for Handler {
         Ok(ListToolsResult::with_all_items(tools.as_ref().clone()))
     }
 
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if let Ok(mut level) = self.log_level.lock() {
+            *level = Some(request.level);
+        }
+        Ok(())
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let arguments = request.arguments.map(serde_json::Value::Object);
-        let result = self.run_call(&request.name, arguments, &cx).await?;
-        Ok(result.into())
+        match request.request_state {
+            Some(handle) => {
+                self.resume_call(&request.name, &handle, request.input_responses, &cx)
+                    .await
+            }
+            None => {
+                let arguments = request.arguments.map(serde_json::Value::Object);
+                self.run_call(&request.name, arguments, &cx).await
+            }
+        }
     }
 
     /// rmcp hands over, as a custom request, a `tools/call` whose params do
@@ -193,57 +225,235 @@ impl ServerHandler for Handler {
             ));
         };
         let arguments = params.remove("arguments");
-        let result = self.run_call(&name, arguments, &cx).await?;
+        let CallToolResponse::Complete(result) = self.run_call(&name, arguments, &cx).await? else {
+            // Arguments of the wrong type never reach a plugin, so never
+            // reach a question.
+            return Err(McpError::internal_error("the call did not complete", None));
+        };
         let value = serde_json::to_value(result)
             .map_err(|_| McpError::internal_error("the result could not be encoded", None))?;
         Ok(CustomResult::new(value))
     }
 }
 
+/// Whether the request comes from a 2026-07-28 (or later) client: no
+/// session, questions as input-required results, the log level per request.
+fn is_modern(cx: &RequestContext<RoleServer>) -> bool {
+    cx.protocol_version()
+        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
+}
+
+/// Whether the client can answer a form question.
+fn can_elicit(cx: &RequestContext<RoleServer>) -> bool {
+    cx.client_capabilities()
+        .and_then(|c| c.elicitation)
+        .is_some_and(|e| e.form.is_some() || e.url.is_none())
+}
+
 impl Handler {
-    /// One tool call through the pipeline, cancelled when the client
+    /// What this request's client can take.
+    fn wants(&self, cx: &RequestContext<RoleServer>) -> Wants {
+        let level = if is_modern(cx) {
+            cx.meta.log_level()
+        } else {
+            self.log_level.lock().ok().and_then(|l| *l)
+        };
+        Wants {
+            progress: cx.meta.get_progress_token().is_some(),
+            log_level: level.map(crate::calls::pipeline_level),
+            can_ask: can_elicit(cx),
+        }
+    }
+
+    /// One new tool call through the pipeline, cancelled when the client
     /// cancels or goes away.
     async fn run_call(
         &self,
         name: &str,
         arguments: Option<serde_json::Value>,
         cx: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
+    ) -> Result<CallToolResponse, McpError> {
         let b = self.binding(&cx.extensions)?;
-        let cancel = cx.ct.child_token();
-        let call = self.hub.pipeline.call(&b, name, arguments, cancel.clone());
-        let answer = match client_gone(&cx.extensions) {
-            None => call.await,
+        let (relay, events) = Relay::new(self.wants(cx));
+        let cancel = CancellationToken::new();
+        let hub = Arc::clone(&self.hub);
+        let owned_name = name.to_owned();
+        let call_cancel = cancel.clone();
+        let expires = std::time::Instant::now()
+            + self.hub.pipeline.max_timeout()
+            + std::time::Duration::from_secs(5);
+        let running = Running {
+            call: Box::pin(async move {
+                hub.pipeline
+                    .call_for(&b, &owned_name, arguments, &relay, call_cancel)
+                    .await
+            }),
+            events,
+            cancel,
+            expires,
+            task: None,
+        };
+        self.drive_call(name, running, cx).await
+    }
+
+    /// A 2026-07-28 client's answer to a question: the call parked under
+    /// `handle` takes the answer and goes on, driven by this request.
+    async fn resume_call(
+        &self,
+        name: &str,
+        handle: &str,
+        responses: Option<InputResponses>,
+        cx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let b = self.binding(&cx.extensions)?;
+        let owner = self.owner(&cx.extensions);
+        let Some(waiting) = self.hub.parked.take(handle, &owner, name) else {
+            return Err(McpError::invalid_params(
+                "requestState names no call of this tool waiting for an answer \
+                 (unknown, expired, or already answered)",
+                None,
+            ));
+        };
+        let answer = responses
+            .as_ref()
+            .and_then(|r| r.get(QUESTION_KEY))
+            .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok());
+        let Some(answer) = answer else {
+            self.hub.parked.put_back(handle.to_owned(), waiting);
+            return Err(McpError::invalid_params(
+                format!(
+                    "inputResponses must hold the answer to the question under {QUESTION_KEY:?} (an elicitation result)"
+                ),
+                None,
+            ));
+        };
+        let Waiting { running, reply, .. } = waiting;
+        if !b.is_active() {
+            running.cancel.cancel();
+        }
+        let _ = reply.send(Ok(crate::calls::answer_of(answer)));
+        self.drive_call(name, running, cx).await
+    }
+
+    /// Drives a call from this request until it completes, or (2026-07-28)
+    /// until it asks a question and parks.
+    async fn drive_call(
+        &self,
+        name: &str,
+        mut running: Running,
+        cx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let modern = is_modern(cx);
+        let out = Outlet {
+            peer: &cx.peer,
+            progress_token: cx.meta.get_progress_token(),
+        };
+        let stop = match client_gone(&cx.extensions) {
+            // The client's connection dropping cancels the call as an
+            // explicit `notifications/cancelled` would, so the plugin is
+            // told and the call's slot frees at once.
             Some(gone) => {
-                // The client's connection dropping cancels the call as an
-                // explicit `notifications/cancelled` would, so the plugin
-                // is told and the call's slot frees at once.
-                tokio::pin!(call);
-                tokio::select! {
-                    r = &mut call => r,
-                    () = gone.cancelled() => {
-                        cancel.cancel();
-                        call.await
+                let stop = cx.ct.child_token();
+                let s = stop.clone();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        () = gone.cancelled() => s.cancel(),
+                        () = s.cancelled() => {}
+                    }
+                });
+                stop
+            }
+            None => cx.ct.child_token(),
+        };
+        let _stop_guard = stop.clone().drop_guard();
+        loop {
+            match crate::calls::drive(&mut running, &out, &stop).await {
+                Driven::Done(Err(unknown)) => {
+                    return Err(McpError::invalid_params(unknown.to_string(), None));
+                }
+                Driven::Done(Ok(r)) => return result_of(r, modern),
+                Driven::Asking(q, reply) => {
+                    let Some(params) = crate::calls::elicit_params(&q) else {
+                        let _ = reply.send(Err(toolhost_pipeline::Unanswered::Failed(
+                            "the question could not be encoded".into(),
+                        )));
+                        continue;
+                    };
+                    if modern {
+                        running.detach();
+                        let waiting = Waiting {
+                            owner: self.owner(&cx.extensions),
+                            tool: name.to_owned(),
+                            running,
+                            reply,
+                        };
+                        match self.hub.parked.park(waiting) {
+                            Ok(handle) => {
+                                let mut requests = std::collections::BTreeMap::new();
+                                requests.insert(
+                                    QUESTION_KEY.to_owned(),
+                                    InputRequest::Elicitation(ElicitRequest::new(params)),
+                                );
+                                return Ok(CallToolResponse::InputRequired(
+                                    InputRequiredResult::new(Some(requests), Some(handle)),
+                                ));
+                            }
+                            Err(refused) => {
+                                let (full, w) = *refused;
+                                running = w.running;
+                                let _ = w.reply.send(Err(toolhost_pipeline::Unanswered::Failed(
+                                    full.to_string(),
+                                )));
+                            }
+                        }
+                    } else {
+                        let answer = tokio::select! {
+                            r = cx.peer.create_elicitation(params) => r
+                                .map(crate::calls::answer_of)
+                                .map_err(|_| toolhost_pipeline::Unanswered::Failed(
+                                    "the client did not answer the question".into(),
+                                )),
+                            () = stop.cancelled() => {
+                                running.cancel.cancel();
+                                Err(toolhost_pipeline::Unanswered::Failed("the call was cancelled".into()))
+                            }
+                            // The call may end while the question is out:
+                            // its deadline, or its plugin dying.
+                            r = &mut running.call => return match r {
+                                Err(unknown) => Err(McpError::invalid_params(unknown.to_string(), None)),
+                                Ok(r) => result_of(r, modern),
+                            },
+                        };
+                        let _ = reply.send(answer);
                     }
                 }
             }
-        };
-        match answer {
-            Err(unknown) => Err(McpError::invalid_params(unknown.to_string(), None)),
-            Ok(r) => {
-                let mut result = if r.is_error {
-                    CallToolResult::error(vec![ContentBlock::text(r.text)])
-                } else {
-                    CallToolResult::success(vec![ContentBlock::text(r.text)])
-                };
-                result.structured_content = r.structured;
-                if let Some(meta) = r.meta {
-                    result.meta = Some(rmcp::model::MetaObject(meta));
-                }
-                Ok(result)
-            }
         }
     }
+}
+
+/// The pipeline's result in MCP's terms. A 2026-07-28 client that cannot
+/// answer a question gets the protocol's missing-capability error instead
+/// of a tool result.
+fn result_of(r: toolhost_pipeline::CallResult, modern: bool) -> Result<CallToolResponse, McpError> {
+    if modern && r.code == Some(toolhost_pipeline::ErrorCode::CannotAsk) {
+        let mut elicitation = ElicitationCapability::new();
+        elicitation.form = Some(FormElicitationCapability::default());
+        let mut required = ClientCapabilities::default();
+        required.elicitation = Some(elicitation);
+        return Err(McpError::missing_required_client_capability(required));
+    }
+    let content = r.content.into_iter().map(crate::content::to_mcp).collect();
+    let mut result = if r.is_error {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    };
+    result.structured_content = r.structured;
+    if let Some(meta) = r.meta {
+        result.meta = Some(rmcp::model::MetaObject(meta));
+    }
+    Ok(result.into())
 }
 
 /// Serves one MCP session on stdin/stdout until the client closes it or

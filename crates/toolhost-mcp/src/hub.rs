@@ -19,9 +19,7 @@ pub const DEFAULT_MAX_SESSIONS: usize = 1024;
 /// The default limit of live sessions and subscriptions per bearer token.
 pub const DEFAULT_MAX_SESSIONS_PER_TOKEN: usize = 256;
 
-/// Who opened a session or subscription: the SHA-256 of its bearer token
-/// (HTTP), or the process itself (stdio, all zeros). Quotas count per owner.
-pub type Owner = [u8; 32];
+pub use crate::tokens::Owner;
 
 /// Why a session or subscription was not admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -73,6 +71,8 @@ impl Listener {
 pub struct Hub {
     pub(crate) pipeline: Arc<Pipeline>,
     pub(crate) listings: ListingCache,
+    /// Calls waiting for a 2026-07-28 client's answer to a question.
+    pub(crate) parked: crate::calls::Parked,
     listeners: Mutex<Vec<Listener>>,
     next_id: AtomicU64,
     /// Most live sessions and subscriptions; 0 means no limit.
@@ -99,6 +99,7 @@ impl Hub {
         Arc::new(Self {
             pipeline,
             listings: ListingCache::default(),
+            parked: crate::calls::Parked::default(),
             listeners: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
             max_sessions: std::sync::atomic::AtomicUsize::new(DEFAULT_MAX_SESSIONS),

@@ -23,6 +23,8 @@
 //! validation, authorization and dispatch are the pipeline's; this crate
 //! maps them onto the protocol.
 
+mod calls;
+mod content;
 mod handler;
 mod http;
 mod hub;

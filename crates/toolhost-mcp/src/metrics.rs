@@ -71,6 +71,13 @@ pub(crate) async fn metrics(hub: Arc<Hub>) -> impl IntoResponse {
     let _ = writeln!(out, "toolhost_mcp_listeners {}", hub.listener_count());
     family(
         &mut out,
+        "toolhost_calls_awaiting_answer",
+        "gauge",
+        "Calls parked until a 2026-07-28 client answers the plugin's question.",
+    );
+    let _ = writeln!(out, "toolhost_calls_awaiting_answer {}", hub.parked.len());
+    family(
+        &mut out,
         "toolhost_plugin_state",
         "gauge",
         "1 for the state each plugin is in.",

@@ -15,6 +15,10 @@ pub struct TokenTable {
     by_hash: RwLock<HashMap<[u8; 32], Binding>>,
 }
 
+/// Who opened a session or subscription: the SHA-256 of its bearer token
+/// (HTTP), or the process itself (stdio, all zeros). Quotas count per owner.
+pub type Owner = [u8; 32];
+
 /// The SHA-256 of a token: how tokens are keyed, and how sessions know
 /// their owner without keeping the token.
 pub(crate) fn digest(token: &str) -> [u8; 32] {

@@ -17,6 +17,8 @@
 //! - 8: audit (`Pipeline::call`).
 
 use crate::binding::Binding;
+use crate::caller::{Caller, Silent};
+use crate::content::Block;
 use crate::counters::{CallStats, Counters};
 use crate::plugins::Plugins;
 use crate::result::{CallResult, ErrorCode};
@@ -60,19 +62,23 @@ pub struct UnknownTool(pub String);
 
 /// A step refused the call: the tool result that says why.
 #[derive(Debug)]
-struct CallFailure(CallResult);
+pub(crate) struct CallFailure(CallResult);
 
 impl CallFailure {
-    fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self(CallResult::failure(code, message, None))
     }
 
-    fn with_violations(code: ErrorCode, message: impl Into<String>, v: &[Violation]) -> Self {
+    pub(crate) fn with_violations(
+        code: ErrorCode,
+        message: impl Into<String>,
+        v: &[Violation],
+    ) -> Self {
         Self(CallResult::failure(code, message, Some(v)))
     }
 }
 
-type Step<T> = Result<T, CallFailure>;
+pub(crate) type Step<T> = Result<T, CallFailure>;
 
 /// (generation, revision) of a catalog version.
 type CatalogVersion = (String, u64);
@@ -82,7 +88,7 @@ type CatalogVersion = (String, u64);
 pub struct Pipeline {
     store: Arc<Store>,
     plugins: Arc<Plugins>,
-    limits: Limits,
+    pub(crate) limits: Limits,
     /// The backend's `Authorize`, when configured.
     authorizer: Option<crate::Authorizer>,
     counters: Counters,
@@ -114,6 +120,12 @@ impl Pipeline {
         self.counters.snapshot()
     }
 
+    /// The longest any call may run.
+    #[must_use]
+    pub fn max_timeout(&self) -> Duration {
+        self.limits.max_timeout
+    }
+
     /// The catalog store.
     #[must_use]
     pub fn store(&self) -> &Arc<Store> {
@@ -126,12 +138,27 @@ impl Pipeline {
         &self.plugins
     }
 
-    /// Runs one `tools/call`. `cancel` is the agent's cancellation.
+    /// Runs one `tools/call` for a caller that takes no progress, logs or
+    /// questions. `cancel` is the agent's cancellation.
     pub async fn call(
         &self,
         binding: &Binding,
         name: &str,
         arguments: Option<Value>,
+        cancel: CancellationToken,
+    ) -> Result<CallResult, UnknownTool> {
+        self.call_for(binding, name, arguments, &Silent, cancel)
+            .await
+    }
+
+    /// Runs one `tools/call`; a protocol-2 plugin's progress, log messages
+    /// and questions go to `caller`. `cancel` is the agent's cancellation.
+    pub async fn call_for(
+        &self,
+        binding: &Binding,
+        name: &str,
+        arguments: Option<Value>,
+        caller: &dyn Caller,
         cancel: CancellationToken,
     ) -> Result<CallResult, UnknownTool> {
         let started = Instant::now();
@@ -153,8 +180,10 @@ impl Pipeline {
             binding,
             entry: &entry,
             invocation_id: &invocation_id,
+            caller,
             cancel,
             authorized_at: None,
+            events: crate::caller::EventCounts::default(),
         };
         let result = match call.run(arguments).instrument(span).await {
             Ok(r) | Err(CallFailure(r)) => r,
@@ -174,6 +203,10 @@ impl Pipeline {
             outcome = result.outcome(),
             catalog_generation = version.map(|v| log_safe(&v.0, 256)).as_deref(),
             catalog_revision = version.map(|v| v.1),
+            progress = call.events.progress,
+            log_messages = call.events.logs,
+            log_messages_dropped = call.events.logs_dropped,
+            questions = call.events.questions,
             duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             "tool call"
         );
@@ -187,7 +220,7 @@ impl Pipeline {
     /// than its JSON), plus room for the envelope. Past it, decoding stops
     /// and the answer is `result_too_large`; under it, the exact check on
     /// the mapped result decides.
-    fn max_answer_bytes(&self) -> usize {
+    pub(crate) fn max_answer_bytes(&self) -> usize {
         self.limits
             .max_result_bytes
             .saturating_mul(2)
@@ -197,13 +230,23 @@ impl Pipeline {
 
 /// One call past resolution: what every step reads, and the catalog
 /// version its authorization read (for the audit).
-struct Call<'a> {
-    pipeline: &'a Pipeline,
+pub(crate) struct Call<'a> {
+    pub(crate) pipeline: &'a Pipeline,
     binding: &'a Binding,
-    entry: &'a Arc<Entry>,
+    pub(crate) entry: &'a Arc<Entry>,
     invocation_id: &'a str,
-    cancel: CancellationToken,
+    pub(crate) caller: &'a dyn Caller,
+    pub(crate) cancel: CancellationToken,
     authorized_at: Option<CatalogVersion>,
+    /// What a protocol-2 call's plugin sent, counted for the audit.
+    pub(crate) events: crate::caller::EventCounts,
+}
+
+/// A plugin's answer in either protocol, before step 7 maps it.
+pub(crate) struct Answered {
+    pub(crate) content: Vec<Block>,
+    pub(crate) structured: Option<Value>,
+    pub(crate) is_error: bool,
 }
 
 impl Call<'_> {
@@ -214,8 +257,21 @@ impl Call<'_> {
         let (client, deadline) = self.plugin().await?;
         self.ask_backend().await?;
         let slot = self.reserve(&client)?;
-        let response = self.dispatch(&client, slot, &checked, deadline).await?;
-        self.map(response, checked)
+        let answered = if client.protocol() >= 2 {
+            self.dispatch_stream(&client, slot, &checked, deadline)
+                .await?
+        } else {
+            let r = self.dispatch(&client, slot, &checked, deadline).await?;
+            Answered {
+                content: vec![Block::text(r.text)],
+                structured: r
+                    .structured_content
+                    .as_ref()
+                    .map(|s| Value::Object(json_from_struct(s))),
+                is_error: r.is_error,
+            }
+        };
+        self.map(answered, checked)
     }
 
     /// Steps 2 to 4: bound, normalize aliases, validate. A withheld entry (a
@@ -360,19 +416,7 @@ impl Call<'_> {
         checked: &Checked,
         deadline: Duration,
     ) -> Step<AgentToolResponse> {
-        let d = &self.entry.descriptor;
-        let b = self.binding;
-        let request = AgentToolRequest {
-            invocation_id: self.invocation_id.to_owned(),
-            name: d.local_name.clone(),
-            arguments: Some(struct_from_json(&checked.arguments)),
-            context: Some(AgentToolContext {
-                task_id: b.task_id.clone(),
-                session_id: b.session_id.clone(),
-                workspace_id: b.workspace_id.clone().unwrap_or_default(),
-                surface: b.surface.clone(),
-            }),
-        };
+        let request = self.request(checked);
         let max_answer = self.pipeline.max_answer_bytes();
         let answer = tokio::select! {
             biased;
@@ -384,7 +428,25 @@ impl Call<'_> {
         answer.map_err(|e| self.invoke_failure(e))
     }
 
-    fn invoke_failure(&self, e: InvokeError) -> CallFailure {
+    /// The request both protocols send: the invocation id, the local name,
+    /// the checked arguments and the binding's context.
+    pub(crate) fn request(&self, checked: &Checked) -> AgentToolRequest {
+        let d = &self.entry.descriptor;
+        let b = self.binding;
+        AgentToolRequest {
+            invocation_id: self.invocation_id.to_owned(),
+            name: d.local_name.clone(),
+            arguments: Some(struct_from_json(&checked.arguments)),
+            context: Some(AgentToolContext {
+                task_id: b.task_id.clone(),
+                session_id: b.session_id.clone(),
+                workspace_id: b.workspace_id.clone().unwrap_or_default(),
+                surface: b.surface.clone(),
+            }),
+        }
+    }
+
+    pub(crate) fn invoke_failure(&self, e: InvokeError) -> CallFailure {
         let d = &self.entry.descriptor;
         match e {
             InvokeError::Timeout(t) => CallFailure::new(
@@ -416,33 +478,38 @@ impl Call<'_> {
         }
     }
 
-    /// Step 7: the size cap, the output schema, and report mode's
-    /// `unknown_args` (in `_meta` and the text, never in
+    /// Step 7: the size cap (every block counts), the output schema, and
+    /// report mode's `unknown_args` (in `_meta` and the text, never in
     /// `structuredContent`, which stays exactly the plugin's and so matches
     /// the output schema it was checked against).
-    fn map(&self, response: AgentToolResponse, checked: Checked) -> Step<CallResult> {
+    fn map(&self, answered: Answered, checked: Checked) -> Step<CallResult> {
         let d = &self.entry.descriptor;
         let limit = self.pipeline.limits.max_result_bytes;
-        let structured = response
-            .structured_content
-            .as_ref()
-            .map(|s| Value::Object(json_from_struct(s)));
-        let size = response.text.len()
-            + structured
-                .as_ref()
-                .map_or(0, |s| serde_json::to_vec(s).map_or(usize::MAX, |b| b.len()));
+        let Answered {
+            mut content,
+            structured,
+            is_error,
+        } = answered;
+        let size = content
+            .iter()
+            .map(Block::size)
+            .fold(0usize, usize::saturating_add)
+            .saturating_add(
+                structured
+                    .as_ref()
+                    .map_or(0, |s| serde_json::to_vec(s).map_or(usize::MAX, |b| b.len())),
+            );
         if size > limit {
             return Err(CallFailure::new(
                 ErrorCode::ResultTooLarge,
                 format!(
-                    "{} answered {size} bytes; the limit is {limit} bytes",
+                    "{} answered {size} bytes; the limit is {limit} bytes. The tool ran and may have \
+                     done its work, so do not simply repeat the call: ask for less",
                     d.exposed_name
                 ),
             ));
         }
-        if !response.is_error
-            && let Some(Ok(out_schema)) = &self.entry.output
-        {
+        if !is_error && let Some(Ok(out_schema)) = &self.entry.output {
             let verdict = match &structured {
                 Some(s) => out_schema.check_value(s).map_err(|e| e.violations),
                 None => Err(vec![]),
@@ -458,21 +525,30 @@ impl Call<'_> {
                 ));
             }
         }
-        let mut text = response.text;
         let mut meta = None;
         if !checked.unknown_args.is_empty() {
-            text.push_str(&format!(
-                "\n(ignored unknown arguments: {})",
+            let note = format!(
+                "(ignored unknown arguments: {})",
                 checked.unknown_args.join(", ")
-            ));
+            );
+            match content.iter_mut().find_map(|b| match &mut b.kind {
+                crate::content::BlockKind::Text(t) => Some(t),
+                _ => None,
+            }) {
+                Some(t) => {
+                    t.push('\n');
+                    t.push_str(&note);
+                }
+                None => content.push(Block::text(note)),
+            }
             let mut m = serde_json::Map::new();
             m.insert("unknown_args".into(), Value::from(checked.unknown_args));
             meta = Some(m);
         }
         Ok(CallResult {
-            text,
+            content,
             structured,
-            is_error: response.is_error,
+            is_error,
             code: None,
             meta,
         })

@@ -10,8 +10,12 @@
 //!    binding is still active. Discovery is never authorization.
 //! 6. **Dispatch** exactly one gRPC call with the tool's deadline (capped),
 //!    an invocation id and the binding's context; the agent's cancellation
-//!    cancels it. Nothing is retried.
-//! 7. **Map the result**: size cap, output-schema check, `unknown_args`.
+//!    cancels it. Nothing is retried. A protocol-2 plugin's call is one
+//!    stream: its progress, log messages and questions go to the
+//!    [`Caller`], checked and bounded, and a question's answer is checked
+//!    against the requested schema before the plugin sees it.
+//! 7. **Map the result**: content rules ([`content`]), size cap,
+//!    output-schema check, `unknown_args`.
 //! 8. **Audit**: one event per call, ids and outcome, never contents.
 //!
 //! Every failure from step 2 on is a result the model can act on
@@ -24,13 +28,22 @@
 mod authorize;
 mod binding;
 mod call;
+mod caller;
+pub mod content;
 mod counters;
 mod plugins;
+mod question;
 mod result;
+mod stream;
 
 pub use authorize::{Authorizer, AuthorizerAddress, AuthorizerSetupError, Denied};
 pub use binding::{Binding, BindingState};
 pub use call::{Limits, Pipeline, UnknownTool};
+pub use caller::{
+    Answer, AnswerAction, AskFuture, Caller, LogLevel, LogMessage, Progress, Question, Silent,
+    Unanswered,
+};
 pub use counters::{CallStats, DURATION_BUCKETS};
 pub use plugins::{PluginUnavailable, Plugins};
+pub use question::{MAX_QUESTION_FIELDS, MAX_QUESTION_MESSAGE};
 pub use result::{CallResult, ErrorCode};

@@ -1,5 +1,6 @@
 //! What a call answers: a result for the model, successful or not.
 
+use crate::content::{Block, BlockKind};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use toolhost_validate::Violation;
@@ -26,6 +27,9 @@ pub enum ErrorCode {
     PluginError,
     /// The result is over the size cap.
     ResultTooLarge,
+    /// The tool asked the user a question and this client cannot answer
+    /// questions (it declared no elicitation capability).
+    CannotAsk,
     /// A bug in toolhost.
     Internal,
 }
@@ -43,6 +47,7 @@ impl ErrorCode {
             Self::Cancelled => "cancelled",
             Self::PluginError => "plugin_error",
             Self::ResultTooLarge => "result_too_large",
+            Self::CannotAsk => "cannot_ask",
             Self::Internal => "internal",
         }
     }
@@ -51,8 +56,9 @@ impl ErrorCode {
 /// The answer to a `tools/call` that resolved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallResult {
-    /// Text for the model.
-    pub text: String,
+    /// The content blocks: one text block for a protocol-1 plugin or a
+    /// failure, any checked blocks for a protocol-2 plugin.
+    pub content: Vec<Block>,
     /// Structured content: the plugin's, or `{"error": ...}` on failure.
     pub structured: Option<Value>,
     /// MCP `isError`.
@@ -88,12 +94,26 @@ impl CallResult {
             );
         }
         Self {
-            text: format!("Error ({}): {message}", code.as_str()),
+            content: vec![Block::text(format!("Error ({}): {message}", code.as_str()))],
             structured: Some(json!({ "error": error })),
             is_error: true,
             code: Some(code),
             meta: None,
         }
+    }
+
+    /// The text blocks, joined by newlines: what a text-only reader sees.
+    #[must_use]
+    pub fn text(&self) -> String {
+        let texts: Vec<&str> = self
+            .content
+            .iter()
+            .filter_map(|b| match &b.kind {
+                BlockKind::Text(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect();
+        texts.join("\n")
     }
 
     /// The outcome as an audit word: `ok`, `tool_error` (the tool itself

@@ -36,6 +36,35 @@
 //! }
 //! ```
 //!
+//! With `protocol = 2` under `[runtime]` in the manifest (docs/PROTOCOL.md
+//! §7), a handler can do more than return text, through the same
+//! [`ToolCall`]:
+//!
+//! - [`ToolCall::progress`] reports how far it has got;
+//! - [`ToolCall::log`] sends a log message to the calling agent;
+//! - [`ToolCall::ask`] asks the user a [`Question`] and waits for the
+//!   [`Answer`] (checked by toolhost against the question's fields);
+//! - [`ToolOutput`] holds any [`Content`]: text, images, audio, resource
+//!   links and embedded resources, with annotations.
+//!
+//! ```no_run
+//! use toolhost_plugin_sdk::{Content, Question, ToolCall, ToolError, ToolOutput};
+//!
+//! async fn delete(call: ToolCall) -> Result<ToolOutput, ToolError> {
+//!     let q = Question::new("Delete everything?").boolean("confirm", "Yes").required("confirm");
+//!     if !call.ask(q).await?.flag("confirm") {
+//!         return Ok(ToolOutput::text("nothing was deleted"));
+//!     }
+//!     call.progress(1.0, Some(1.0), "deleted");
+//!     Ok(ToolOutput::text("deleted").with(Content::resource_text("notes://log.md", "text/markdown", "# Log")))
+//! }
+//! ```
+//!
+//! The SDK serves both protocols and answers the version toolhost offers;
+//! under protocol 1, progress, logs and questions are no-ops (questions
+//! fail with [`AskError::CannotAsk`]) and non-text blocks become one line of
+//! text each.
+//!
 //! Run by hand, without toolhost, the plugin prints "this is a toolhost
 //! plugin, start it with toolhost" and exits with status 1.
 //!
@@ -43,9 +72,13 @@
 //! against the manifest's schema) or retry anything. Arguments arrive exactly
 //! as the schema allows, with aliases already renamed.
 
+mod call;
+mod output;
 mod serve;
 
-pub use serve::{ServeError, ToolCall, ToolError, ToolOutput};
+pub use call::{Answer, AskError, LogLevel, Question, ToolCall};
+pub use output::{Audience, Content, ToolError, ToolOutput};
+pub use serve::ServeError;
 pub use toolhost_proto::plugin::AgentToolContext as Context;
 
 use std::collections::HashMap;
@@ -55,7 +88,7 @@ use std::sync::Arc;
 
 pub use toolhost_proto::contract::{
     DATA_DIR_KEY, HEALTH_SERVICE, MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE, PROTOCOL_VERSION,
-    PROTOCOL_VERSIONS_KEY, SOCKET_DIR_KEY,
+    PROTOCOL_VERSION_2, PROTOCOL_VERSIONS_KEY, SOCKET_DIR_KEY,
 };
 
 type BoxFuture = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send>>;

@@ -1,10 +1,11 @@
 //! The plugin side of the handshake and the gRPC services.
 
+use crate::call::Link;
 use crate::{
-    DATA_DIR_KEY, HEALTH_SERVICE, Handler, MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE, PROTOCOL_VERSION,
-    PROTOCOL_VERSIONS_KEY, Plugin, SOCKET_DIR_KEY,
+    HEALTH_SERVICE, Handler, MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE, PROTOCOL_VERSION,
+    PROTOCOL_VERSION_2, PROTOCOL_VERSIONS_KEY, Plugin, SOCKET_DIR_KEY, ToolCall, ToolError,
+    ToolOutput,
 };
-use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -14,7 +15,11 @@ use tokio_stream::wrappers::UnixListenerStream;
 use tokio_util::sync::CancellationToken;
 use toolhost_proto::json::{json_from_struct, struct_from_json};
 use toolhost_proto::plugin::plugin_server::{Plugin as PluginService, PluginServer};
-use toolhost_proto::plugin::{AgentToolContext, AgentToolRequest, AgentToolResponse};
+use toolhost_proto::plugin::{AgentToolRequest, AgentToolResponse};
+use toolhost_proto::plugin_v2::plugin_server::{
+    Plugin as StreamService, PluginServer as StreamServer,
+};
+use toolhost_proto::plugin_v2::{self as wire, host_event, plugin_event};
 
 /// Why a plugin could not serve.
 #[derive(Debug, thiserror::Error)]
@@ -26,7 +31,7 @@ pub enum ServeError {
     )]
     NotUnderToolhost,
     /// toolhost offered protocol versions this SDK does not speak.
-    #[error("toolhost offered plugin protocol versions {offered:?}; this plugin speaks version 1")]
+    #[error("toolhost offered plugin protocol versions {offered:?}; this plugin speaks 1 and 2")]
     NoCommonProtocol {
         /// What toolhost offered.
         offered: String,
@@ -37,109 +42,6 @@ pub enum ServeError {
     /// The gRPC server failed.
     #[error("the plugin's gRPC server failed: {0}")]
     Transport(#[from] tonic::transport::Error),
-}
-
-/// One tool call, as the handler sees it.
-#[derive(Debug, Clone)]
-pub struct ToolCall {
-    /// Unique per call: use it to deduplicate and to correlate logs.
-    pub invocation_id: String,
-    /// The tool's local name.
-    pub name: String,
-    /// Arguments, validated by toolhost against the tool's input schema.
-    pub arguments: Map<String, Value>,
-    /// Who is calling.
-    pub context: AgentToolContext,
-    /// When toolhost stops waiting for this call, if it said.
-    pub deadline: Option<tokio::time::Instant>,
-    cancelled: CancellationToken,
-}
-
-impl ToolCall {
-    /// Completes when the call is cancelled: the agent cancelled it, its
-    /// deadline passed, or toolhost went away. The result of a cancelled call
-    /// is discarded, so stop work and return.
-    pub async fn cancelled(&self) {
-        self.cancelled.cancelled().await;
-    }
-
-    /// Whether the call has been cancelled.
-    #[must_use]
-    pub fn is_cancelled(&self) -> bool {
-        self.cancelled.is_cancelled()
-    }
-
-    /// The plugin's data directory (from toolhost), if set.
-    #[must_use]
-    pub fn data_dir() -> Option<PathBuf> {
-        std::env::var_os(DATA_DIR_KEY).map(PathBuf::from)
-    }
-}
-
-/// A handler's successful answer.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ToolOutput {
-    /// Text for the model.
-    pub text: String,
-    /// Machine-readable result; checked against the declared output schema.
-    pub structured: Option<Map<String, Value>>,
-    /// The tool ran and failed in a way the model should see.
-    pub is_error: bool,
-}
-
-impl ToolOutput {
-    /// A text result.
-    #[must_use]
-    pub fn text(text: impl Into<String>) -> Self {
-        Self {
-            text: text.into(),
-            ..Self::default()
-        }
-    }
-
-    /// A structured result; the text is its JSON, for clients that only
-    /// read text.
-    #[must_use]
-    pub fn structured(value: Map<String, Value>) -> Self {
-        let text = serde_json::to_string(&value).unwrap_or_default();
-        Self {
-            text,
-            structured: Some(value),
-            is_error: false,
-        }
-    }
-
-    /// A structured result with a text of your own.
-    #[must_use]
-    pub fn with_text(mut self, text: impl Into<String>) -> Self {
-        self.text = text.into();
-        self
-    }
-}
-
-/// A handler's failure: becomes an `is_error` result whose text the model
-/// reads. Write it for the model: what went wrong and what to try instead.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct ToolError {
-    /// The text for the model.
-    pub message: String,
-}
-
-impl ToolError {
-    /// An error with this text.
-    #[must_use]
-    pub fn new(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-        }
-    }
-}
-
-impl From<std::io::Error> for ToolError {
-    fn from(e: std::io::Error) -> Self {
-        Self::new(format!("I/O error: {e}"))
-    }
 }
 
 struct Service {
@@ -161,69 +63,170 @@ fn grpc_timeout(v: &str) -> Option<Duration> {
     })
 }
 
+fn deadline_of<T>(request: &tonic::Request<T>) -> Option<tokio::time::Instant> {
+    request
+        .metadata()
+        .get("grpc-timeout")
+        .and_then(|v| v.to_str().ok())
+        .and_then(grpc_timeout)
+        .map(|d| tokio::time::Instant::now() + d)
+}
+
+/// Runs a handler on its own task (so it can observe cancellation and
+/// clean up), cancelling `token` when the deadline passes. A panic comes
+/// back as `Err`.
+async fn run_handler(
+    handler: Handler,
+    call: ToolCall,
+    token: CancellationToken,
+) -> Result<ToolOutput, tonic::Status> {
+    let deadline = call.deadline;
+    let task = tokio::spawn(async move {
+        match deadline {
+            Some(d) => {
+                tokio::select! {
+                    r = handler(call) => r,
+                    () = async { tokio::time::sleep_until(d).await; token.cancel(); std::future::pending().await } => unreachable!(),
+                }
+            }
+            None => handler(call).await,
+        }
+    });
+    match task.await {
+        Ok(Ok(out)) => Ok(out),
+        Ok(Err(ToolError { message })) => Ok(ToolOutput {
+            is_error: true,
+            ..ToolOutput::text(message)
+        }),
+        Err(_) => Err(tonic::Status::internal("the tool handler panicked")),
+    }
+}
+
+impl Service {
+    fn handler(&self, name: &str) -> Result<Handler, tonic::Status> {
+        self.tools.get(name).cloned().ok_or_else(|| {
+            tonic::Status::not_found(format!("this plugin has no tool named {name:?}"))
+        })
+    }
+}
+
+fn tool_call(
+    req: AgentToolRequest,
+    deadline: Option<tokio::time::Instant>,
+    cancelled: CancellationToken,
+    link: Option<Arc<Link>>,
+) -> ToolCall {
+    ToolCall {
+        invocation_id: req.invocation_id,
+        name: req.name,
+        arguments: req
+            .arguments
+            .as_ref()
+            .map(json_from_struct)
+            .unwrap_or_default(),
+        context: req.context.unwrap_or_default(),
+        deadline,
+        cancelled,
+        link,
+    }
+}
+
 #[tonic::async_trait]
 impl PluginService for Service {
     async fn invoke_agent_tool(
         &self,
         request: tonic::Request<AgentToolRequest>,
     ) -> Result<tonic::Response<AgentToolResponse>, tonic::Status> {
-        let deadline = request
-            .metadata()
-            .get("grpc-timeout")
-            .and_then(|v| v.to_str().ok())
-            .and_then(grpc_timeout)
-            .map(|d| tokio::time::Instant::now() + d);
+        let deadline = deadline_of(&request);
         let req = request.into_inner();
-        let Some(handler) = self.tools.get(&req.name).cloned() else {
-            return Err(tonic::Status::not_found(format!(
-                "this plugin has no tool named {:?}",
-                req.name
-            )));
-        };
+        let handler = self.handler(&req.name)?;
         // tonic drops this future when the client cancels or the deadline
-        // passes; the guard then cancels the token the handler watches. The
-        // handler runs on its own task so it can observe that and clean up.
+        // passes; the guard then cancels the token the handler watches.
         let token = CancellationToken::new();
         let guard = token.clone().drop_guard();
-        let call = ToolCall {
-            invocation_id: req.invocation_id,
-            name: req.name,
-            arguments: req
-                .arguments
-                .as_ref()
-                .map(json_from_struct)
-                .unwrap_or_default(),
-            context: req.context.unwrap_or_default(),
-            deadline,
-            cancelled: token.clone(),
-        };
-        let task = tokio::spawn(async move {
-            match deadline {
-                Some(d) => {
-                    tokio::select! {
-                        r = handler(call) => r,
-                        () = async { tokio::time::sleep_until(d).await; token.cancel(); std::future::pending().await } => unreachable!(),
-                    }
-                }
-                None => handler(call).await,
-            }
-        });
-        let outcome = task.await;
+        let call = tool_call(req, deadline, token.clone(), None);
+        let out = run_handler(handler, call, token).await;
         drop(guard.disarm());
-        let out = match outcome {
-            Ok(Ok(out)) => out,
-            Ok(Err(e)) => ToolOutput {
-                text: e.message,
-                structured: None,
-                is_error: true,
-            },
-            Err(_) => return Err(tonic::Status::internal("the tool handler panicked")),
-        };
+        let out = out?;
         Ok(tonic::Response::new(AgentToolResponse {
-            text: out.text,
+            text: out.v1_text(),
             structured_content: out.structured.as_ref().map(struct_from_json),
             is_error: out.is_error,
         }))
+    }
+}
+
+type EventStream = std::pin::Pin<
+    Box<dyn tokio_stream::Stream<Item = Result<wire::PluginEvent, tonic::Status>> + Send>,
+>;
+
+#[tonic::async_trait]
+impl StreamService for Service {
+    type InvokeStream = EventStream;
+
+    async fn invoke(
+        &self,
+        request: tonic::Request<tonic::Streaming<wire::HostEvent>>,
+    ) -> Result<tonic::Response<EventStream>, tonic::Status> {
+        let deadline = deadline_of(&request);
+        let mut inbound = request.into_inner();
+        let start = match inbound.message().await? {
+            Some(wire::HostEvent {
+                event: Some(host_event::Event::Start(s)),
+            }) => s,
+            _ => {
+                return Err(tonic::Status::invalid_argument(
+                    "the first event of a call must be `start`",
+                ));
+            }
+        };
+        let req = start.request.clone().unwrap_or_default();
+        let handler = self.handler(&req.name)?;
+        let (tx, rx) = tokio::sync::mpsc::channel(64);
+        let link = Arc::new(Link::new(tx.clone(), &start));
+        let flush = Arc::clone(&link);
+        let token = CancellationToken::new();
+        let call = tool_call(req, deadline, token.clone(), Some(Arc::clone(&link)));
+
+        // toolhost's side: answers to questions; an error means the call
+        // was reset (cancelled, or past its deadline).
+        let reader_token = token.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    m = inbound.message() => match m {
+                        Ok(Some(wire::HostEvent { event: Some(host_event::Event::Answer(a)) })) => link.answered(a),
+                        Ok(Some(_)) => {}
+                        Ok(None) => break,
+                        Err(_) => {
+                            reader_token.cancel();
+                            break;
+                        }
+                    },
+                    () = reader_token.cancelled() => break,
+                }
+            }
+        });
+        tokio::spawn(async move {
+            let outcome = tokio::select! {
+                r = run_handler(handler, call, token.clone()) => r,
+                // toolhost dropped the call: stop the handler.
+                () = tx.closed() => {
+                    token.cancel();
+                    return;
+                }
+            };
+            // The last progress update goes out before the result.
+            flush.flush_progress().await;
+            let event = outcome.map(|out| wire::PluginEvent {
+                event: Some(plugin_event::Event::Result(out.into_wire())),
+            });
+            let _ = tx.send(event).await;
+            token.cancel();
+        });
+        Ok(tonic::Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
     }
 }
 
@@ -287,10 +290,17 @@ pub(crate) async fn serve(plugin: Plugin) -> Result<(), ServeError> {
     if std::env::var(MAGIC_COOKIE_KEY).as_deref() != Ok(MAGIC_COOKIE_VALUE) {
         return Err(ServeError::NotUnderToolhost);
     }
+    // The highest version offered that this SDK speaks; toolhost offers
+    // exactly the one the manifest declares.
     let offered = std::env::var(PROTOCOL_VERSIONS_KEY).unwrap_or_default();
-    if !offered.split(',').any(|v| v.trim() == PROTOCOL_VERSION) {
+    let speaks = |v: &str| offered.split(',').any(|o| o.trim() == v);
+    let version = if speaks(PROTOCOL_VERSION_2) {
+        PROTOCOL_VERSION_2
+    } else if speaks(PROTOCOL_VERSION) {
+        PROTOCOL_VERSION
+    } else {
         return Err(ServeError::NoCommonProtocol { offered });
-    }
+    };
     let dir = socket_dir()?;
     let path = dir.0.join("plugin.sock");
     let listener = tokio::net::UnixListener::bind(&path)?;
@@ -299,18 +309,27 @@ pub(crate) async fn serve(plugin: Plugin) -> Result<(), ServeError> {
     reporter
         .set_service_status(HEALTH_SERVICE, tonic_health::ServingStatus::Serving)
         .await;
-    let service = PluginServer::new(Service {
+    let service = Service {
         tools: Arc::new(plugin.tools),
+    };
+    let streaming = StreamServer::new(Service {
+        tools: Arc::clone(&service.tools),
     });
+    let service = PluginServer::new(service);
 
     {
         let mut out = std::io::stdout().lock();
-        writeln!(out, "{}", toolhost_proto::contract::handshake::line(&path))?;
+        writeln!(
+            out,
+            "{}",
+            toolhost_proto::contract::handshake::line_for(version, &path)
+        )?;
         out.flush()?;
     }
     tonic::transport::Server::builder()
         .add_service(health)
         .add_service(service)
+        .add_service(streaming)
         .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown_signal())
         .await?;
     drop(dir);

@@ -22,8 +22,12 @@ pub const MAGIC_COOKIE_KEY: &str = "KANDEV_PLUGIN";
 pub const MAGIC_COOKIE_VALUE: &str = "kandev-plugin-v1";
 /// The protocol versions toolhost offers, comma-separated.
 pub const PROTOCOL_VERSIONS_KEY: &str = "PLUGIN_PROTOCOL_VERSIONS";
-/// The one app protocol version there is.
+/// App protocol 1: unary `InvokeAgentTool`, what every plugin speaks.
 pub const PROTOCOL_VERSION: &str = "1";
+/// App protocol 2: the streaming `toolhost.plugin.v2.Plugin/Invoke` (rich
+/// results, progress, logs, questions). Offered only to plugins whose
+/// manifest declares it.
+pub const PROTOCOL_VERSION_2: &str = "2";
 /// The plugin's data directory.
 pub const DATA_DIR_KEY: &str = "KANDEV_PLUGIN_DATA_DIR";
 /// The directory the plugin must create its socket in (also its `TMPDIR`).

@@ -10,15 +10,38 @@
 
 #![allow(missing_docs)] // generated code carries the .proto comments, not rustdoc on every item
 
-/// `kandev.plugin.v1`: the service every plugin serves (docs/PROTOCOL.md §3 and §4).
-pub mod plugin {
-    tonic::include_proto!("kandev.plugin.v1");
+// Generated code names other packages by relative paths
+// (`super::super::super::kandev::plugin::v1`), so each package lives at its
+// own path; the short names below are what the rest of toolhost uses.
+#[doc(hidden)]
+pub mod kandev {
+    pub mod plugin {
+        pub mod v1 {
+            tonic::include_proto!("kandev.plugin.v1");
+        }
+    }
+}
+#[doc(hidden)]
+pub mod toolhost {
+    pub mod plugin {
+        pub mod v2 {
+            tonic::include_proto!("toolhost.plugin.v2");
+        }
+    }
+    pub mod admin {
+        pub mod v1 {
+            tonic::include_proto!("toolhost.admin.v1");
+        }
+    }
 }
 
+/// `kandev.plugin.v1`: the service every plugin serves (docs/PROTOCOL.md §3 and §4).
+pub use kandev::plugin::v1 as plugin;
 /// `toolhost.admin.v1`: the backend-facing admin API (docs/CONTRACT.md §6).
-pub mod admin {
-    tonic::include_proto!("toolhost.admin.v1");
-}
+pub use toolhost::admin::v1 as admin;
+/// `toolhost.plugin.v2`: the streaming call of plugin protocol v2
+/// (docs/PROTOCOL.md §7), served by plugins that declare `protocol = 2`.
+pub use toolhost::plugin::v2 as plugin_v2;
 
 pub mod contract;
 pub mod json;

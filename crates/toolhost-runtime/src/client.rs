@@ -1,4 +1,10 @@
 //! The per-plugin gRPC client: one call, one deadline, no retry.
+//!
+//! Protocol 1 is one unary `InvokeAgentTool` ([`PluginClient::invoke_in`]).
+//! Protocol 2 is one bidirectional stream per call
+//! ([`PluginClient::open_stream`]): the host's `start` and `answer`s go
+//! one way, the plugin's progress, logs, questions and result the other.
+//! Either way a call is one attempt: nothing here retries.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -6,6 +12,8 @@ use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 use toolhost_proto::plugin::plugin_client::PluginClient as Grpc;
 use toolhost_proto::plugin::{AgentToolRequest, AgentToolResponse};
+use toolhost_proto::plugin_v2::plugin_client::PluginClient as GrpcV2;
+use toolhost_proto::plugin_v2::{HostEvent, PluginEvent, host_event};
 
 /// A cheap, cloneable handle to one ready plugin process. It goes stale when
 /// that process stops: calls made through a stale handle fail at once as
@@ -15,6 +23,10 @@ pub struct PluginClient {
     plugin: Arc<str>,
     pid: u32,
     grpc: Grpc<Channel>,
+    /// The same channel, for protocol 2.
+    grpc_v2: GrpcV2<Channel>,
+    /// The plugin protocol version the process speaks (1 or 2).
+    protocol: u32,
     /// Cancelled when the process this handle talks to has stopped.
     gone: CancellationToken,
     /// Calls in flight on this process (shared by every clone).
@@ -90,10 +102,26 @@ impl PluginClient {
         Self {
             plugin,
             pid,
-            grpc: Grpc::new(channel),
+            grpc: Grpc::new(channel.clone()),
+            grpc_v2: GrpcV2::new(channel),
+            protocol: 1,
             gone,
             in_flight: Arc::default(),
         }
+    }
+
+    /// The handle of a process that speaks plugin protocol `version`.
+    #[must_use]
+    pub(crate) fn speaking(mut self, version: u32) -> Self {
+        self.protocol = version;
+        self
+    }
+
+    /// The plugin protocol version the process speaks: 2 means calls go
+    /// through [`PluginClient::open_stream`].
+    #[must_use]
+    pub fn protocol(&self) -> u32 {
+        self.protocol
     }
 
     /// Calls in flight on this process right now.
@@ -190,6 +218,56 @@ impl PluginClient {
         }
     }
 
+    /// Opens the one protocol-2 stream of a call and sends `start`. The
+    /// stream carries `grpc-timeout = deadline` (the call's hard limit: with
+    /// `reset_timeout_on_progress` the caller enforces a shorter, rolling
+    /// one). Each plugin event larger than `max_event_bytes` (encoded) is
+    /// refused as [`InvokeError::TooLarge`]. Dropping the [`CallStream`]
+    /// resets the stream, which is how the plugin learns of cancellation.
+    pub async fn open_stream(
+        &self,
+        slot: CallSlot,
+        start: toolhost_proto::plugin_v2::Start,
+        deadline: Duration,
+        max_event_bytes: usize,
+    ) -> Result<CallStream, InvokeError> {
+        if self.gone.is_cancelled() {
+            return Err(self.unavailable("the plugin process had already stopped"));
+        }
+        // Two slots: the start and one answer can wait without blocking
+        // the caller, and the plugin asks one question at a time.
+        let (to_plugin, rx) = tokio::sync::mpsc::channel(2);
+        let first = HostEvent {
+            event: Some(host_event::Event::Start(start)),
+        };
+        if to_plugin.try_send(first).is_err() {
+            return Err(self.unavailable("the call stream could not be started"));
+        }
+        let mut req = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx));
+        req.set_timeout(deadline);
+        let mut grpc = self
+            .grpc_v2
+            .clone()
+            .max_decoding_message_size(max_event_bytes);
+        let opened = tokio::select! {
+            biased;
+            () = self.gone.cancelled() => return Err(self.unavailable("the plugin process stopped")),
+            r = tokio::time::timeout(deadline, grpc.invoke(req)) => r,
+        };
+        match opened {
+            Err(_) => Err(InvokeError::Timeout(deadline)),
+            Ok(Err(status)) => Err(self.classify(&status, deadline, max_event_bytes)),
+            Ok(Ok(resp)) => Ok(CallStream {
+                client: self.clone(),
+                _slot: slot,
+                to_plugin,
+                from_plugin: resp.into_inner(),
+                deadline,
+                max_event_bytes,
+            }),
+        }
+    }
+
     fn unavailable(&self, detail: &str) -> InvokeError {
         InvokeError::Unavailable {
             plugin: self.plugin.to_string(),
@@ -219,5 +297,48 @@ impl PluginClient {
                 message: status.message().chars().take(512).collect(),
             },
         }
+    }
+}
+
+/// One protocol-2 call in progress: events from the plugin, answers to it.
+/// Holds the call's place among the plugin's calls in flight until dropped;
+/// dropping it resets the stream.
+#[derive(Debug)]
+pub struct CallStream {
+    client: PluginClient,
+    _slot: CallSlot,
+    to_plugin: tokio::sync::mpsc::Sender<HostEvent>,
+    from_plugin: tonic::Streaming<PluginEvent>,
+    deadline: Duration,
+    max_event_bytes: usize,
+}
+
+impl CallStream {
+    /// The plugin's next event. `Ok(None)` means the plugin closed the
+    /// stream (without a result, if none came yet: a broken plugin).
+    pub async fn next(&mut self) -> Result<Option<PluginEvent>, InvokeError> {
+        let gone = self.client.gone.clone();
+        tokio::select! {
+            biased;
+            () = gone.cancelled() => Err(self.client.unavailable("the plugin process stopped")),
+            r = self.from_plugin.message() => r.map_err(|status| {
+                self.client.classify(&status, self.deadline, self.max_event_bytes)
+            }),
+        }
+    }
+
+    /// Delivers the answer to a question. Fails when the plugin has
+    /// already closed its side.
+    pub async fn answer(
+        &self,
+        answer: toolhost_proto::plugin_v2::Answer,
+    ) -> Result<(), InvokeError> {
+        let event = HostEvent {
+            event: Some(host_event::Event::Answer(answer)),
+        };
+        self.to_plugin
+            .send(event)
+            .await
+            .map_err(|_| self.client.unavailable("the plugin closed the call stream"))
     }
 }

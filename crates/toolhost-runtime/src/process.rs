@@ -13,8 +13,8 @@ use tonic_health::pb::{
 };
 use toolhost_proto::contract::handshake::{self, HandshakeError};
 use toolhost_proto::contract::{
-    DATA_DIR_KEY, HEALTH_SERVICE, MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE, PROTOCOL_VERSION,
-    PROTOCOL_VERSIONS_KEY, SOCKET_DIR_KEY,
+    DATA_DIR_KEY, HEALTH_SERVICE, MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE, PROTOCOL_VERSIONS_KEY,
+    SOCKET_DIR_KEY,
 };
 
 /// Why a plugin did not become ready. Every message names what went wrong;
@@ -46,6 +46,18 @@ pub enum StartError {
     /// The handshake line was refused.
     #[error("bad handshake: {0}")]
     Handshake(#[from] HandshakeError),
+    /// The handshake named a protocol version other than the one offered
+    /// (the manifest's `runtime.protocol`).
+    #[error(
+        "its handshake answers plugin protocol {answered}, but its manifest declares protocol {offered} \
+         (`protocol` under [runtime]) and only that was offered"
+    )]
+    ProtocolMismatch {
+        /// What toolhost offered.
+        offered: u32,
+        /// What the plugin answered.
+        answered: u32,
+    },
     /// The socket could not be connected to.
     #[error("cannot connect to its socket {socket}: {detail}")]
     Connect {
@@ -149,7 +161,7 @@ fn command(spec: &PluginSpec, sockets: &SocketDir) -> Command {
     cmd.args(&spec.args)
         .envs(&spec.env)
         .env(MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE)
-        .env(PROTOCOL_VERSIONS_KEY, PROTOCOL_VERSION)
+        .env(PROTOCOL_VERSIONS_KEY, spec.protocol.to_string())
         .env(DATA_DIR_KEY, &spec.data_dir)
         .env(SOCKET_DIR_KEY, sockets.path())
         .env("TMPDIR", sockets.path())
@@ -285,6 +297,12 @@ async fn handshake_and_connect(
         Ok(Ok(_)) => {}
     }
     let hs = handshake::parse(&line)?;
+    if hs.protocol != spec.protocol {
+        return Err(StartError::ProtocolMismatch {
+            offered: spec.protocol,
+            answered: hs.protocol,
+        });
+    }
     if !sockets.contains(&hs.socket) {
         return Err(StartError::ForeignSocket {
             socket: crate::logs::printable(&hs.socket.display().to_string(), 256),

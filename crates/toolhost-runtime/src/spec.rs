@@ -27,4 +27,7 @@ pub struct PluginSpec {
     pub startup_timeout: Duration,
     /// The plugin's own data directory, created before start.
     pub data_dir: PathBuf,
+    /// The plugin protocol version to offer and then speak (1 or 2): the
+    /// manifest's `runtime.protocol`.
+    pub protocol: u32,
 }

@@ -356,7 +356,8 @@ impl Supervisor {
             running.pid,
             running.channel.clone(),
             gone.clone(),
-        );
+        )
+        .speaking(self.spec.protocol);
         self.publish(Phase::Ready, Some(running.pid), Some(client), None);
         tracing::info!(plugin = %self.spec.id, pid = running.pid, "plugin ready");
 

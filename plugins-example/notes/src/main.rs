@@ -5,6 +5,11 @@
 //! fsync the directory): a crash mid-write leaves the previous version, so
 //! nothing that was acknowledged is lost. A mutex serializes writers; the
 //! file is small and the plugin is the only writer.
+//!
+//! It speaks plugin protocol 2 (`protocol = 2` in its manifest), so it can
+//! answer more than text: `export_notes` returns a Markdown resource,
+//! `tidy_tags` reports progress, and `delete_notes` asks the user before it
+//! deletes anything.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -13,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use tokio::sync::Mutex;
-use toolhost_plugin_sdk::{Plugin, ToolCall, ToolError, ToolOutput};
+use toolhost_plugin_sdk::{Content, LogLevel, Plugin, Question, ToolCall, ToolError, ToolOutput};
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Store {
@@ -196,13 +201,131 @@ async fn configure(notes: Arc<Notes>, call: ToolCall) -> Result<ToolOutput, Tool
     Ok(ToolOutput::text(format!("Stored {n} setting(s).")))
 }
 
+async fn export_notes(notes: Arc<Notes>, call: ToolCall) -> Result<ToolOutput, ToolError> {
+    let task = task_of(&call)?;
+    let tag = call.arguments.get("tag").and_then(Value::as_str);
+    let store = notes.load()?;
+    let mut md = format!("# Notes of task {task}\n\n");
+    let mut n = 0;
+    for note in store
+        .tasks
+        .get(&task)
+        .map(|t| t.notes.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .filter(|n| tag.is_none_or(|t| n.tags.iter().any(|x| x == t)))
+    {
+        n += 1;
+        let tags = if note.tags.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", note.tags.join(", "))
+        };
+        md.push_str(&format!("- **#{}**{tags}: {}\n", note.id, note.text));
+    }
+    // The task id goes into a URI: keep it to characters a URI path takes.
+    let slug: String = task
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    Ok(
+        ToolOutput::text(format!("Exported {n} note(s) as Markdown.")).with(
+            Content::resource_text(format!("notes://{slug}/export.md"), "text/markdown", md),
+        ),
+    )
+}
+
+async fn delete_notes(notes: Arc<Notes>, call: ToolCall) -> Result<ToolOutput, ToolError> {
+    let task = task_of(&call)?;
+    let query = call
+        .arguments
+        .get("query")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_lowercase();
+    let matching = |n: &Note| n.text.to_lowercase().contains(&query);
+    let count = notes
+        .load()?
+        .tasks
+        .get(&task)
+        .map_or(0, |t| t.notes.iter().filter(|n| matching(n)).count());
+    if count == 0 {
+        return Ok(ToolOutput::text("No notes match; nothing was deleted."));
+    }
+    if !call.can_ask() {
+        return Err(ToolError::new(
+            "deleting notes needs the user's confirmation, and this client cannot ask the user; nothing was deleted",
+        ));
+    }
+    let answer = call
+        .ask(
+            Question::new(format!("Delete {count} note(s) of this task for good?"))
+                .boolean("confirm", "Yes, delete them")
+                .required("confirm"),
+        )
+        .await?;
+    if !answer.flag("confirm") {
+        call.log(LogLevel::Info, "the user kept the notes");
+        return Ok(ToolOutput::text(
+            "The user did not confirm; nothing was deleted.",
+        ));
+    }
+    let _guard = notes.lock.lock().await;
+    let mut store = notes.load()?;
+    let entry = store.tasks.entry(task).or_default();
+    let before = entry.notes.len();
+    entry.notes.retain(|n| !matching(n));
+    let deleted = before - entry.notes.len();
+    notes.save(&store)?;
+    Ok(ToolOutput::text(format!("Deleted {deleted} note(s).")))
+}
+
+async fn tidy_tags(notes: Arc<Notes>, call: ToolCall) -> Result<ToolOutput, ToolError> {
+    let task = task_of(&call)?;
+    let _guard = notes.lock.lock().await;
+    let mut store = notes.load()?;
+    let entry = store.tasks.entry(task).or_default();
+    let total = entry.notes.len();
+    let mut changed = 0;
+    for (i, note) in entry.notes.iter_mut().enumerate() {
+        if call.is_cancelled() {
+            return Err(ToolError::new("cancelled; nothing was changed"));
+        }
+        let mut tags: Vec<String> = note.tags.iter().map(|t| t.trim().to_lowercase()).collect();
+        tags.sort();
+        tags.dedup();
+        tags.retain(|t| !t.is_empty());
+        if tags != note.tags {
+            note.tags = tags;
+            changed += 1;
+        }
+        #[allow(clippy::cast_precision_loss)] // counts of notes are small
+        call.progress(
+            (i + 1) as f64,
+            Some(total as f64),
+            format!("note {} of {total}", i + 1),
+        );
+    }
+    notes.save(&store)?;
+    Ok(ToolOutput::text(format!(
+        "Tidied the tags of {changed} of {total} note(s)."
+    )))
+}
+
 fn main() -> ExitCode {
     let dir = ToolCall::data_dir().unwrap_or_else(|| PathBuf::from("."));
     let notes = Arc::new(Notes {
         file: dir.join("notes.json"),
         lock: Mutex::new(()),
     });
-    let (a, s, c) = (Arc::clone(&notes), Arc::clone(&notes), notes);
+    let (a, s, c) = (Arc::clone(&notes), Arc::clone(&notes), Arc::clone(&notes));
+    let (e, d, t) = (Arc::clone(&notes), Arc::clone(&notes), notes);
     Plugin::new()
         .tool("add_note", move |call| add_note(Arc::clone(&a), call))
         .tool("search_notes", move |call| {
@@ -210,5 +333,12 @@ fn main() -> ExitCode {
         })
         .tool("configure", move |call| configure(Arc::clone(&c), call))
         .tool("ping", |_call| async { Ok(ToolOutput::text("pong")) })
+        .tool("export_notes", move |call| {
+            export_notes(Arc::clone(&e), call)
+        })
+        .tool("delete_notes", move |call| {
+            delete_notes(Arc::clone(&d), call)
+        })
+        .tool("tidy_tags", move |call| tidy_tags(Arc::clone(&t), call))
         .run()
 }

@@ -3,7 +3,8 @@
 //! Start-up behaviour comes from `--mode` (or `TESTPLUG_MODE`):
 //! `normal`; `once` (normal on the first start, hangs before the handshake on
 //! every later one); `exit-early` (exits before the handshake); `silent` (never
-//! prints one); `malformed`, `version`, `tcp` (prints a bad handshake line);
+//! prints one); `malformed`, `version`, `answers-2`, `tcp` (prints a bad handshake
+//! line);
 //! `never-healthy` (serves the tool service but no health service);
 //! `slow-start` (normal, after 1.5 s before the handshake).
 //!
@@ -15,6 +16,13 @@
 //! `flood` prints `lines` lines on stdout and stderr (some very long);
 //! `env` answers its environment and its open descriptors.
 //!
+//! Protocol-2 tools (served when the manifest says `protocol = 2`):
+//! `media` answers one block of every kind; `steps` reports `steps`
+//! progress updates `pause_ms` apart and logs one message per level;
+//! `confirm` asks the user a question and says what came back; `bad_block`
+//! answers an image with a text MIME type; `rolling` sleeps `ms`
+//! milliseconds reporting progress every 100 ms.
+//!
 //! Every invocation and every cancellation is appended to `events.log` in
 //! the data directory, one line each, so tests can count what the plugin
 //! really saw.
@@ -24,7 +32,10 @@ use std::io::Write as _;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use toolhost_plugin_sdk::{Plugin, ToolCall, ToolError, ToolOutput};
+use toolhost_plugin_sdk::{
+    Answer, AskError, Audience, Content, LogLevel, Plugin, Question, ToolCall, ToolError,
+    ToolOutput,
+};
 
 static CALLS: AtomicU64 = AtomicU64::new(0);
 
@@ -181,7 +192,7 @@ fn main() -> ExitCode {
             ExitCode::from(3)
         }
         "silent" => hang(),
-        "malformed" | "version" | "tcp" | "foreign" => {
+        "malformed" | "version" | "answers-2" | "tcp" | "foreign" => {
             let foreign = format!(
                 "1|1|unix|{}|grpc",
                 std::env::var("TESTPLUG_SOCKET").unwrap_or_default()
@@ -189,6 +200,7 @@ fn main() -> ExitCode {
             let line = match mode.as_str() {
                 "malformed" => "hello from a confused plugin",
                 "version" => "1|7|unix|/tmp/x.sock|grpc",
+                "answers-2" => "1|2|unix|/tmp/x.sock|grpc",
                 "foreign" => foreign.as_str(),
                 _ => "1|1|tcp|127.0.0.1:4000|grpc",
             };
@@ -241,6 +253,129 @@ async fn env(call: ToolCall) -> Result<ToolOutput, ToolError> {
     Ok(ToolOutput::structured(out))
 }
 
+async fn media(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    let bytes: Vec<u8> = (0..=255).collect();
+    let mut structured = Map::new();
+    structured.insert("blocks".into(), json!(7));
+    Ok(ToolOutput::blocks([
+        Content::text("every kind")
+            .for_audience(&[Audience::Assistant])
+            .with_priority(0.25),
+        Content::image(bytes.clone(), "image/png"),
+        Content::audio(bytes.clone(), "audio/wav"),
+        Content::link("https://example.com/report.pdf", "report")
+            .with_mime_type("application/pdf")
+            .with_description("the full report")
+            .with_title("Report")
+            .with_size(1234),
+        Content::resource_text(
+            "notes://export/all.md",
+            "text/markdown",
+            "# Notes\n\n- one\n",
+        ),
+        Content::resource_blob("blob://data.bin", "application/octet-stream", bytes),
+        Content::text("end").for_audience(&[Audience::User]),
+    ])
+    .with_structured(structured))
+}
+
+async fn steps(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    let n = call
+        .arguments
+        .get("steps")
+        .and_then(Value::as_u64)
+        .unwrap_or(5);
+    let pause = call
+        .arguments
+        .get("pause_ms")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    let note = call
+        .arguments
+        .get("note")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    for level in [
+        LogLevel::Debug,
+        LogLevel::Info,
+        LogLevel::Warning,
+        LogLevel::Error,
+    ] {
+        call.log_with(
+            level,
+            format!("{level:?} message {note}"),
+            Some(json!({"level": format!("{level:?}")})),
+        );
+    }
+    for i in 1..=n {
+        #[allow(clippy::cast_precision_loss)]
+        call.progress(i as f64, Some(n as f64), format!("step {i} of {n}"));
+        if pause > 0 {
+            tokio::select! {
+                () = call.cancelled() => return Err(ToolError::new("cancelled")),
+                () = tokio::time::sleep(Duration::from_millis(pause)) => {}
+            }
+        }
+    }
+    Ok(ToolOutput::text(format!("{n} steps done")))
+}
+
+async fn confirm(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    let q = Question::new("Delete the notes?")
+        .boolean("confirm", "Delete them for good")
+        .string("reason", "Why")
+        .required("confirm");
+    event(&format!("asking {}", call.invocation_id));
+    let answer = call.ask(q).await;
+    let said = match &answer {
+        Ok(Answer::Accept(v)) => format!("accepted {}", Value::Object(v.clone())),
+        Ok(Answer::Decline) => "declined".to_owned(),
+        Ok(Answer::Cancel) => "cancelled by the user".to_owned(),
+        Err(AskError::CannotAsk) => "cannot ask".to_owned(),
+        Err(AskError::Ended) => "ended".to_owned(),
+    };
+    event(&format!("answered {} {said}", call.invocation_id));
+    if call.is_cancelled() {
+        event(&format!("cancelled {} {}", call.name, call.invocation_id));
+    }
+    answer?;
+    Ok(ToolOutput::text(said))
+}
+
+async fn bad_block(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    Ok(ToolOutput::blocks([Content::image(
+        b"SECRET-BLOCK-BYTES".to_vec(),
+        "text/plain",
+    )]))
+}
+
+async fn rolling(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    let ms = call
+        .arguments
+        .get("ms")
+        .and_then(Value::as_u64)
+        .unwrap_or(1000);
+    let started = tokio::time::Instant::now();
+    let mut i = 0.0;
+    while started.elapsed() < Duration::from_millis(ms) {
+        i += 1.0;
+        call.progress(i, None, "");
+        tokio::select! {
+            () = call.cancelled() => {
+                event(&format!("cancelled {} {}", call.name, call.invocation_id));
+                return Err(ToolError::new("cancelled"));
+            }
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+    }
+    Ok(ToolOutput::text(format!("rolled {ms} ms")))
+}
+
 fn tools() -> Plugin {
     Plugin::new()
         .tool("env", env)
@@ -254,4 +389,10 @@ fn tools() -> Plugin {
         .tool("count", count)
         .tool("big", big)
         .tool("bad_output", bad_output)
+        .tool("media", media)
+        .tool("steps", steps)
+        .tool("confirm", confirm)
+        .tool("bad_block", bad_block)
+        .tool("rolling", rolling)
+        .tool("still", rolling)
 }

@@ -1,6 +1,7 @@
 //! The handshake line, go-plugin style: `CORE|APP|NETWORK|ADDRESS|PROTOCOL`.
 //!
-//! toolhost speaks core protocol 1 and app protocol 1, accepts only Unix
+//! toolhost speaks core protocol 1 and app protocol 1 or 2 (the one it
+//! offered, which the runtime checks), accepts only Unix
 //! sockets (a plugin listening on TCP would be reachable by anything on the
 //! machine) and only gRPC.
 
@@ -11,6 +12,8 @@ use std::path::PathBuf;
 pub struct Handshake {
     /// The plugin's Unix socket.
     pub socket: PathBuf,
+    /// The app protocol version the plugin speaks: 1 or 2.
+    pub protocol: u32,
 }
 
 /// Why a handshake line was refused. Each says what was expected.
@@ -28,7 +31,7 @@ pub enum HandshakeError {
     #[error("core protocol version {0:?} is not supported (toolhost speaks 1)")]
     CoreVersion(String),
     /// App protocol other than the one offered.
-    #[error("plugin protocol version {0:?} was not offered (toolhost offered 1)")]
+    #[error("plugin protocol version {0:?} is not one toolhost speaks (1 or 2)")]
     AppVersion(String),
     /// A TCP address.
     #[error("the plugin listens on TCP ({0}); only Unix sockets are allowed")]
@@ -44,14 +47,17 @@ pub enum HandshakeError {
     Protocol(String),
 }
 
-/// The line a plugin serving on `socket` prints.
+/// The line a plugin speaking protocol 1 and serving on `socket` prints.
 #[must_use]
 pub fn line(socket: &std::path::Path) -> String {
-    format!(
-        "1|{}|unix|{}|grpc",
-        super::PROTOCOL_VERSION,
-        socket.display()
-    )
+    line_for(super::PROTOCOL_VERSION, socket)
+}
+
+/// The line a plugin speaking app protocol `version` and serving on
+/// `socket` prints.
+#[must_use]
+pub fn line_for(version: &str, socket: &std::path::Path) -> String {
+    format!("1|{version}|unix|{}|grpc", socket.display())
 }
 
 /// Parses one handshake line (without its newline; surrounding whitespace is
@@ -80,9 +86,11 @@ pub fn parse(line: &str) -> Result<Handshake, HandshakeError> {
     if *core != "1" {
         return Err(HandshakeError::CoreVersion(short(core)));
     }
-    if *app != "1" {
-        return Err(HandshakeError::AppVersion(short(app)));
-    }
+    let version = match *app {
+        "1" => 1,
+        "2" => 2,
+        other => return Err(HandshakeError::AppVersion(short(other))),
+    };
     match *network {
         "unix" => {}
         "tcp" | "tcp4" | "tcp6" => return Err(HandshakeError::Tcp(short(address))),
@@ -96,6 +104,7 @@ pub fn parse(line: &str) -> Result<Handshake, HandshakeError> {
     }
     Ok(Handshake {
         socket: PathBuf::from(address),
+        protocol: version,
     })
 }
 
@@ -109,8 +118,13 @@ mod tests {
         assert_eq!(
             parse("1|1|unix|/tmp/p/plugin.sock|grpc\n"),
             Ok(Handshake {
-                socket: PathBuf::from("/tmp/p/plugin.sock")
+                socket: PathBuf::from("/tmp/p/plugin.sock"),
+                protocol: 1,
             })
+        );
+        assert_eq!(
+            parse("1|2|unix|/tmp/p/plugin.sock|grpc").map(|h| h.protocol),
+            Ok(2)
         );
     }
 

@@ -1,0 +1,398 @@
+//! One `tools/call` as MCP sees it: the pipeline's call plus everything a
+//! protocol-2 plugin sends while it runs.
+//!
+//! The pipeline hands progress, log messages and questions to a [`Relay`]
+//! (its [`Caller`]); the request that owns the call drives it
+//! ([`drive`]), turning them into MCP messages on that request's own
+//! stream:
+//!
+//! - progress becomes `notifications/progress` with the client's token,
+//!   at most one per [`PROGRESS_INTERVAL`]; the latest update waiting when
+//!   the result arrives is sent before it;
+//! - log messages become `notifications/message`, to this caller only;
+//! - a question becomes `elicitation/create` for 2025-era clients, and an
+//!   input-required result for 2026-07-28 clients. Those clients answer by
+//!   calling the tool again with the answer and the `requestState`; until
+//!   then the call waits, still one attempt, in [`Parked`], bounded by its
+//!   own deadline.
+
+// rmcp marks logging deprecated (SEP-2577); both protocol eras toolhost
+// serves still have `logging/setLevel` and `notifications/message`.
+#![allow(deprecated)]
+
+use rmcp::model::{
+    ElicitRequestParams, ElicitResult, ElicitationAction, LoggingLevel,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
+};
+use rmcp::{Peer, RoleServer};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+use toolhost_pipeline::{
+    Answer, AnswerAction, AskFuture, CallResult, Caller, LogLevel, LogMessage, Progress, Question,
+    Unanswered, UnknownTool,
+};
+
+/// At most one progress notification per call per this interval.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(50);
+/// Log messages waiting to be sent, per call; more are dropped.
+const LOG_QUEUE: usize = 64;
+/// Calls waiting for an answer, per owner and in all.
+const MAX_PARKED_PER_OWNER: usize = 64;
+const MAX_PARKED: usize = 4096;
+/// The input-request key of a question in an input-required result.
+pub(crate) const QUESTION_KEY: &str = "question";
+
+/// The answer channel of one question.
+type Reply = oneshot::Sender<Result<Answer, Unanswered>>;
+
+/// The pipeline's side of a call's events.
+pub(crate) struct Relay {
+    wants_progress: bool,
+    log_level: Option<LogLevel>,
+    can_ask: bool,
+    progress: watch::Sender<Option<Progress>>,
+    logs: mpsc::Sender<LogMessage>,
+    questions: mpsc::Sender<(Question, Reply)>,
+}
+
+/// The driving request's side of a call's events.
+pub(crate) struct Events {
+    progress: watch::Receiver<Option<Progress>>,
+    /// The progress value of the last notification sent.
+    sent: Option<f64>,
+    logs: mpsc::Receiver<LogMessage>,
+    questions: mpsc::Receiver<(Question, Reply)>,
+}
+
+/// What the caller can take, read from the request that started the call.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Wants {
+    pub(crate) progress: bool,
+    pub(crate) log_level: Option<LogLevel>,
+    pub(crate) can_ask: bool,
+}
+
+impl Relay {
+    pub(crate) fn new(wants: Wants) -> (Self, Events) {
+        let (progress, progress_rx) = watch::channel(None);
+        let (logs, logs_rx) = mpsc::channel(LOG_QUEUE);
+        let (questions, questions_rx) = mpsc::channel(1);
+        (
+            Self {
+                wants_progress: wants.progress,
+                log_level: wants.log_level,
+                can_ask: wants.can_ask,
+                progress,
+                logs,
+                questions,
+            },
+            Events {
+                progress: progress_rx,
+                sent: None,
+                logs: logs_rx,
+                questions: questions_rx,
+            },
+        )
+    }
+}
+
+impl Caller for Relay {
+    fn wants_progress(&self) -> bool {
+        self.wants_progress
+    }
+    fn log_level(&self) -> Option<LogLevel> {
+        self.log_level
+    }
+    fn can_ask(&self) -> bool {
+        self.can_ask
+    }
+    fn progress(&self, update: Progress) {
+        // Latest wins: the driver coalesces.
+        self.progress.send_replace(Some(update));
+    }
+    fn log(&self, message: LogMessage) {
+        // A full queue drops: a slow client never holds up the plugin.
+        let _ = self.logs.try_send(message);
+    }
+    fn ask(&self, question: Question) -> AskFuture<'_> {
+        Box::pin(async move {
+            let (reply, answer) = oneshot::channel();
+            self.questions
+                .send((question, reply))
+                .await
+                .map_err(|_| Unanswered::Failed("the caller went away".into()))?;
+            answer
+                .await
+                .map_err(|_| Unanswered::Failed("the question was abandoned".into()))?
+        })
+    }
+}
+
+/// A call in progress, owned by whichever request drives it now.
+pub(crate) struct Running {
+    pub(crate) call: Pin<Box<dyn Future<Output = Result<CallResult, UnknownTool>> + Send>>,
+    pub(crate) events: Events,
+    /// Cancels the pipeline's call.
+    pub(crate) cancel: CancellationToken,
+    /// A bound past which the call has surely ended by itself (its
+    /// deadline is shorter): how long a parked entry is kept.
+    pub(crate) expires: Instant,
+    /// The call's own task, once detached.
+    pub(crate) task: Option<tokio::task::AbortHandle>,
+}
+
+impl Running {
+    /// Moves the call onto its own task, so it keeps running (and its
+    /// deadline keeps counting) with no request driving it.
+    pub(crate) fn detach(&mut self) {
+        let call = std::mem::replace(&mut self.call, Box::pin(std::future::pending()));
+        let task = tokio::spawn(call);
+        self.task = Some(task.abort_handle());
+        self.call = Box::pin(async move {
+            match task.await {
+                Ok(r) => r,
+                Err(_) => Ok(CallResult::failure(
+                    toolhost_pipeline::ErrorCode::Internal,
+                    "the call's task failed",
+                    None,
+                )),
+            }
+        });
+    }
+}
+
+/// Where one driving request sends the call's notifications.
+pub(crate) struct Outlet<'a> {
+    pub(crate) peer: &'a Peer<RoleServer>,
+    pub(crate) progress_token: Option<ProgressToken>,
+}
+
+/// How driving ended.
+pub(crate) enum Driven {
+    /// The call finished.
+    Done(Result<CallResult, UnknownTool>),
+    /// The plugin asked a question; the call waits for `reply`.
+    Asking(Question, Reply),
+}
+
+/// Drives the call until it ends or asks a question, sending its progress
+/// and log messages through `out`. `stop` (the request's cancellation or
+/// the client going away) cancels the call, which then ends as cancelled.
+pub(crate) async fn drive(
+    running: &mut Running,
+    out: &Outlet<'_>,
+    stop: &CancellationToken,
+) -> Driven {
+    let mut last_sent: Option<Instant> = None;
+    let mut pending_progress = false;
+    loop {
+        let next_progress = last_sent.map_or_else(Instant::now, |t| t + PROGRESS_INTERVAL);
+        tokio::select! {
+            biased;
+            r = &mut running.call => {
+                // The last update before the result is always delivered,
+                // then whatever log messages are still queued.
+                // (The relay is gone with the call, so "changed" cannot be
+                // asked: compare with what was sent.)
+                flush_progress(&mut running.events, out).await;
+                while let Ok(m) = running.events.logs.try_recv() {
+                    send_log(m, out).await;
+                }
+                return Driven::Done(r);
+            }
+            () = stop.cancelled(), if !running.cancel.is_cancelled() => running.cancel.cancel(),
+            Some((q, reply)) = running.events.questions.recv() => {
+                flush_progress(&mut running.events, out).await;
+                return Driven::Asking(q, reply);
+            }
+            Some(m) = running.events.logs.recv() => send_log(m, out).await,
+            Ok(()) = running.events.progress.changed(), if !pending_progress => {
+                if Instant::now() >= next_progress {
+                    send_progress(&mut running.events, out).await;
+                    last_sent = Some(Instant::now());
+                } else {
+                    pending_progress = true;
+                }
+            }
+            () = tokio::time::sleep_until(next_progress.into()), if pending_progress => {
+                send_progress(&mut running.events, out).await;
+                last_sent = Some(Instant::now());
+                pending_progress = false;
+            }
+        }
+    }
+}
+
+/// Sends the latest update if it has not been sent yet.
+async fn flush_progress(events: &mut Events, out: &Outlet<'_>) {
+    let unsent = events
+        .progress
+        .borrow()
+        .as_ref()
+        .is_some_and(|p| Some(p.progress) != events.sent);
+    if unsent {
+        send_progress(events, out).await;
+    }
+}
+
+async fn send_progress(events: &mut Events, out: &Outlet<'_>) {
+    let latest = events.progress.borrow_and_update().clone();
+    let (Some(p), Some(token)) = (latest, out.progress_token.clone()) else {
+        return;
+    };
+    events.sent = Some(p.progress);
+    let mut param = ProgressNotificationParam::new(token, p.progress);
+    param.total = p.total;
+    param.message = p.message;
+    let _ = out.peer.notify_progress(param).await;
+}
+
+async fn send_log(m: LogMessage, out: &Outlet<'_>) {
+    let data = match m.data {
+        Some(d) => serde_json::json!({ "message": m.message, "data": d }),
+        None => Value::String(m.message),
+    };
+    let mut param = LoggingMessageNotificationParam::new(mcp_level(m.level), data);
+    param.logger = m.logger;
+    let _ = out.peer.notify_logging_message(param).await;
+}
+
+pub(crate) fn mcp_level(l: LogLevel) -> LoggingLevel {
+    match l {
+        LogLevel::Debug => LoggingLevel::Debug,
+        // Never passed on (it means "no messages"); Info if it were.
+        LogLevel::Info | LogLevel::Unspecified => LoggingLevel::Info,
+        LogLevel::Notice => LoggingLevel::Notice,
+        LogLevel::Warning => LoggingLevel::Warning,
+        LogLevel::Error => LoggingLevel::Error,
+        LogLevel::Critical => LoggingLevel::Critical,
+        LogLevel::Alert => LoggingLevel::Alert,
+        LogLevel::Emergency => LoggingLevel::Emergency,
+    }
+}
+
+pub(crate) fn pipeline_level(l: LoggingLevel) -> LogLevel {
+    match l {
+        LoggingLevel::Debug => LogLevel::Debug,
+        LoggingLevel::Info => LogLevel::Info,
+        LoggingLevel::Notice => LogLevel::Notice,
+        LoggingLevel::Warning => LogLevel::Warning,
+        LoggingLevel::Error => LogLevel::Error,
+        LoggingLevel::Critical => LogLevel::Critical,
+        LoggingLevel::Alert => LogLevel::Alert,
+        LoggingLevel::Emergency => LogLevel::Emergency,
+    }
+}
+
+/// The `elicitation/create` params of a question, or `None` when its
+/// schema is not one MCP's types accept (the pipeline's rules are
+/// stricter, so this is a bug guard, not a path).
+pub(crate) fn elicit_params(q: &Question) -> Option<ElicitRequestParams> {
+    serde_json::from_value(serde_json::json!({
+        "mode": "form",
+        "message": q.message,
+        "requestedSchema": q.requested_schema,
+    }))
+    .ok()
+}
+
+/// A client's elicitation result as the pipeline's answer.
+pub(crate) fn answer_of(r: ElicitResult) -> Answer {
+    Answer {
+        action: match r.action {
+            ElicitationAction::Accept => AnswerAction::Accept,
+            ElicitationAction::Decline => AnswerAction::Decline,
+            // Cancel, and any action a later MCP adds: the user did not
+            // answer.
+            _ => AnswerAction::Cancel,
+        },
+        content: r.content,
+    }
+}
+
+/// A call waiting for a 2026-07-28 client to answer its question.
+pub(crate) struct Waiting {
+    pub(crate) owner: crate::tokens::Owner,
+    pub(crate) tool: String,
+    pub(crate) running: Running,
+    pub(crate) reply: Reply,
+}
+
+/// Calls waiting for an answer, by the opaque `requestState` handed to
+/// the client. The handle is 128 random bits and names state kept here;
+/// the client's copy carries nothing else, so it cannot be forged into
+/// anything but an unknown handle.
+#[derive(Default)]
+pub(crate) struct Parked {
+    calls: Mutex<HashMap<String, Waiting>>,
+}
+
+/// Why a call could not be parked.
+#[derive(Debug, thiserror::Error)]
+#[error("too many calls are waiting for answers to questions; answer those first")]
+pub(crate) struct TooManyWaiting;
+
+impl Parked {
+    /// Parks a call; returns its handle.
+    pub(crate) fn park(&self, w: Waiting) -> Result<String, Box<(TooManyWaiting, Waiting)>> {
+        let mut calls = self
+            .calls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = Instant::now();
+        // Calls past their deadline have ended by themselves; forget them.
+        calls.retain(|_, c| c.running.expires > now);
+        let mine = calls.values().filter(|c| c.owner == w.owner).count();
+        if calls.len() >= MAX_PARKED || mine >= MAX_PARKED_PER_OWNER {
+            return Err(Box::new((TooManyWaiting, w)));
+        }
+        let handle = format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
+        calls.insert(handle.clone(), w);
+        Ok(handle)
+    }
+
+    /// Takes the call parked under `handle`, if `owner` parked it for
+    /// `tool`. Anything else looks like an unknown handle.
+    pub(crate) fn take(
+        &self,
+        handle: &str,
+        owner: &crate::tokens::Owner,
+        tool: &str,
+    ) -> Option<Waiting> {
+        let mut calls = self
+            .calls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match calls.get(handle) {
+            Some(w) if w.owner == *owner && w.tool == tool => calls.remove(handle),
+            _ => None,
+        }
+    }
+
+    /// Puts a taken call back under the same handle (its answer was
+    /// malformed, and the client may send it again).
+    pub(crate) fn put_back(&self, handle: String, w: Waiting) {
+        let mut calls = self
+            .calls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        calls.insert(handle, w);
+    }
+
+    /// Calls still waiting for an answer now (for metrics). An entry whose
+    /// call has ended by itself is kept until it expires, so a late answer
+    /// learns how the call ended, but it waits for nothing.
+    pub(crate) fn len(&self) -> usize {
+        self.calls.lock().map_or(0, |c| {
+            c.values()
+                .filter(|w| w.running.task.as_ref().is_none_or(|t| !t.is_finished()))
+                .count()
+        })
+    }
+}

@@ -1,0 +1,614 @@
+//! Plugin protocol 2 end to end: the real daemon, `testplug` speaking
+//! protocol 2, and rmcp's client in both protocol eras (2025-11-25
+//! sessions, and 2026-07-28 requests without a session).
+//!
+//! Each test reads what the plugin really saw from its `events.log`, and
+//! what the agent really got from the client's own handlers.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
+#![allow(deprecated)] // rmcp marks logging deprecated; both eras toolhost serves have it
+
+use base64::Engine as _;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ContentBlock,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
+    FormElicitationCapability, Implementation, LoggingLevel, LoggingMessageNotificationParam,
+    NumberOrString, ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestMetaObject,
+    ResourceContents, SetLevelRequestParams,
+};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt as _, NotificationContext, RequestContext,
+};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ErrorData as McpError, RoleClient, ServiceExt as _};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use toolhost_e2e::{
+    Daemon, Scratch, TOKEN, TestConfig, events, eventually, outcome_code, richplug_dir,
+    testplug_dir,
+};
+
+const WAIT: Duration = Duration::from_secs(20);
+const SECRET: &str = "S3CRET-rich-e2e";
+
+/// What the test user answers to a question.
+#[derive(Clone, Debug)]
+enum Reply {
+    Accept(Value),
+    Decline,
+    Cancel,
+    /// Never answers (until the call is dropped).
+    Hold,
+}
+
+/// A client that records progress and log messages and answers questions
+/// as told.
+#[derive(Clone)]
+struct Asker {
+    can_elicit: bool,
+    reply: Arc<Mutex<Reply>>,
+    asked: Arc<AtomicUsize>,
+    questions: Arc<Mutex<Vec<Value>>>,
+    progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    logs: Arc<Mutex<Vec<LoggingMessageNotificationParam>>>,
+}
+
+impl Asker {
+    fn new(can_elicit: bool) -> Self {
+        Self {
+            can_elicit,
+            reply: Arc::new(Mutex::new(Reply::Decline)),
+            asked: Arc::default(),
+            questions: Arc::default(),
+            progress: Arc::default(),
+            logs: Arc::default(),
+        }
+    }
+
+    fn answer(&self, r: Reply) {
+        *self.reply.lock().unwrap() = r;
+    }
+}
+
+impl rmcp::ClientHandler for Asker {
+    fn get_info(&self) -> ClientConfig {
+        let mut caps = ClientCapabilities::default();
+        if self.can_elicit {
+            let mut e = ElicitationCapability::new();
+            e.form = Some(FormElicitationCapability::default());
+            caps.elicitation = Some(e);
+        }
+        ClientConfig::new(caps, Implementation::new("asker", "1.0.0"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _cx: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, McpError> {
+        self.questions
+            .lock()
+            .unwrap()
+            .push(serde_json::to_value(&request).unwrap());
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        let reply = self.reply.lock().unwrap().clone();
+        Ok(match reply {
+            Reply::Accept(v) => ElicitResult::new(ElicitationAction::Accept).with_content(v),
+            Reply::Decline => ElicitResult::new(ElicitationAction::Decline),
+            Reply::Cancel => ElicitResult::new(ElicitationAction::Cancel),
+            Reply::Hold => std::future::pending().await,
+        })
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _cx: NotificationContext<RoleClient>,
+    ) {
+        self.progress.lock().unwrap().push(params);
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _cx: NotificationContext<RoleClient>,
+    ) {
+        self.logs.lock().unwrap().push(params);
+    }
+}
+
+type Client = rmcp::service::RunningService<RoleClient, Asker>;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Era {
+    Sessions,
+    Modern,
+}
+
+const ERAS: [Era; 2] = [Era::Sessions, Era::Modern];
+
+async fn connect(url: &str, asker: Asker, era: Era) -> Client {
+    let t = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(TOKEN.to_owned()),
+    );
+    let c = match era {
+        Era::Sessions => asker.serve(t).await,
+        Era::Modern => {
+            asker
+                .serve_with_lifecycle(
+                    t,
+                    ClientLifecycleMode::Discover {
+                        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                    },
+                )
+                .await
+        }
+    };
+    c.unwrap_or_else(|e| panic!("cannot connect ({era:?}): {e}"))
+}
+
+/// A daemon serving `rp` (protocol 2) and `tp` (protocol 1).
+async fn daemon(root: &Path) -> Daemon {
+    let plugins = [richplug_dir(root, "rp"), testplug_dir(root, "tp", "normal")];
+    let config = TestConfig::new(root, &plugins)
+        .ids("task-rich", "session-rich")
+        .build();
+    let d = Daemon::start_logging(root, &config, &[], "trace");
+    for p in ["rp", "tp"] {
+        d.wait_metric(
+            &format!("toolhost_plugin_state{{plugin=\"{p}\",state=\"ready\"}}"),
+            1.0,
+        )
+        .await;
+    }
+    d
+}
+
+fn params(name: &str, args: Value) -> CallToolRequestParams {
+    CallToolRequestParams::new(name.to_owned())
+        .with_arguments(args.as_object().cloned().unwrap_or_default())
+}
+
+fn with_meta(mut p: CallToolRequestParams, meta: RequestMetaObject) -> CallToolRequestParams {
+    p.meta = Some(meta);
+    p
+}
+
+async fn call(c: &Client, p: CallToolRequestParams) -> CallToolResult {
+    let name = p.name.clone();
+    match tokio::time::timeout(WAIT, c.call_tool(p)).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => panic!("{name}: {e}"),
+        Err(_) => panic!("{name}: no answer within {WAIT:?}"),
+    }
+}
+
+fn texts(r: &CallToolResult) -> Vec<String> {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect()
+}
+
+#[tokio::test]
+async fn every_content_kind_arrives_intact_in_both_eras() {
+    let root = Scratch::new("rich-media");
+    let d = daemon(root.path()).await;
+    let bytes: Vec<u8> = (0..=255).collect();
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    for era in ERAS {
+        let c = connect(&d.url, Asker::new(false), era).await;
+        let r = call(&c, params("kandev_rp_media", json!({}))).await;
+        assert_eq!(r.is_error, Some(false), "{era:?}: {r:?}");
+        assert_eq!(r.content.len(), 7, "{era:?}");
+        let v: Vec<Value> = r
+            .content
+            .iter()
+            .map(|b| serde_json::to_value(b).unwrap())
+            .collect();
+        assert_eq!(
+            v[0],
+            json!({"type": "text", "text": "every kind", "annotations": {"audience": ["assistant"], "priority": 0.25}})
+        );
+        assert_eq!(
+            v[1],
+            json!({"type": "image", "data": b64, "mimeType": "image/png"})
+        );
+        assert_eq!(
+            v[2],
+            json!({"type": "audio", "data": b64, "mimeType": "audio/wav"})
+        );
+        assert_eq!(
+            v[3],
+            json!({"type": "resource_link", "uri": "https://example.com/report.pdf", "name": "report", "title": "Report",
+                   "description": "the full report", "mimeType": "application/pdf", "size": 1234})
+        );
+        match &r.content[4] {
+            ContentBlock::Resource(e) => match &e.resource {
+                ResourceContents::TextResourceContents {
+                    uri,
+                    mime_type,
+                    text,
+                    ..
+                } => {
+                    assert_eq!(uri, "notes://export/all.md");
+                    assert_eq!(mime_type.as_deref(), Some("text/markdown"));
+                    assert_eq!(text, "# Notes\n\n- one\n");
+                }
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(v[5]["resource"]["blob"], json!(b64));
+        assert_eq!(v[6]["annotations"]["audience"], json!(["user"]));
+        assert_eq!(r.structured_content, Some(json!({"blocks": 7})));
+        let _ = c.cancel().await;
+    }
+}
+
+#[tokio::test]
+async fn a_block_that_breaks_a_rule_is_a_plugin_error_naming_the_rule_not_the_content() {
+    let root = Scratch::new("rich-bad");
+    let d = daemon(root.path()).await;
+    let c = connect(&d.url, Asker::new(false), Era::Sessions).await;
+    let r = call(&c, params("kandev_rp_bad_block", json!({}))).await;
+    assert_eq!(outcome_code(&r), "plugin_error");
+    let all = serde_json::to_string(&r).unwrap();
+    assert!(
+        all.contains("an image's MIME type must be image/*"),
+        "{all}"
+    );
+    assert!(!all.contains("SECRET-BLOCK-BYTES"));
+    assert!(!d.logs().contains("SECRET-BLOCK-BYTES"));
+    let _ = c.cancel().await;
+}
+
+#[tokio::test]
+async fn progress_arrives_coalesced_with_the_callers_token_and_only_when_asked() {
+    let root = Scratch::new("rich-progress");
+    let d = daemon(root.path()).await;
+    for era in ERAS {
+        let asker = Asker::new(false);
+        let c = connect(&d.url, asker.clone(), era).await;
+        // 200 updates over about 400 ms: far more than the coalescing rate.
+        // (rmcp's client puts a token of its own on every request.)
+        let r = call(
+            &c,
+            params("kandev_rp_steps", json!({"steps": 200, "pause_ms": 2})),
+        )
+        .await;
+        assert_eq!(texts(&r), ["200 steps done"], "{era:?}");
+        let got = asker.progress.lock().unwrap().clone();
+        assert!(!got.is_empty(), "{era:?}: no progress arrived");
+        assert!(
+            got.len() < 200,
+            "{era:?}: {} updates were not coalesced",
+            got.len()
+        );
+        let token = got[0].progress_token.clone();
+        assert!(
+            got.iter().all(|p| p.progress_token == token),
+            "{era:?}: more than one token"
+        );
+        assert!(
+            got.windows(2).all(|w| w[0].progress < w[1].progress),
+            "{era:?}: not increasing"
+        );
+        let last = got.last().unwrap();
+        assert_eq!(
+            (last.progress, last.total),
+            (200.0, Some(200.0)),
+            "{era:?}: the last update was lost"
+        );
+        assert_eq!(last.message.as_deref(), Some("step 200 of 200"));
+        let _ = c.cancel().await;
+    }
+}
+
+/// One raw 2026-07-28 `tools/call` of `steps`, with `meta` added to the
+/// request's `_meta`; returns the response body (SSE or JSON).
+async fn raw_steps(d: &Daemon, meta: Value) -> String {
+    raw_steps_of(d, meta, 100, 2).await
+}
+
+/// [`raw_steps`] with `steps` updates `pause_ms` apart.
+async fn raw_steps_of(d: &Daemon, meta: Value, steps: u64, pause_ms: u64) -> String {
+    let mut m = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+    });
+    if let (Some(m), Some(extra)) = (m.as_object_mut(), meta.as_object()) {
+        m.extend(extra.clone());
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "kandev_rp_steps", "arguments": {"steps": steps, "pause_ms": pause_ms}, "_meta": m}});
+    let (status, text) = toolhost_e2e::http_request(
+        &d.base(),
+        "POST",
+        "/mcp",
+        &[
+            ("Authorization", &format!("Bearer {TOKEN}")),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "kandev_rp_steps"),
+        ],
+        &body.to_string(),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains(&format!("{steps} steps done")), "{text}");
+    text
+}
+
+#[tokio::test]
+async fn progress_goes_out_with_the_token_the_client_sent_and_not_without_one() {
+    let root = Scratch::new("rich-rawprogress");
+    let d = daemon(root.path()).await;
+    let with = raw_steps(&d, json!({"progressToken": "tok-raw"})).await;
+    let sent = with.matches("notifications/progress").count();
+    assert!(
+        (1..100).contains(&sent),
+        "{sent} progress notifications: {with}"
+    );
+    assert_eq!(
+        with.matches("\"progressToken\":\"tok-raw\"").count(),
+        sent,
+        "{with}"
+    );
+    assert!(
+        with.contains("\"progress\":100.0")
+            || with.contains("\"progress\":100,")
+            || with.contains("\"progress\":100}"),
+        "the last update was lost: {with}"
+    );
+    let without = raw_steps(&d, json!({})).await;
+    assert!(!without.contains("notifications/progress"), "{without}");
+
+    // At the plugin's full speed: a handful of notifications, the last one
+    // the plugin's last update.
+    let flood = raw_steps_of(&d, json!({"progressToken": "tok-flood"}), 20_000, 0).await;
+    let sent = flood.matches("notifications/progress").count();
+    assert!((1..100).contains(&sent), "{sent} notifications");
+    let last = flood
+        .lines()
+        .rev()
+        .find(|l| l.contains("notifications/progress"))
+        .unwrap_or_default();
+    assert!(
+        last.contains("step 20000 of 20000"),
+        "the last update was lost: {last}"
+    );
+}
+
+#[tokio::test]
+async fn log_messages_respect_the_level_reach_only_the_caller_and_stay_out_of_the_daemon_log() {
+    let root = Scratch::new("rich-logs");
+    let d = daemon(root.path()).await;
+    let bystander = Asker::new(false);
+    let other = connect(&d.url, bystander.clone(), Era::Sessions).await;
+    other
+        .peer()
+        .set_level(SetLevelRequestParams::new(LoggingLevel::Debug))
+        .await
+        .unwrap();
+    for era in ERAS {
+        let asker = Asker::new(false);
+        let c = connect(&d.url, asker.clone(), era).await;
+        // No level set: nothing is sent.
+        let _ = call(
+            &c,
+            params("kandev_rp_steps", json!({"steps": 1, "note": SECRET})),
+        )
+        .await;
+        assert!(
+            asker.logs.lock().unwrap().is_empty(),
+            "{era:?}: logs without a level"
+        );
+
+        let p = params("kandev_rp_steps", json!({"steps": 1, "note": SECRET}));
+        let p = match era {
+            Era::Sessions => {
+                c.peer()
+                    .set_level(SetLevelRequestParams::new(LoggingLevel::Warning))
+                    .await
+                    .unwrap();
+                p
+            }
+            Era::Modern => {
+                let mut meta = RequestMetaObject::new();
+                meta.set_log_level(LoggingLevel::Warning);
+                with_meta(p, meta)
+            }
+        };
+        let _ = call(&c, p).await;
+        let logs = asker.logs.lock().unwrap().clone();
+        let levels: Vec<LoggingLevel> = logs.iter().map(|l| l.level).collect();
+        assert_eq!(
+            levels,
+            [LoggingLevel::Warning, LoggingLevel::Error],
+            "{era:?}"
+        );
+        assert_eq!(
+            logs[0].data["message"],
+            json!(format!("Warning message {SECRET}"))
+        );
+        assert_eq!(logs[0].data["data"], json!({"level": "Warning"}));
+        let _ = c.cancel().await;
+    }
+    assert!(
+        bystander.logs.lock().unwrap().is_empty(),
+        "another session received a caller's logs"
+    );
+    let _ = other.cancel().await;
+    let daemon_log = d.logs();
+    assert!(
+        daemon_log.contains("plugin log message sent to the caller"),
+        "the daemon did not record that logs were sent"
+    );
+    assert!(
+        !daemon_log.contains(SECRET),
+        "the daemon logged a plugin message's text"
+    );
+}
+
+#[tokio::test]
+async fn questions_round_trip_in_both_eras() {
+    let root = Scratch::new("rich-ask");
+    let d = daemon(root.path()).await;
+    let data = root.path().join("state/data/rp");
+    for era in ERAS {
+        let asker = Asker::new(true);
+        let c = connect(&d.url, asker.clone(), era).await;
+
+        asker.answer(Reply::Accept(json!({"confirm": true, "reason": SECRET})));
+        let r = call(&c, params("kandev_rp_confirm", json!({}))).await;
+        assert_eq!(r.is_error, Some(false), "{era:?}: {r:?}");
+        assert_eq!(
+            texts(&r),
+            [format!(
+                "accepted {}",
+                json!({"confirm": true, "reason": SECRET})
+            )],
+            "{era:?}"
+        );
+        let q = asker.questions.lock().unwrap().last().cloned().unwrap();
+        assert_eq!(q["message"], json!("Delete the notes?"));
+        assert_eq!(
+            q["requestedSchema"]["properties"]["confirm"]["type"],
+            json!("boolean")
+        );
+
+        asker.answer(Reply::Decline);
+        assert_eq!(
+            texts(&call(&c, params("kandev_rp_confirm", json!({}))).await),
+            ["declined"],
+            "{era:?}"
+        );
+        asker.answer(Reply::Cancel);
+        assert_eq!(
+            texts(&call(&c, params("kandev_rp_confirm", json!({}))).await),
+            ["cancelled by the user"],
+            "{era:?}"
+        );
+
+        // An answer that does not match the requested schema never reaches
+        // the plugin: the call stops, and the error names no value.
+        let before = events(&data, "answered").len();
+        asker.answer(Reply::Accept(json!({"confirm": SECRET})));
+        let r = call(&c, params("kandev_rp_confirm", json!({}))).await;
+        assert_eq!(outcome_code(&r), "invalid_arguments", "{era:?}: {r:?}");
+        assert!(!serde_json::to_string(&r).unwrap().contains(SECRET));
+        let seen = eventually(WAIT, "the plugin sees the end of the call", async || {
+            let e = events(&data, "answered");
+            (e.len() > before).then_some(e)
+        })
+        .await;
+        assert!(seen.last().unwrap().ends_with("ended"), "{era:?}: {seen:?}");
+        let leaked = format!("\"confirm\":\"{SECRET}");
+        assert!(seen.iter().all(|l| !l.contains(&leaked)), "{seen:?}");
+        let _ = c.cancel().await;
+    }
+    // Nothing from a question or an answer in the daemon's own log.
+    assert!(!d.logs().contains(SECRET));
+}
+
+#[tokio::test]
+async fn a_client_that_cannot_answer_gets_an_error_that_says_so() {
+    let root = Scratch::new("rich-noask");
+    let d = daemon(root.path()).await;
+    let c = connect(&d.url, Asker::new(false), Era::Sessions).await;
+    let r = call(&c, params("kandev_rp_confirm", json!({}))).await;
+    assert_eq!(outcome_code(&r), "cannot_ask", "{r:?}");
+    assert!(texts(&r)[0].contains("cannot answer questions"));
+    let _ = c.cancel().await;
+
+    let c = connect(&d.url, Asker::new(false), Era::Modern).await;
+    match c.call_tool(params("kandev_rp_confirm", json!({}))).await {
+        Err(rmcp::service::ServiceError::McpError(e)) => {
+            assert_eq!(
+                e.code,
+                rmcp::model::ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+                "{e:?}"
+            );
+            assert!(e.data.unwrap().to_string().contains("elicitation"));
+        }
+        other => panic!("expected the missing-capability error, got {other:?}"),
+    }
+    let _ = c.cancel().await;
+}
+
+#[tokio::test]
+async fn cancelling_during_a_question_reaches_the_plugin() {
+    let root = Scratch::new("rich-cancel");
+    let d = daemon(root.path()).await;
+    let data = root.path().join("state/data/rp");
+    for era in ERAS {
+        let asker = Asker::new(true);
+        asker.answer(Reply::Hold);
+        let c = Arc::new(connect(&d.url, asker.clone(), era).await);
+        let before = events(&data, "cancelled confirm").len();
+        let pending = {
+            let c = Arc::clone(&c);
+            tokio::spawn(async move { c.call_tool(params("kandev_rp_confirm", json!({}))).await })
+        };
+        eventually(WAIT, "the question reaches the client", async || {
+            (asker.asked.load(Ordering::SeqCst) > 0).then_some(())
+        })
+        .await;
+        // The client gives up: dropping the call cancels it (2025 era);
+        // a 2026-07-28 call waits for its answer only until its deadline.
+        pending.abort();
+        let seen = eventually(WAIT, "the plugin sees the cancellation", async || {
+            (events(&data, "cancelled confirm").len() > before).then_some(())
+        })
+        .await;
+        let () = seen;
+        d.wait_metric("toolhost_calls_awaiting_answer", 0.0).await;
+        if let Ok(c) = Arc::try_unwrap(c) {
+            let _ = c.cancel().await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn progress_extends_the_deadline_only_where_the_manifest_opts_in() {
+    let root = Scratch::new("rich-rolling");
+    let d = daemon(root.path()).await;
+    let c = connect(&d.url, Asker::new(false), Era::Sessions).await;
+    // Both tools have a 400 ms deadline and take 1 s, reporting progress
+    // every 100 ms.
+    let r = call(&c, params("kandev_rp_rolling", json!({"ms": 1000}))).await;
+    assert_eq!(texts(&r), ["rolled 1000 ms"], "{r:?}");
+    let r = call(&c, params("kandev_rp_still", json!({"ms": 1000}))).await;
+    assert_eq!(outcome_code(&r), "timeout", "{r:?}");
+    let _ = c.cancel().await;
+}
+
+#[tokio::test]
+async fn a_protocol_1_plugin_beside_it_is_unchanged() {
+    let root = Scratch::new("rich-v1");
+    let d = daemon(root.path()).await;
+    for era in ERAS {
+        let asker = Asker::new(true);
+        let c = connect(&d.url, asker.clone(), era).await;
+        let p = with_meta(
+            params("kandev_tp_echo", json!({"msg": "hi", "n": 1})),
+            RequestMetaObject::with_progress_token(ProgressToken(NumberOrString::Number(7))),
+        );
+        let r = call(&c, p).await;
+        assert_eq!(texts(&r), ["echoed"], "{era:?}");
+        assert_eq!(
+            r.structured_content.unwrap()["arguments"],
+            json!({"msg": "hi", "n": 1})
+        );
+        assert!(asker.progress.lock().unwrap().is_empty());
+        let _ = c.cancel().await;
+    }
+}
