@@ -646,6 +646,8 @@ async fn a_push_may_narrow_a_declaration_but_never_loosen_it() {
     s.tools[i].surfaces.push("everywhere".into());
     let i = tool(&mut s, "nap");
     s.tools[i].timeout_ms = 60_000;
+    let i = tool(&mut s, "env");
+    s.tools[i].reset_timeout_on_progress = true;
     // Narrowing is the backend's right: fewer surfaces, a shorter timeout,
     // another description.
     let i = tool(&mut s, "bad_output");
@@ -666,6 +668,7 @@ async fn a_push_may_narrow_a_declaration_but_never_loosen_it() {
         ("kandev_tp_echo", "aliases"),
         ("kandev_tp_count", "surface everywhere"),
         ("kandev_tp_nap", "timeout"),
+        ("kandev_tp_env", "reset_timeout_on_progress"),
     ] {
         assert!(
             withheld.iter().any(|(t, r)| *t == name && r.contains(why)),

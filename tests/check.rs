@@ -50,6 +50,11 @@ fn json_output_is_machine_readable() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
     assert_eq!(v["valid"], true);
     assert_eq!(v["plugins"][0]["tools"][3]["exposed"], "kandev_notes_ping");
+    assert_eq!(v["plugins"][0]["protocol"], 2);
+    assert_eq!(
+        v["plugins"][0]["tools"][6]["reset_timeout_on_progress"],
+        true
+    );
     assert_eq!(
         v["plugins"][0]["tools"][1]["annotations"]["read_only"],
         true

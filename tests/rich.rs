@@ -612,3 +612,82 @@ async fn a_protocol_1_plugin_beside_it_is_unchanged() {
         let _ = c.cancel().await;
     }
 }
+
+#[tokio::test]
+async fn a_plugin_that_breaks_the_stream_rules_gets_plugin_error_and_the_daemon_goes_on() {
+    let root = Scratch::new("rich-rules");
+    let d = daemon(root.path()).await;
+    for era in ERAS {
+        let asker = Asker::new(true);
+        asker.answer(Reply::Accept(json!({"ok": true})));
+        let c = connect(&d.url, asker.clone(), era).await;
+        let r = call(&c, params("kandev_rp_bad_question", json!({}))).await;
+        assert_eq!(outcome_code(&r), "plugin_error", "{era:?}: {r:?}");
+        assert!(
+            texts(&r)[0].contains("asked a question that breaks a rule"),
+            "{r:?}"
+        );
+        assert_eq!(
+            asker.asked.load(Ordering::SeqCst),
+            0,
+            "a bad question reached the user"
+        );
+
+        let r = call(&c, params("kandev_rp_two_questions", json!({}))).await;
+        assert_eq!(outcome_code(&r), "plugin_error", "{era:?}: {r:?}");
+        assert!(texts(&r)[0].contains("second question"), "{r:?}");
+
+        // Every block counts: 2 MiB of image (2.7 MiB as base64) is over
+        // the 1 MiB limit; 600 KiB of image is 800 KiB of base64, under it.
+        let r = call(&c, params("kandev_rp_huge", json!({"bytes": 2_000_000}))).await;
+        assert_eq!(outcome_code(&r), "result_too_large", "{era:?}: {r:?}");
+        let r = call(&c, params("kandev_rp_huge", json!({"bytes": 900_000}))).await;
+        assert_eq!(
+            outcome_code(&r),
+            "result_too_large",
+            "{era:?}: base64 of 900 KB is 1.2 MB"
+        );
+        let r = call(&c, params("kandev_rp_huge", json!({"bytes": 600_000}))).await;
+        assert_eq!(r.is_error, Some(false), "{era:?}: {r:?}");
+
+        // And the plugin still serves.
+        let r = call(&c, params("kandev_rp_media", json!({}))).await;
+        assert_eq!(r.is_error, Some(false));
+        let _ = c.cancel().await;
+    }
+}
+
+#[tokio::test]
+async fn a_stdio_session_gets_the_same() {
+    let root = Scratch::new("rich-stdio");
+    let plugins = [richplug_dir(root.path(), "rp")];
+    let config = TestConfig::new(root.path(), &plugins)
+        .stdio("task-stdio", "session-stdio")
+        .build();
+    let file = root.path().join("toolhost.toml");
+    std::fs::write(&file, config).unwrap();
+    let mut cmd = tokio::process::Command::new(toolhost_e2e::bin("toolhost"));
+    cmd.args(["serve", "--stdio", "--config"]).arg(&file);
+    let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
+    let asker = Asker::new(true);
+    asker.answer(Reply::Accept(json!({"confirm": false})));
+    let c = asker.clone().serve(transport).await.unwrap();
+    // The plugin may still be starting: a call waits for it.
+    let r = call(&c, params("kandev_rp_confirm", json!({}))).await;
+    assert_eq!(
+        texts(&r),
+        [format!("accepted {}", json!({"confirm": false}))],
+        "{r:?}"
+    );
+    let r = call(&c, params("kandev_rp_media", json!({}))).await;
+    assert_eq!(r.content.len(), 7);
+    let r = call(
+        &c,
+        params("kandev_rp_steps", json!({"steps": 50, "pause_ms": 2})),
+    )
+    .await;
+    assert_eq!(texts(&r), ["50 steps done"]);
+    let last = asker.progress.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(last.progress, 50.0);
+    let _ = c.cancel().await;
+}

@@ -201,7 +201,15 @@ output_schema = { type = "object", additionalProperties = false, required = ["ar
 #[must_use]
 pub fn richplug_dir(root: &Path, id: &str) -> PathBuf {
     let dir = root.join(id);
-    let tools: [(&str, &str, u32, &str); 8] = [
+    let tools: [(&str, &str, u32, &str); 11] = [
+        ("bad_question", r#"{ type = "object" }"#, 10_000, ""),
+        ("two_questions", r#"{ type = "object" }"#, 10_000, ""),
+        (
+            "huge",
+            r#"{ type = "object", properties = { bytes = { type = "integer", minimum = 0 } } }"#,
+            10_000,
+            "",
+        ),
         ("media", r#"{ type = "object" }"#, 10_000, ""),
         (
             "steps",

@@ -73,6 +73,7 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
                                 "local": t.name,
                                 "exposed": naming::exposed(&args.prefix, &m.id, &t.name),
                                 "surfaces": t.surfaces,
+                                "reset_timeout_on_progress": t.reset_timeout_on_progress,
                                 "annotations": {
                                     "read_only": t.annotations.read_only,
                                     "destructive": t.annotations.destructive,
@@ -82,7 +83,7 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
                             })
                         })
                         .collect();
-                    json!({ "id": m.id, "version": m.version.to_string(), "dir": m.dir, "tools": tools })
+                    json!({ "id": m.id, "version": m.version.to_string(), "dir": m.dir, "protocol": m.runtime.protocol, "tools": tools })
                 })
                 .collect();
             let problems: Vec<_> = problems
@@ -96,7 +97,13 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
         }
         Format::Text => {
             for m in &set.plugins {
-                println!("{} {} ({})", m.id, m.version, m.dir.display());
+                println!(
+                    "{} {} ({}), plugin protocol {}",
+                    m.id,
+                    m.version,
+                    m.dir.display(),
+                    m.runtime.protocol
+                );
                 for t in &m.tools {
                     println!("  {}", naming::exposed(&args.prefix, &m.id, &t.name));
                     println!("      surfaces: {}", t.surfaces.join(", "));

@@ -21,7 +21,9 @@
 //! progress updates `pause_ms` apart and logs one message per level;
 //! `confirm` asks the user a question and says what came back; `bad_block`
 //! answers an image with a text MIME type; `rolling` sleeps `ms`
-//! milliseconds reporting progress every 100 ms.
+//! milliseconds reporting progress every 100 ms; `bad_question` asks with a
+//! nested schema; `two_questions` asks two at once; `huge` answers `bytes`
+//! bytes of image.
 //!
 //! Every invocation and every cancellation is appended to `events.log` in
 //! the data directory, one line each, so tests can count what the plugin
@@ -353,6 +355,37 @@ async fn bad_block(call: ToolCall) -> Result<ToolOutput, ToolError> {
     )]))
 }
 
+async fn bad_question(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    let mut nested = Map::new();
+    nested.insert("type".into(), json!("object"));
+    let q = Question::new("Where?").field_schema("address", nested);
+    let _ = call.ask(q).await;
+    Ok(ToolOutput::text("asked"))
+}
+
+async fn two_questions(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    let (a, b) = tokio::join!(
+        call.ask(Question::new("First?").boolean("ok", "OK")),
+        call.ask(Question::new("Second?").boolean("ok", "OK")),
+    );
+    Ok(ToolOutput::text(format!("{} {}", a.is_ok(), b.is_ok())))
+}
+
+async fn huge(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    let n = call
+        .arguments
+        .get("bytes")
+        .and_then(Value::as_u64)
+        .unwrap_or(2 << 20);
+    Ok(ToolOutput::blocks([Content::image(
+        vec![7; usize::try_from(n).unwrap_or(0)],
+        "image/png",
+    )]))
+}
+
 async fn rolling(call: ToolCall) -> Result<ToolOutput, ToolError> {
     record(&call);
     let ms = call
@@ -395,4 +428,7 @@ fn tools() -> Plugin {
         .tool("bad_block", bad_block)
         .tool("rolling", rolling)
         .tool("still", rolling)
+        .tool("bad_question", bad_question)
+        .tool("two_questions", two_questions)
+        .tool("huge", huge)
 }
