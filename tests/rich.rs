@@ -9,24 +9,17 @@
 #![allow(deprecated)] // rmcp marks logging deprecated; both eras toolhost serves have it
 
 use base64::Engine as _;
+use rmcp::ServiceExt as _;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ContentBlock,
-    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
-    FormElicitationCapability, Implementation, LoggingLevel, LoggingMessageNotificationParam,
-    NumberOrString, ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestMetaObject,
-    ResourceContents, SetLevelRequestParams,
+    CallToolRequestParams, ContentBlock, LoggingLevel, NumberOrString, ProgressToken,
+    RequestMetaObject, ResourceContents, SetLevelRequestParams,
 };
-use rmcp::service::{
-    ClientLifecycleMode, ClientServiceExt as _, NotificationContext, RequestContext,
-};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ErrorData as McpError, RoleClient, ServiceExt as _};
 use serde_json::{Value, json};
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
+use toolhost_e2e::asker::{Asker, ERAS, Era, Reply, call, connect, params, texts};
 use toolhost_e2e::{
     Daemon, Scratch, TOKEN, TestConfig, events, eventually, outcome_code, richplug_dir,
     testplug_dir,
@@ -34,122 +27,6 @@ use toolhost_e2e::{
 
 const WAIT: Duration = Duration::from_secs(20);
 const SECRET: &str = "S3CRET-rich-e2e";
-
-/// What the test user answers to a question.
-#[derive(Clone, Debug)]
-enum Reply {
-    Accept(Value),
-    Decline,
-    Cancel,
-    /// Never answers (until the call is dropped).
-    Hold,
-}
-
-/// A client that records progress and log messages and answers questions
-/// as told.
-#[derive(Clone)]
-struct Asker {
-    can_elicit: bool,
-    reply: Arc<Mutex<Reply>>,
-    asked: Arc<AtomicUsize>,
-    questions: Arc<Mutex<Vec<Value>>>,
-    progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
-    logs: Arc<Mutex<Vec<LoggingMessageNotificationParam>>>,
-}
-
-impl Asker {
-    fn new(can_elicit: bool) -> Self {
-        Self {
-            can_elicit,
-            reply: Arc::new(Mutex::new(Reply::Decline)),
-            asked: Arc::default(),
-            questions: Arc::default(),
-            progress: Arc::default(),
-            logs: Arc::default(),
-        }
-    }
-
-    fn answer(&self, r: Reply) {
-        *self.reply.lock().unwrap() = r;
-    }
-}
-
-impl rmcp::ClientHandler for Asker {
-    fn get_info(&self) -> ClientConfig {
-        let mut caps = ClientCapabilities::default();
-        if self.can_elicit {
-            let mut e = ElicitationCapability::new();
-            e.form = Some(FormElicitationCapability::default());
-            caps.elicitation = Some(e);
-        }
-        ClientConfig::new(caps, Implementation::new("asker", "1.0.0"))
-    }
-
-    async fn create_elicitation(
-        &self,
-        request: ElicitRequestParams,
-        _cx: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, McpError> {
-        self.questions
-            .lock()
-            .unwrap()
-            .push(serde_json::to_value(&request).unwrap());
-        self.asked.fetch_add(1, Ordering::SeqCst);
-        let reply = self.reply.lock().unwrap().clone();
-        Ok(match reply {
-            Reply::Accept(v) => ElicitResult::new(ElicitationAction::Accept).with_content(v),
-            Reply::Decline => ElicitResult::new(ElicitationAction::Decline),
-            Reply::Cancel => ElicitResult::new(ElicitationAction::Cancel),
-            Reply::Hold => std::future::pending().await,
-        })
-    }
-
-    async fn on_progress(
-        &self,
-        params: ProgressNotificationParam,
-        _cx: NotificationContext<RoleClient>,
-    ) {
-        self.progress.lock().unwrap().push(params);
-    }
-
-    async fn on_logging_message(
-        &self,
-        params: LoggingMessageNotificationParam,
-        _cx: NotificationContext<RoleClient>,
-    ) {
-        self.logs.lock().unwrap().push(params);
-    }
-}
-
-type Client = rmcp::service::RunningService<RoleClient, Asker>;
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Era {
-    Sessions,
-    Modern,
-}
-
-const ERAS: [Era; 2] = [Era::Sessions, Era::Modern];
-
-async fn connect(url: &str, asker: Asker, era: Era) -> Client {
-    let t = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(TOKEN.to_owned()),
-    );
-    let c = match era {
-        Era::Sessions => asker.serve(t).await,
-        Era::Modern => {
-            asker
-                .serve_with_lifecycle(
-                    t,
-                    ClientLifecycleMode::Discover {
-                        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                    },
-                )
-                .await
-        }
-    };
-    c.unwrap_or_else(|e| panic!("cannot connect ({era:?}): {e}"))
-}
 
 /// A daemon serving `rp` (protocol 2) and `tp` (protocol 1).
 async fn daemon(root: &Path) -> Daemon {
@@ -168,30 +45,9 @@ async fn daemon(root: &Path) -> Daemon {
     d
 }
 
-fn params(name: &str, args: Value) -> CallToolRequestParams {
-    CallToolRequestParams::new(name.to_owned())
-        .with_arguments(args.as_object().cloned().unwrap_or_default())
-}
-
 fn with_meta(mut p: CallToolRequestParams, meta: RequestMetaObject) -> CallToolRequestParams {
     p.meta = Some(meta);
     p
-}
-
-async fn call(c: &Client, p: CallToolRequestParams) -> CallToolResult {
-    let name = p.name.clone();
-    match tokio::time::timeout(WAIT, c.call_tool(p)).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => panic!("{name}: {e}"),
-        Err(_) => panic!("{name}: no answer within {WAIT:?}"),
-    }
-}
-
-fn texts(r: &CallToolResult) -> Vec<String> {
-    r.content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-        .collect()
 }
 
 #[tokio::test]

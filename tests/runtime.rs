@@ -89,6 +89,11 @@ async fn each_example_plugin_starts_and_answers() {
             "word_count",
             serde_json::json!({ "text": "two words" }),
         ),
+        (
+            "plugins-example/jsonkit",
+            "stats",
+            serde_json::json!({ "json": "[1, {\"a\": 2}]" }),
+        ),
     ] {
         let h = supervise(spec(&workspace_root().join(dir), data.path()), fast());
         let s = wait_phase(&h, Phase::Ready).await;
@@ -101,7 +106,7 @@ async fn each_example_plugin_starts_and_answers() {
         let r = r.unwrap_or_else(|e| panic!("{dir}: {e}"));
         assert!(!r.is_error, "{dir}: {}", r.text);
         assert!(
-            r.text == "pong" || r.text.starts_with("2 words"),
+            r.text == "pong" || r.text.starts_with("2 words") || r.text.contains("\"arrays\":1"),
             "{dir}: {}",
             r.text
         );
@@ -390,11 +395,19 @@ fn plugins_run_by_hand_say_so_and_fail() {
                 .contains("this is a toolhost plugin, start it with toolhost")
         );
     }
-    let py = workspace_root().join("plugins-example/textkit/bin/textkit-plugin");
-    let out = std::process::Command::new(py)
-        .env_remove("KANDEV_PLUGIN")
-        .output()
-        .expect("the step before failed");
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("this is a toolhost plugin"));
+    for launcher in [
+        "plugins-example/textkit/bin/textkit-plugin",
+        "plugins-example/jsonkit/bin/jsonkit-plugin",
+    ] {
+        let out = std::process::Command::new(workspace_root().join(launcher))
+            .env_remove("KANDEV_PLUGIN")
+            .output()
+            .expect("the step before failed");
+        assert!(!out.status.success(), "{launcher}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("this is a toolhost plugin"),
+            "{launcher}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

@@ -64,8 +64,12 @@ fn main() {
                 workspace_root().join("plugins-example/notes"),
             ),
             (
-                "textkit (Python grpcio)",
+                "textkit (Python SDK)",
                 workspace_root().join("plugins-example/textkit"),
+            ),
+            (
+                "jsonkit (TypeScript SDK)",
+                workspace_root().join("plugins-example/jsonkit"),
             ),
             (
                 "testplug (Rust SDK)",

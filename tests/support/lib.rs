@@ -7,6 +7,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
 
+pub mod asker;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

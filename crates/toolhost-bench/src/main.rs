@@ -17,13 +17,15 @@
 //! Then progress at the plugin's full speed through toolhost (`progress`).
 //!
 //! Other modes: `--upgrade` (a live upgrade under load), `--soak SECONDS`,
-//! `--progress STEPS` (progress forwarding only),
+//! `--progress STEPS` (progress forwarding only), `--sdks` (a call through
+//! each SDK's plugin only),
 //! and `--profile SECONDS [--json]` (one toolhost under load, its pid
 //! printed, for `perf record -p`).
 
 mod load;
 mod progress;
 mod scale;
+mod sdks;
 mod soak;
 mod upgrade;
 
@@ -561,6 +563,9 @@ struct Args {
     /// Only progress forwarding, with this many updates.
     #[arg(long, value_name = "STEPS")]
     progress: Option<u64>,
+    /// Only a call's cost through each SDK's plugin.
+    #[arg(long)]
+    sdks: bool,
 }
 
 /// Kept whole on purpose: the bench's table of contents; each mode is a
@@ -571,6 +576,10 @@ async fn main() -> Result<()> {
     if args.upgrade {
         println!("## A live upgrade under load (8 agents)\n");
         return upgrade::report().await;
+    }
+    if args.sdks {
+        println!("## A call through each SDK (plugin protocol 2)\n");
+        return sdks::report(args.quick).await;
     }
     if let Some(steps) = args.progress {
         println!("## Progress at its maximum rate (plugin protocol 2)\n");
@@ -722,6 +731,9 @@ async fn main() -> Result<()> {
 
     println!("\n## Progress at its maximum rate (plugin protocol 2)\n");
     progress::report(if quick { 300 } else { 3_000 }).await?;
+
+    println!("\n## A call through each SDK (plugin protocol 2)\n");
+    sdks::report(quick).await?;
 
     println!("\n## A live upgrade under load (8 agents)\n");
     upgrade::report().await?;

@@ -196,7 +196,10 @@ impl Call<'_> {
                             let pending = caller.ask(checked_q.question.clone());
                             asking = Some((q.id, checked_q, pending));
                         }
-                        Event::Result(r) => return self.on_result(r),
+                        Event::Result(r) => {
+                            stream.finish();
+                            return self.on_result(r);
+                        }
                     }
                 }
             }

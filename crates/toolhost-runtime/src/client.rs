@@ -327,6 +327,26 @@ impl CallStream {
         }
     }
 
+    /// Ends a call whose result has arrived: closes the host's side and
+    /// reads the plugin's side to its end in the background (for at most
+    /// two seconds), so the stream closes cleanly. Dropping it instead
+    /// would reset the stream, and an HTTP/2 connection tolerates only so
+    /// many resets. The call's place among those in flight frees at once.
+    pub fn finish(self) {
+        let Self {
+            to_plugin,
+            mut from_plugin,
+            _slot,
+            ..
+        } = self;
+        drop(to_plugin);
+        drop(_slot);
+        tokio::spawn(async move {
+            let drain = async { while let Ok(Some(_)) = from_plugin.message().await {} };
+            let _ = tokio::time::timeout(Duration::from_secs(2), drain).await;
+        });
+    }
+
     /// Delivers the answer to a question. Fails when the plugin has
     /// already closed its side.
     pub async fn answer(

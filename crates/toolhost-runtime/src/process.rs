@@ -329,8 +329,14 @@ pub(crate) async fn connect(
     deadline: Instant,
 ) -> Result<Channel, StartError> {
     let path = socket.to_path_buf();
-    let endpoint =
-        Endpoint::from_static("http://plugin.invalid").connect_timeout(Duration::from_secs(2));
+    // A call dropped before its end (cancelled, past its deadline) resets
+    // its HTTP/2 stream; h2 remembers only 10 such streams by default, and
+    // counts every late frame for a forgotten one toward a limit of 1024
+    // per connection, past which it tears the connection down. Remember
+    // enough that cancellations at any realistic rate never get there.
+    let endpoint = Endpoint::from_static("http://plugin.invalid")
+        .connect_timeout(Duration::from_secs(2))
+        .http2_max_concurrent_reset_streams(4096);
     let mut pause = Duration::from_millis(2);
     loop {
         // A symlink could lead to another plugin's socket.

@@ -10,6 +10,7 @@ mod call;
 mod check;
 mod config;
 mod memory;
+mod new;
 mod ops;
 mod serve;
 
@@ -32,6 +33,9 @@ enum Command {
     Check(check::CheckArgs),
     /// Run plugins and serve their tools over MCP (stdio and/or HTTP).
     Serve(serve::ServeArgs),
+    /// Write a new plugin to start from: a manifest with one tool, its
+    /// schema, the code on the language's SDK, a launcher and a README.
+    New(new::NewArgs),
     /// Call one tool through a running daemon's MCP endpoint, as an agent
     /// would. Exit 0 on success, 1 when the result is an error.
     Call(call::CallArgs),
@@ -59,6 +63,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Check(args) => check::run(&args),
+        Command::New(args) => new::run(&args),
         Command::Serve(args) => {
             serve_runtime().and_then(|rt| rt.block_on(serve::run(args)).map(|()| ExitCode::SUCCESS))
         }

@@ -1,0 +1,232 @@
+"""The plugin: tools by name, and everything the wire protocol asks for.
+
+``Plugin.run()`` checks the magic cookie, picks the protocol version
+toolhost offers, serves ``kandev.plugin.v1.Plugin``,
+``toolhost.plugin.v2.Plugin`` and ``grpc.health.v1`` (service ``plugin``
+SERVING) on a Unix socket in the private directory toolhost names, prints
+the one handshake line, and stops gracefully on SIGTERM. Everything else a
+plugin prints goes to stderr, which toolhost turns into log events: stdout
+is kept for the handshake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import traceback
+from typing import Any, Awaitable, Callable, Optional, Union
+
+import grpc
+from google.protobuf import json_format
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from ._gen.kandev.plugin.v1 import plugin_pb2 as v1
+from ._gen.kandev.plugin.v1 import plugin_pb2_grpc as v1_grpc
+from ._gen.toolhost.plugin.v2 import plugin_pb2 as v2
+from ._gen.toolhost.plugin.v2 import plugin_pb2_grpc as v2_grpc
+from .call import Link, ToolCall
+from .content import Returned, ToolError, ToolResult, to_result
+
+COOKIE_KEY = "KANDEV_PLUGIN"
+COOKIE_VALUE = "kandev-plugin-v1"
+VERSIONS_KEY = "PLUGIN_PROTOCOL_VERSIONS"
+SOCKET_DIR_KEY = "KANDEV_PLUGIN_SOCKET_DIR"
+DATA_DIR_KEY = "KANDEV_PLUGIN_DATA_DIR"
+
+Handler = Callable[[ToolCall], Union[Returned, Awaitable[Returned]]]
+
+
+class Plugin:
+    """A set of tools, each a function of one :class:`ToolCall`.
+
+    ``async`` functions run on the event loop (cancellation arrives as
+    ``asyncio.CancelledError``); plain functions run in a thread (check
+    ``call.cancelled`` between steps).
+    """
+
+    def __init__(self) -> None:
+        self.tools: dict[str, Handler] = {}
+        self._handshake_out = None
+        if os.environ.get(COOKIE_KEY) == COOKIE_VALUE:
+            # Under toolhost, stdout is the handshake's alone: anything
+            # printed from here on goes to stderr (and becomes a log event).
+            self._handshake_out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+            sys.stdout.flush()
+            os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+
+    def tool(self, name: str) -> Callable[[Handler], Handler]:
+        """Registers the decorated function as the tool declared as ``name``
+        in the manifest."""
+
+        def register(fn: Handler) -> Handler:
+            self.tools[name] = fn
+            return fn
+
+        return register
+
+    @staticmethod
+    def data_dir() -> Optional[str]:
+        """The plugin's data directory (from toolhost), if set."""
+        return os.environ.get(DATA_DIR_KEY)
+
+    def run(self) -> None:
+        """Serves until SIGTERM or SIGINT; exits with status 1 when not
+        started by toolhost."""
+        try:
+            code = asyncio.run(self.serve())
+        except KeyboardInterrupt:
+            code = 0
+        sys.exit(code)
+
+    async def serve(self) -> int:
+        if os.environ.get(COOKIE_KEY) != COOKIE_VALUE:
+            print("this is a toolhost plugin, start it with toolhost", file=sys.stderr)
+            return 1
+        offered = [v.strip() for v in os.environ.get(VERSIONS_KEY, "").split(",")]
+        version = "2" if "2" in offered else "1" if "1" in offered else None
+        if version is None:
+            print(f"toolhost offered plugin protocol versions {offered}; this plugin speaks 1 and 2", file=sys.stderr)
+            return 1
+        sock_dir = tempfile.mkdtemp(prefix="plugin-", dir=os.environ.get(SOCKET_DIR_KEY))
+        path = os.path.join(sock_dir, "plugin.sock")
+        server = grpc.aio.server()
+        v1_grpc.add_PluginServicer_to_server(_Unary(self), server)
+        v2_grpc.add_PluginServicer_to_server(_Streaming(self), server)
+        health_servicer = health.aio.HealthServicer()
+        await health_servicer.set("plugin", health_pb2.HealthCheckResponse.SERVING)
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        server.add_insecure_port(f"unix:{path}")
+        await server.start()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        out = self._handshake_out or sys.stdout
+        out.write(f"1|{version}|unix|{path}|grpc\n")
+        out.flush()
+        try:
+            await stop.wait()
+        finally:
+            await server.stop(grace=2)
+            shutil.rmtree(sock_dir, ignore_errors=True)
+        return 0
+
+    async def call(self, call: ToolCall) -> ToolResult:
+        """Runs one handler and turns its outcome into a result."""
+        fn = self.tools[call.name]
+        try:
+            if inspect.iscoroutinefunction(fn):
+                value = await fn(call)
+            else:
+                value = await asyncio.to_thread(fn, call)
+                if inspect.isawaitable(value):
+                    value = await value
+            return to_result(value)
+        except asyncio.CancelledError:
+            call._cancelled.set()
+            raise
+        except ToolError as e:
+            return ToolResult([_text(e.message)], is_error=True)
+        except Exception as e:  # a tool failure is a result the model reads
+            traceback.print_exc(file=sys.stderr)
+            return ToolResult([_text(f"{call.name} failed: {type(e).__name__}")], is_error=True)
+
+
+def _text(s: str):
+    from .content import Content
+
+    return Content.text(s)
+
+
+def _call_of(request: v1.AgentToolRequest, link: Optional[Link]) -> ToolCall:
+    return ToolCall(
+        request.invocation_id,
+        request.name,
+        json_format.MessageToDict(request.arguments),
+        request.context,
+        link,
+    )
+
+
+def _deadline(context: grpc.aio.ServicerContext) -> Optional[float]:
+    remaining = context.time_remaining()
+    return remaining if remaining is not None and remaining < 1e9 else None
+
+
+class _Unary(v1_grpc.PluginServicer):
+    def __init__(self, plugin: Plugin) -> None:
+        self.plugin = plugin
+
+    async def InvokeAgentTool(self, request, context):
+        if request.name not in self.plugin.tools:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"this plugin has no tool named {request.name!r}")
+        call = _call_of(request, None)
+        result = await asyncio.wait_for(self.plugin.call(call), _deadline(context))
+        response = v1.AgentToolResponse(
+            text="\n".join(c.v1_text() for c in result.content),
+            is_error=result.is_error,
+        )
+        if result.structured is not None:
+            response.structured_content.update(result.structured)
+        return response
+
+
+class _Streaming(v2_grpc.PluginServicer):
+    def __init__(self, plugin: Plugin) -> None:
+        self.plugin = plugin
+
+    async def Invoke(self, request_iterator, context):
+        first = await context.read()
+        if first is grpc.aio.EOF or first.WhichOneof("event") != "start":
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first event of a call must be `start`")
+        start = first.start
+        if start.request.name not in self.plugin.tools:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"this plugin has no tool named {start.request.name!r}")
+        link = Link(start, asyncio.get_running_loop())
+        call = _call_of(start.request, link)
+
+        async def answers() -> None:
+            while True:
+                event = await context.read()
+                if event is grpc.aio.EOF:
+                    return
+                if event.WhichOneof("event") == "answer":
+                    link.answered(event.answer)
+
+        async def handle() -> None:
+            result = await asyncio.wait_for(self.plugin.call(call), _deadline(context))
+            await link.flush()
+            await link.events.put(v2.PluginEvent(result=_wire(result)))
+
+        reader = asyncio.create_task(answers())
+        handler = asyncio.create_task(handle())
+        try:
+            while True:
+                event = await link.events.get()
+                await context.write(event)
+                if event.WhichOneof("event") == "result":
+                    break
+            await handler
+        finally:
+            # The call ended, was cancelled, or passed its deadline: the
+            # handler learns through asyncio.CancelledError.
+            call._cancelled.set()
+            for task in (handler, reader):
+                task.cancel()
+
+
+def _wire(result: ToolResult) -> v2.ToolResult:
+    out = v2.ToolResult(content=[c._block for c in result.content], is_error=result.is_error)
+    if result.structured is not None:
+        out.structured_content.update(result.structured)
+    return out
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value)

@@ -1,0 +1,151 @@
+// The SDK against a real gRPC client, in process: both protocols, every v2
+// event, cancellation and the error path. (The end-to-end tests in the
+// repository's tests/ run it under the real daemon.)
+
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import * as grpc from "@grpc/grpc-js";
+import { Content, LogLevel, Plugin, Question, ToolError, services } from "../dist/index.js";
+
+const seen = {};
+const plugin = new Plugin()
+  .tool("hello", async (call) => `hello, ${call.arguments.who ?? "world"} (${call.context.taskId})`)
+  .tool("count", (call) => ({ words: call.arguments.text.split(/\s+/).length }))
+  .tool("fails", async () => {
+    throw new ToolError("the thing is missing; create it first");
+  })
+  .tool("breaks", async () => {
+    throw new RangeError("SECRET-IN-AN-EXCEPTION");
+  })
+  .tool("rich", async (call) => {
+    for (let i = 1; i <= 3; i++) call.progress(i, 3, `step ${i}`);
+    call.log(LogLevel.Warning, "careful", { n: 1 });
+    call.log(LogLevel.Debug, "too quiet to send");
+    const answer = await call.ask(new Question("Proceed?").boolean("ok", "OK").require("ok"));
+    return [
+      answer.action === "accept" && answer.values.ok === true ? "done" : "stopped",
+      Content.image(new Uint8Array([0x89, 0x50]), "image/png").annotated({ audience: ["user"], priority: 0.5 }),
+      Content.resourceText("notes://a.md", "text/markdown", "# A"),
+    ];
+  })
+  .tool("sleepy", (call) =>
+    new Promise((resolve, reject) => {
+      const timer = setTimeout(() => resolve("woke"), 30_000);
+      call.signal.addEventListener("abort", () => {
+        clearTimeout(timer);
+        seen.cancelled = true;
+        reject(new Error("cancelled"));
+      });
+    }),
+  );
+
+const V1 = grpc.makeGenericClientConstructor(services.v1, "Plugin");
+const V2 = grpc.makeGenericClientConstructor(services.v2, "Plugin");
+
+async function serve() {
+  const path = join(mkdtempSync(join(tmpdir(), "sdk-")), "p.sock");
+  const server = plugin.server();
+  await new Promise((resolve, reject) =>
+    server.bindAsync(`unix:${path}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())),
+  );
+  return { server, address: `unix:${path}` };
+}
+
+const { server, address } = await serve();
+const v1 = new V1(address, grpc.credentials.createInsecure());
+const v2 = new V2(address, grpc.credentials.createInsecure());
+test.after(() => {
+  v1.close();
+  v2.close();
+  server.forceShutdown();
+});
+
+const struct = (o) => ({
+  fields: Object.fromEntries(Object.entries(o).map(([k, v]) => [k, typeof v === "string" ? { stringValue: v } : { boolValue: v }])),
+});
+const request = (name, args = {}) => ({ invocation_id: "i1", name, arguments: struct(args), context: { task_id: "t1" } });
+const invoke = (req, options = {}) =>
+  new Promise((resolve, reject) => v1.InvokeAgentTool(req, options, (e, r) => (e ? reject(e) : resolve(r))));
+
+test("protocol 1 calls answer text, structured content and errors", async () => {
+  let r = await invoke(request("hello", { who: "ada" }));
+  assert.equal(r.text, "hello, ada (t1)");
+  assert.equal(r.is_error, false);
+  r = await invoke(request("count", { text: "a b c" }));
+  assert.equal(r.structured_content.fields.words.numberValue, 3);
+  r = await invoke(request("fails"));
+  assert.deepEqual([r.text, r.is_error], ["the thing is missing; create it first", true]);
+  r = await invoke(request("breaks"));
+  assert.ok(r.is_error && r.text.includes("RangeError") && !r.text.includes("SECRET"));
+  await assert.rejects(invoke(request("nope")), (e) => e.code === grpc.status.NOT_FOUND);
+});
+
+test("protocol 2 carries progress, logs, a question and blocks", async () => {
+  const call = v2.Invoke();
+  call.write({ start: { request: request("rich"), can_ask: true, wants_progress: true, log_level: 2 } });
+  const kinds = [];
+  const result = await new Promise((resolve, reject) => {
+    call.on("error", reject);
+    call.on("data", (event) => {
+      kinds.push(event.event);
+      if (event.event === "log") {
+        assert.equal(event.log.level, 4);
+        assert.equal(event.log.message, "careful");
+      }
+      if (event.event === "question") {
+        assert.equal(event.question.message, "Proceed?");
+        assert.equal(event.question.requested_schema.fields.properties.structValue.fields.ok.structValue.fields.type.stringValue, "boolean");
+        call.write({ answer: { question_id: event.question.id, action: 1, content: struct({ ok: true }) } });
+      }
+      if (event.event === "result") resolve(event.result);
+    });
+  });
+  call.end();
+  assert.equal(kinds.filter((k) => k === "progress").length, 3, kinds.join());
+  assert.equal(kinds.filter((k) => k === "log").length, 1);
+  assert.equal(result.content[0].text.text, "done");
+  assert.equal(result.content[1].image.mime_type, "image/png");
+  assert.deepEqual(result.content[1].annotations.audience, [1]);
+  assert.equal(result.content[2].resource.text, "# A");
+});
+
+test("nothing is sent to a caller that did not ask", async () => {
+  const call = v2.Invoke();
+  call.write({ start: { request: request("rich"), can_ask: true } });
+  const kinds = [];
+  const result = await new Promise((resolve, reject) => {
+    call.on("error", reject);
+    call.on("data", (event) => {
+      kinds.push(event.event);
+      if (event.event === "question") call.write({ answer: { question_id: event.question.id, action: 2 } });
+      if (event.event === "result") resolve(event.result);
+    });
+  });
+  call.end();
+  assert.deepEqual(kinds, ["question", "result"]);
+  assert.equal(result.content[0].text.text, "stopped");
+});
+
+test("cancellation and deadlines reach the handler", async () => {
+  delete seen.cancelled;
+  const call = v2.Invoke();
+  call.on("error", () => {});
+  call.write({ start: { request: request("sleepy") } });
+  await new Promise((r) => setTimeout(r, 200));
+  call.cancel();
+  for (let i = 0; i < 100 && !seen.cancelled; i++) await new Promise((r) => setTimeout(r, 20));
+  assert.equal(seen.cancelled, true);
+
+  delete seen.cancelled;
+  await assert.rejects(invoke(request("sleepy"), { deadline: Date.now() + 300 }), (e) => e.code === grpc.status.DEADLINE_EXCEEDED);
+  for (let i = 0; i < 100 && !seen.cancelled; i++) await new Promise((r) => setTimeout(r, 20));
+  assert.equal(seen.cancelled, true);
+});
+
+test("run by hand, it refuses", async () => {
+  delete process.env.KANDEV_PLUGIN;
+  assert.equal(await new Plugin().serve(), 1);
+});
