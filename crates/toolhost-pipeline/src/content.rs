@@ -172,9 +172,18 @@ pub struct ContentRule {
 
 /// The longest URI, name, title or MIME type accepted.
 const MAX_FIELD: usize = 8 * 1024;
+/// The most blocks one result may hold.
+pub const MAX_BLOCKS: usize = 1024;
 
 /// Checks a plugin's blocks and takes them over.
 pub fn blocks_from_wire(content: Vec<wire::Content>) -> Result<Vec<Block>, ContentRule> {
+    if content.len() > MAX_BLOCKS {
+        return Err(ContentRule {
+            index: MAX_BLOCKS,
+            kind: "any",
+            rule: "a result may hold at most 1024 content blocks",
+        });
+    }
     content
         .into_iter()
         .enumerate()
@@ -427,6 +436,19 @@ mod tests {
                 priority: Some(0.5)
             })
         );
+    }
+
+    #[test]
+    fn a_result_holds_at_most_max_blocks() {
+        let text = wire::Content {
+            block: Some(W::Text(wire::Text {
+                text: String::new(),
+            })),
+            annotations: None,
+        };
+        assert!(blocks_from_wire(vec![text.clone(); MAX_BLOCKS]).is_ok());
+        let e = blocks_from_wire(vec![text; MAX_BLOCKS + 1]).unwrap_err();
+        assert!(e.rule.contains("at most 1024"));
     }
 
     #[test]

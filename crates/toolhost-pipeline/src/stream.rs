@@ -124,7 +124,15 @@ impl Call<'_> {
             wants_progress: caller.wants_progress(),
             log_level: caller.log_level().map_or(0, |l| l as i32),
         };
-        let max_event = self.pipeline.max_answer_bytes();
+        // Protocol 2 carries bytes raw (smaller than the base64 the limit
+        // counts), and a list of blocks decodes into far more memory than
+        // its encoding: one event is read only up to the result limit plus
+        // room for the envelope, not twice it as in protocol 1.
+        let max_event = self
+            .pipeline
+            .limits
+            .max_result_bytes
+            .saturating_add(64 * 1024);
         let opened = tokio::select! {
             biased;
             () = self.cancel.cancelled() => return Err(self.cancelled()),
