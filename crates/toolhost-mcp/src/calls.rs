@@ -173,6 +173,28 @@ pub(crate) struct Outlet<'a> {
     pub(crate) progress_token: Option<ProgressToken>,
 }
 
+/// What ends a driving request's interest in its call: the request's own
+/// cancellation, or (HTTP) its client going away.
+pub(crate) struct Stop<'a> {
+    pub(crate) request: &'a CancellationToken,
+    pub(crate) gone: Option<CancellationToken>,
+}
+
+impl Stop<'_> {
+    /// Completes when either fires.
+    pub(crate) async fn cancelled(&self) {
+        match &self.gone {
+            Some(gone) => {
+                tokio::select! {
+                    () = self.request.cancelled() => {}
+                    () = gone.cancelled() => {}
+                }
+            }
+            None => self.request.cancelled().await,
+        }
+    }
+}
+
 /// How driving ended.
 pub(crate) enum Driven {
     /// The call finished.
@@ -184,11 +206,7 @@ pub(crate) enum Driven {
 /// Drives the call until it ends or asks a question, sending its progress
 /// and log messages through `out`. `stop` (the request's cancellation or
 /// the client going away) cancels the call, which then ends as cancelled.
-pub(crate) async fn drive(
-    running: &mut Running,
-    out: &Outlet<'_>,
-    stop: &CancellationToken,
-) -> Driven {
+pub(crate) async fn drive(running: &mut Running, out: &Outlet<'_>, stop: &Stop<'_>) -> Driven {
     let mut last_sent: Option<Instant> = None;
     let mut pending_progress = false;
     loop {

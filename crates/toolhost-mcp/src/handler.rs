@@ -348,24 +348,13 @@ impl Handler {
             peer: &cx.peer,
             progress_token: cx.meta.get_progress_token(),
         };
-        let stop = match client_gone(&cx.extensions) {
-            // The client's connection dropping cancels the call as an
-            // explicit `notifications/cancelled` would, so the plugin is
-            // told and the call's slot frees at once.
-            Some(gone) => {
-                let stop = cx.ct.child_token();
-                let s = stop.clone();
-                tokio::spawn(async move {
-                    tokio::select! {
-                        () = gone.cancelled() => s.cancel(),
-                        () = s.cancelled() => {}
-                    }
-                });
-                stop
-            }
-            None => cx.ct.child_token(),
+        // The client's connection dropping cancels the call as an explicit
+        // `notifications/cancelled` would, so the plugin is told and the
+        // call's slot frees at once.
+        let stop = crate::calls::Stop {
+            request: &cx.ct,
+            gone: client_gone(&cx.extensions),
         };
-        let _stop_guard = stop.clone().drop_guard();
         loop {
             match crate::calls::drive(&mut running, &out, &stop).await {
                 Driven::Done(Err(unknown)) => {
