@@ -42,6 +42,10 @@ pub struct Manifest {
     pub runtime: Runtime,
     /// The declared tools, in file order.
     pub tools: Vec<ToolDecl>,
+    /// `[[config]]`: the settings and secrets it asks the operator for.
+    pub config: Vec<ConfigDecl>,
+    /// `[capabilities]`: what it asks for beyond its own directories.
+    pub capabilities: Capabilities,
     /// Problems that withhold one tool, not the plugin: a schema that
     /// breaks a schema rule. `toolhost check` and installs treat them as
     /// problems; a plugin already configured or installed serves its other
@@ -134,4 +138,100 @@ impl Manifest {
             .map(|t| (t.name.clone(), naming::exposed(prefix, &self.id, &t.name)))
             .collect()
     }
+}
+
+/// The most `[[config]]` items a plugin may declare.
+pub const MAX_CONFIG_ITEMS: usize = 64;
+
+/// The type of a configuration value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigType {
+    /// Any UTF-8 text.
+    String,
+    /// A 64-bit signed integer.
+    Integer,
+    /// `true` or `false`.
+    Boolean,
+}
+
+impl ConfigType {
+    /// The name used in manifests.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::String => "string",
+            Self::Integer => "integer",
+            Self::Boolean => "boolean",
+        }
+    }
+}
+
+/// A configuration value of one of the three types.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigValue {
+    /// Text.
+    String(String),
+    /// A whole number.
+    Integer(i64),
+    /// A flag.
+    Boolean(bool),
+}
+
+/// One `[[config]]` item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigDecl {
+    /// `^[a-z][a-z0-9_]{0,63}$`, unique in the plugin.
+    pub name: String,
+    /// What it is for, for the operator.
+    pub description: String,
+    /// Its type.
+    pub kind: ConfigType,
+    /// Whether the plugin cannot run without it.
+    pub required: bool,
+    /// The value when the operator supplies none (never for a secret).
+    pub default: Option<ConfigValue>,
+    /// A credential: write-only, never shown or logged.
+    pub secret: bool,
+}
+
+/// Filesystem access a plugin asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Read (and execute).
+    Read,
+    /// Read and write.
+    Write,
+}
+
+/// One path a plugin asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathGrant {
+    /// Absolute, without `..`.
+    pub path: PathBuf,
+    /// What it asks to do there.
+    pub access: Access,
+}
+
+/// Network access a plugin asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Network {
+    /// None (the default).
+    #[default]
+    None,
+    /// Outbound TCP connections to these ports.
+    Connect(Vec<u16>),
+    /// Outbound TCP connections to any port.
+    Any,
+}
+
+/// `[capabilities]`: what a plugin asks for beyond its own directory, data
+/// directory and socket.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Capabilities {
+    /// Paths outside its own directories.
+    pub filesystem: Vec<PathGrant>,
+    /// Network access.
+    pub network: Network,
+    /// Names of the daemon's environment variables it asks to inherit.
+    pub env: Vec<String>,
 }

@@ -11,6 +11,7 @@
 //! directory and returns data or problems. Nothing here panics on any input.
 
 mod decl;
+pub mod grants;
 pub mod manifest;
 pub mod naming;
 pub mod problem;

@@ -107,6 +107,8 @@ impl Manifest {
         }
         let runtime = runtime(&mut cx, &root, dir);
         let tools = tools(&mut cx, &root, dir);
+        let config = crate::grants::config(&mut cx, &root);
+        let capabilities = crate::grants::capabilities(&mut cx, &root);
         if runtime.as_ref().is_some_and(|r| r.protocol < 2) {
             for t in tools.iter().filter(|t| t.reset_timeout_on_progress) {
                 cx.tool = Some(t.name.clone());
@@ -141,6 +143,8 @@ impl Manifest {
                 description,
                 runtime,
                 tools,
+                config,
+                capabilities,
                 defects,
             }),
             _ if problems.is_empty() => Err(defects),

@@ -32,6 +32,10 @@ pub enum Rule {
     StartupTimeout,
     /// `runtime.protocol` is not 1 or 2, or a tool needs protocol 2.
     Protocol,
+    /// A `[[config]]` item is malformed.
+    Config,
+    /// `[capabilities]` is malformed.
+    Capabilities,
     /// More than 32 tools.
     TooManyTools,
     /// A tool name does not match `^[a-z0-9][a-z0-9_]{0,31}$`.
@@ -86,6 +90,8 @@ impl Rule {
             Self::ReservedEnv => "runtime-env",
             Self::StartupTimeout => "startup-timeout",
             Self::Protocol => "protocol",
+            Self::Config => "config",
+            Self::Capabilities => "capabilities",
             Self::TooManyTools => "too-many-tools",
             Self::ToolName => "tool-name",
             Self::DuplicateTool => "duplicate-tool",

@@ -39,6 +39,46 @@ impl Ctx<'_> {
         }
     }
 
+    /// `key` as an array of tables (`[[key]]`), at most `max` of them
+    /// (`too_many` names the rule broken past that): each table with its
+    /// index, a problem for anything else.
+    pub(crate) fn array_of_tables<'t>(
+        &mut self,
+        t: &'t Table,
+        key: &str,
+        max: usize,
+        too_many: Rule,
+    ) -> Vec<(usize, &'t Table)> {
+        let items = match t.get(key) {
+            None => return Vec::new(),
+            Some(toml::Value::Array(items)) => items,
+            Some(v) => {
+                self.report(
+                    Rule::WrongType,
+                    format!(
+                        "`{key}` must be an array of tables ([[{key}]]), not {}",
+                        v.type_str()
+                    ),
+                );
+                return Vec::new();
+            }
+        };
+        if items.len() > max {
+            self.report(
+                too_many,
+                format!("{} {key} declared; at most {max} are allowed", items.len()),
+            );
+        }
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            match item.as_table() {
+                Some(table) => out.push((i, table)),
+                None => self.report(Rule::WrongType, format!("{key}[{i}] must be a table")),
+            }
+        }
+        out
+    }
+
     pub(crate) fn string(&mut self, t: &Table, key: &str, required: bool) -> Option<String> {
         match t.get(key) {
             None if required => {

@@ -50,7 +50,16 @@ pub fn is_valid_description(d: &str) -> bool {
     !d.trim().is_empty() && d.len() <= MAX_DESCRIPTION
 }
 
-pub(crate) const TOP_KEYS: [&str; 6] = ["id", "version", "name", "description", "runtime", "tools"];
+pub(crate) const TOP_KEYS: [&str; 8] = [
+    "id",
+    "version",
+    "name",
+    "description",
+    "runtime",
+    "tools",
+    "config",
+    "capabilities",
+];
 const RUNTIME_KEYS: [&str; 5] = ["command", "args", "env", "startup_timeout_ms", "protocol"];
 const TOOL_KEYS: [&str; 13] = [
     "name",
@@ -166,36 +175,10 @@ fn is_executable(_: &std::fs::Metadata) -> bool {
 }
 
 pub(crate) fn tools(cx: &mut Ctx<'_>, root: &Table, dir: &Path) -> Vec<ToolDecl> {
-    let items = match root.get("tools") {
-        None => return Vec::new(),
-        Some(toml::Value::Array(items)) => items,
-        Some(v) => {
-            cx.report(
-                Rule::WrongType,
-                format!(
-                    "`tools` must be an array of tables ([[tools]]), not {}",
-                    v.type_str()
-                ),
-            );
-            return Vec::new();
-        }
-    };
-    if items.len() > MAX_TOOLS {
-        cx.report(
-            Rule::TooManyTools,
-            format!(
-                "{} tools declared; at most {MAX_TOOLS} are allowed",
-                items.len()
-            ),
-        );
-    }
+    let items = cx.array_of_tables(root, "tools", MAX_TOOLS, Rule::TooManyTools);
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
-    for (i, item) in items.iter().enumerate() {
-        let Some(t) = item.as_table() else {
-            cx.report(Rule::WrongType, format!("tools[{i}] must be a table"));
-            continue;
-        };
+    for (i, t) in items {
         let label = t
             .get("name")
             .and_then(toml::Value::as_str)

@@ -83,7 +83,7 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
                             })
                         })
                         .collect();
-                    json!({ "id": m.id, "version": m.version.to_string(), "dir": m.dir, "protocol": m.runtime.protocol, "tools": tools })
+                    json!({ "id": m.id, "version": m.version.to_string(), "dir": m.dir, "protocol": m.runtime.protocol, "tools": tools, "config": config_json(m), "capabilities": capabilities_json(m) })
                 })
                 .collect();
             let problems: Vec<_> = problems
@@ -109,6 +109,9 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
                     println!("      surfaces: {}", t.surfaces.join(", "));
                     println!("      hints:    {}", hints(&t.annotations));
                 }
+                for line in asks(m) {
+                    println!("  {line}");
+                }
             }
             for p in &problems {
                 eprintln!("error: {p}");
@@ -125,5 +128,90 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    })
+}
+
+/// What a plugin asks the operator for, one line each: its configuration
+/// (a secret's value is never in a manifest, so nothing is hidden here) and
+/// its capabilities.
+fn asks(m: &toolhost_manifest::Manifest) -> Vec<String> {
+    use toolhost_manifest::grants::{Access, Network};
+    let mut out = Vec::new();
+    for c in &m.config {
+        let mut what = vec![c.kind.as_str().to_owned()];
+        if c.required {
+            what.push("required".into());
+        }
+        if c.secret {
+            what.push("secret".into());
+        }
+        out.push(format!(
+            "config {}: {} ({})",
+            c.name,
+            c.description,
+            what.join(", ")
+        ));
+    }
+    let caps = &m.capabilities;
+    for g in &caps.filesystem {
+        let access = match g.access {
+            Access::Read => "read",
+            Access::Write => "read and write",
+        };
+        out.push(format!("asks for {}: {access}", g.path.display()));
+    }
+    match &caps.network {
+        Network::None => {}
+        Network::Any => out.push("asks for the network: any TCP port".into()),
+        Network::Connect(ports) => out.push(format!(
+            "asks for the network: TCP to port(s) {}",
+            ports
+                .iter()
+                .map(u16::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+    if !caps.env.is_empty() {
+        out.push(format!("asks for the environment: {}", caps.env.join(", ")));
+    }
+    out
+}
+
+fn config_json(m: &toolhost_manifest::Manifest) -> serde_json::Value {
+    use toolhost_manifest::grants::ConfigValue;
+    m.config
+        .iter()
+        .map(|c| {
+            json!({
+                "name": c.name,
+                "description": c.description,
+                "type": c.kind.as_str(),
+                "required": c.required,
+                "secret": c.secret,
+                "default": c.default.as_ref().map(|d| match d {
+                    ConfigValue::String(s) => json!(s),
+                    ConfigValue::Integer(n) => json!(n),
+                    ConfigValue::Boolean(b) => json!(b),
+                }),
+            })
+        })
+        .collect()
+}
+
+fn capabilities_json(m: &toolhost_manifest::Manifest) -> serde_json::Value {
+    use toolhost_manifest::grants::{Access, Network};
+    let caps = &m.capabilities;
+    json!({
+        "filesystem": caps.filesystem.iter().map(|g| json!({
+            "path": g.path,
+            "access": match g.access { Access::Read => "read", Access::Write => "write" },
+        })).collect::<Vec<_>>(),
+        "network": match &caps.network {
+            Network::None => json!("none"),
+            Network::Any => json!("any"),
+            Network::Connect(ports) => json!({ "connect": ports }),
+        },
+        "env": caps.env,
     })
 }
