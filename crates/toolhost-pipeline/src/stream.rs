@@ -30,7 +30,7 @@ use serde_json::Value;
 use std::time::{Duration, Instant};
 use toolhost_proto::json::{json_from_struct, struct_from_json};
 use toolhost_proto::plugin_v2::{self as wire, plugin_event::Event};
-use toolhost_runtime::{CallSlot, PluginClient};
+use toolhost_runtime::{Bucket, CallSlot, PluginClient};
 use toolhost_validate::Checked;
 
 /// Log messages a call may send at once.
@@ -43,34 +43,6 @@ pub const MAX_LOG_MESSAGE: usize = 4 * 1024;
 pub const MAX_LOG_DATA: usize = 8 * 1024;
 /// The longest progress message forwarded; longer ones are cut.
 pub const MAX_PROGRESS_MESSAGE: usize = 1024;
-
-/// A token bucket for one call's log messages.
-struct LogBudget {
-    tokens: f64,
-    at: Instant,
-}
-
-impl LogBudget {
-    fn new() -> Self {
-        Self {
-            tokens: f64::from(LOG_BURST),
-            at: Instant::now(),
-        }
-    }
-
-    fn take(&mut self) -> bool {
-        let now = Instant::now();
-        let refill = now.duration_since(self.at).as_secs_f64() * f64::from(LOG_PER_SECOND);
-        self.tokens = (self.tokens + refill).min(f64::from(LOG_BURST));
-        self.at = now;
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-}
 
 /// The question being asked: its id, its checked form, and the caller's
 /// pending answer.
@@ -140,7 +112,7 @@ impl Call<'_> {
         };
         let mut stream = opened.map_err(|e| self.invoke_failure(e))?;
         let mut last_progress: Option<f64> = None;
-        let mut budget = LogBudget::new();
+        let mut budget = Bucket::new(f64::from(LOG_BURST), f64::from(LOG_PER_SECOND));
         let mut asking: Option<Asking<'_>> = None;
         loop {
             let wake = soft_at.min(hard_at);
@@ -236,7 +208,7 @@ impl Call<'_> {
 
     /// Forwards a log message at or above the caller's level, within the
     /// budget.
-    fn on_log(&mut self, l: wire::Log, budget: &mut LogBudget) {
+    fn on_log(&mut self, l: wire::Log, budget: &mut Bucket) {
         let Some(level) = level_from_wire(l.level) else {
             return;
         };
@@ -363,7 +335,7 @@ mod tests {
 
     #[test]
     fn the_log_budget_allows_a_burst_then_a_rate() {
-        let mut b = LogBudget::new();
+        let mut b = Bucket::new(f64::from(LOG_BURST), f64::from(LOG_PER_SECOND));
         let burst = (0..100).filter(|_| b.take()).count();
         assert_eq!(burst, LOG_BURST as usize);
     }

@@ -40,7 +40,7 @@ mod spec;
 mod supervisor;
 
 pub use client::{CallSlot, DEFAULT_MAX_ANSWER_BYTES, InvokeError, PluginClient};
-pub use logs::log_safe;
+pub use logs::{Bucket, log_safe};
 pub use process::StartError;
 pub use sockets::{remove_run_dir, remove_stale_run_dirs};
 pub use spec::PluginSpec;

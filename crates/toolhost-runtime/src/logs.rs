@@ -62,24 +62,34 @@ pub(crate) fn printable(text: &str, max_chars: usize) -> String {
         .collect()
 }
 
-/// A token bucket: [`BURST`] lines, refilled at [`LINES_PER_SECOND`].
-struct Bucket {
+/// A token bucket: `burst` at once, refilled at `per_second`. What bounds
+/// a plugin's output lines here, and its log messages to a caller in the
+/// pipeline.
+#[derive(Debug, Clone)]
+pub struct Bucket {
+    burst: f64,
+    per_second: f64,
     tokens: f64,
     at: Instant,
 }
 
 impl Bucket {
-    fn new() -> Self {
+    /// A full bucket.
+    #[must_use]
+    pub fn new(burst: f64, per_second: f64) -> Self {
         Self {
-            tokens: BURST,
+            burst,
+            per_second,
+            tokens: burst,
             at: Instant::now(),
         }
     }
 
-    fn take(&mut self) -> bool {
+    /// Takes one token, if there is one.
+    pub fn take(&mut self) -> bool {
         let now = Instant::now();
-        let refill = now.duration_since(self.at).as_secs_f64() * LINES_PER_SECOND;
-        self.tokens = (self.tokens + refill).min(BURST);
+        let refill = now.duration_since(self.at).as_secs_f64() * self.per_second;
+        self.tokens = (self.tokens + refill).min(self.burst);
         self.at = now;
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;
@@ -138,7 +148,7 @@ fn too_long_is_an_item(
 /// when lines are dropped, so the plugin never writes into a closed pipe.
 pub(crate) async fn forward(plugin: String, stream: &'static str, reader: impl AsyncRead + Unpin) {
     let mut lines = FramedRead::new(reader, Lines(LinesCodec::new_with_max_length(MAX_LINE)));
-    let mut bucket = Bucket::new();
+    let mut bucket = Bucket::new(BURST, LINES_PER_SECOND);
     let mut suppressed = 0u64;
     loop {
         // What was dropped is reported within a second, even when the
@@ -234,7 +244,7 @@ mod tests {
 
     #[test]
     fn the_bucket_allows_a_burst_then_refuses() {
-        let mut b = Bucket::new();
+        let mut b = Bucket::new(BURST, LINES_PER_SECOND);
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let burst = BURST as usize;
         assert!((0..burst).all(|_| b.take()));

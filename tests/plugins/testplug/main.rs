@@ -55,6 +55,14 @@ fn event(line: &str) {
     }
 }
 
+/// A whole-number argument, or `default`.
+fn number(call: &ToolCall, name: &str, default: u64) -> u64 {
+    call.arguments
+        .get(name)
+        .and_then(Value::as_u64)
+        .unwrap_or(default)
+}
+
 fn record(call: &ToolCall) {
     CALLS.fetch_add(1, Ordering::SeqCst);
     event(&format!(
@@ -84,11 +92,7 @@ async fn echo(call: ToolCall) -> Result<ToolOutput, ToolError> {
 
 async fn slow(call: ToolCall) -> Result<ToolOutput, ToolError> {
     record(&call);
-    let ms = call
-        .arguments
-        .get("ms")
-        .and_then(Value::as_u64)
-        .unwrap_or(60_000);
+    let ms = number(&call, "ms", 60_000);
     tokio::select! {
         () = call.cancelled() => {
             event(&format!("cancelled {} {}", call.name, call.invocation_id));
@@ -110,11 +114,7 @@ async fn count(call: ToolCall) -> Result<ToolOutput, ToolError> {
 
 async fn big(call: ToolCall) -> Result<ToolOutput, ToolError> {
     record(&call);
-    let n = call
-        .arguments
-        .get("bytes")
-        .and_then(Value::as_u64)
-        .unwrap_or(2 << 20);
+    let n = number(&call, "bytes", 2 << 20);
     Ok(ToolOutput::text(
         "x".repeat(usize::try_from(n).unwrap_or(0)),
     ))
@@ -122,11 +122,7 @@ async fn big(call: ToolCall) -> Result<ToolOutput, ToolError> {
 
 async fn flood(call: ToolCall) -> Result<ToolOutput, ToolError> {
     record(&call);
-    let lines = call
-        .arguments
-        .get("lines")
-        .and_then(Value::as_u64)
-        .unwrap_or(10_000);
+    let lines = number(&call, "lines", 10_000);
     let long = "z".repeat(10_000);
     for i in 0..lines {
         println!(
@@ -284,16 +280,8 @@ async fn media(call: ToolCall) -> Result<ToolOutput, ToolError> {
 
 async fn steps(call: ToolCall) -> Result<ToolOutput, ToolError> {
     record(&call);
-    let n = call
-        .arguments
-        .get("steps")
-        .and_then(Value::as_u64)
-        .unwrap_or(5);
-    let pause = call
-        .arguments
-        .get("pause_ms")
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
+    let n = number(&call, "steps", 5);
+    let pause = number(&call, "pause_ms", 0);
     let note = call
         .arguments
         .get("note")
@@ -375,11 +363,7 @@ async fn two_questions(call: ToolCall) -> Result<ToolOutput, ToolError> {
 
 async fn huge(call: ToolCall) -> Result<ToolOutput, ToolError> {
     record(&call);
-    let n = call
-        .arguments
-        .get("bytes")
-        .and_then(Value::as_u64)
-        .unwrap_or(2 << 20);
+    let n = number(&call, "bytes", 2 << 20);
     Ok(ToolOutput::blocks([Content::image(
         vec![7; usize::try_from(n).unwrap_or(0)],
         "image/png",
@@ -388,11 +372,7 @@ async fn huge(call: ToolCall) -> Result<ToolOutput, ToolError> {
 
 async fn rolling(call: ToolCall) -> Result<ToolOutput, ToolError> {
     record(&call);
-    let ms = call
-        .arguments
-        .get("ms")
-        .and_then(Value::as_u64)
-        .unwrap_or(1000);
+    let ms = number(&call, "ms", 1000);
     let started = tokio::time::Instant::now();
     let mut i = 0.0;
     while started.elapsed() < Duration::from_millis(ms) {
