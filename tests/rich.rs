@@ -547,3 +547,43 @@ async fn a_stdio_session_gets_the_same() {
     assert_eq!(last.progress, 50.0);
     let _ = c.cancel().await;
 }
+
+#[tokio::test]
+async fn a_forged_or_stale_request_state_resumes_nothing_and_is_not_echoed() {
+    let root = Scratch::new("rich-forged");
+    let d = daemon(root.path()).await;
+    let forged = "0123456789abcdef0123456789abcdef-FORGED";
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+    "name": "kandev_rp_confirm", "arguments": {},
+    "requestState": forged,
+    "inputResponses": {"question": {"action": "accept", "content": {"confirm": true}}},
+    "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+    }}});
+    let (status, text) = toolhost_e2e::http_request(
+        &d.base(),
+        "POST",
+        "/mcp",
+        &[
+            ("Authorization", &format!("Bearer {TOKEN}")),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "kandev_rp_confirm"),
+        ],
+        &body.to_string(),
+    )
+    .await;
+    assert!(status == 200 || status == 400, "{status}: {text}");
+    assert!(
+        text.contains("no call of this tool waiting for an answer"),
+        "{text}"
+    );
+    assert!(!text.contains("FORGED"), "the handle was echoed: {text}");
+    // The plugin never saw a call.
+    assert!(events(&root.path().join("state/data/rp"), "invoked").is_empty());
+    assert!(!d.logs().contains("FORGED"));
+}
