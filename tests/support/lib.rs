@@ -571,6 +571,7 @@ pub struct TestConfig {
     stdio: Option<(String, String)>,
     top: Vec<String>,
     extra: Vec<String>,
+    sandbox: Vec<String>,
 }
 
 impl TestConfig {
@@ -590,6 +591,7 @@ impl TestConfig {
             stdio: None,
             top: Vec::new(),
             extra: Vec::new(),
+            sandbox: Vec::new(),
         }
     }
 
@@ -667,6 +669,46 @@ impl TestConfig {
             self.supervisor.join("\n"),
             self.extra.join("\n")
         ));
+        let read: Vec<String> = sandbox_read_paths()
+            .iter()
+            .map(|p| format!("{:?}", p.display().to_string()))
+            .collect();
+        t.push_str(&format!(
+            "\n[sandbox]\nread = [{}]\n{}\n",
+            read.join(", "),
+            self.sandbox.join("\n")
+        ));
         t
     }
+
+    /// Lines under `[sandbox]` (after `read`, which every test config has).
+    #[must_use]
+    pub fn sandbox(mut self, lines: &str) -> Self {
+        self.sandbox.push(lines.into());
+        self
+    }
+}
+
+/// What the example and SDK plugins run on outside their own directories,
+/// granted read and execute the way an operator would (`[sandbox] read`):
+/// the workspace's builds, its virtualenv and SDKs, and the Python the
+/// virtualenv was made from.
+#[must_use]
+pub fn sandbox_read_paths() -> Vec<PathBuf> {
+    let root = workspace_root();
+    let mut paths = vec![
+        bin_dir()
+            .parent()
+            .map_or_else(|| root.join("target"), Path::to_path_buf),
+        root.join(".venv"),
+        root.join("sdk"),
+    ];
+    // .venv/bin/python -> <prefix>/bin/python3.x
+    if let Some(prefix) = std::fs::canonicalize(root.join(".venv/bin/python"))
+        .ok()
+        .and_then(|p| p.parent().and_then(Path::parent).map(Path::to_path_buf))
+    {
+        paths.push(prefix);
+    }
+    paths
 }

@@ -43,6 +43,7 @@ fn lifecycle_status(e: LifecycleError) -> Status {
         }
         LifecycleError::NotFound { .. } => Status::not_found(message),
         LifecycleError::Managed
+        | LifecycleError::NeedsConfig { .. }
         | LifecycleError::Static { .. }
         | LifecycleError::AlreadyThere { .. } => Status::failed_precondition(message),
         LifecycleError::StartFailed { .. } => Status::aborted(message),
@@ -87,10 +88,62 @@ fn status_of(h: &PluginHandle) -> pb::PluginStatus {
         pid: s.pid.unwrap_or(0),
         restarts: s.restarts,
         last_error: s.last_error.unwrap_or_default(),
-        origin: String::new(),
         enabled: true,
-        withheld: Vec::new(),
+        ..Default::default()
     }
+}
+
+fn config_items(items: &[toolhost_lifecycle::settings::ItemStatus]) -> Vec<pb::ConfigItem> {
+    items
+        .iter()
+        .map(|i| pb::ConfigItem {
+            name: i.name.clone(),
+            secret: i.secret,
+            required: i.required,
+            state: i.state.to_owned(),
+            source: i.source.map(|s| s.as_str().to_owned()).unwrap_or_default(),
+            problem: i.problem.clone().unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// A plugin's status from its lifecycle record and its running process.
+fn plugin_status(
+    info: toolhost_lifecycle::PluginInfo,
+    handle: Option<&Arc<PluginHandle>>,
+) -> pb::PluginStatus {
+    let mut st = match handle {
+        Some(h) if info.enabled => status_of(h),
+        _ => pb::PluginStatus {
+            id: info.id.clone(),
+            state: if !info.enabled {
+                "disabled"
+            } else if !info.needs_config.is_empty() {
+                "needs_config"
+            } else {
+                "stopped"
+            }
+            .into(),
+            ..Default::default()
+        },
+    };
+    st.version = info.version;
+    st.origin = info.origin.to_owned();
+    st.enabled = info.enabled;
+    st.config = config_items(&info.config);
+    st.missing_config = info.needs_config;
+    st.asks = info.asks;
+    st.ungranted = info.ungranted;
+    st.sandbox = info
+        .sandbox
+        .iter()
+        .map(|r| pb::SandboxRule {
+            rule: r.rule.to_owned(),
+            state: r.state.as_str().to_owned(),
+            detail: r.detail.clone(),
+        })
+        .collect();
+    st
 }
 
 fn binding_of(b: Option<pb::SessionBinding>) -> Result<Binding, Status> {
@@ -226,23 +279,14 @@ impl Admin for AdminService {
         let mut plugins = Vec::new();
         for info in self.state.lifecycle.list() {
             let handle = running.iter().rev().find(|h| h.id() == info.id);
-            let mut st = match handle {
-                Some(h) if info.enabled => status_of(h),
-                _ => pb::PluginStatus {
-                    id: info.id.clone(),
-                    state: "disabled".into(),
-                    ..Default::default()
-                },
-            };
-            st.version = info.version;
-            st.origin = info.origin.to_owned();
-            st.enabled = info.enabled;
+            let id = info.id.clone();
+            let mut st = plugin_status(info, handle);
             st.withheld = defects
                 .iter()
                 .filter(|d| {
                     catalog
                         .get(&d.tool)
-                        .is_some_and(|e| e.descriptor.plugin_id == info.id)
+                        .is_some_and(|e| e.descriptor.plugin_id == id)
                 })
                 .map(|d| pb::Defect {
                     tool: d.tool.clone(),
@@ -294,16 +338,55 @@ impl Admin for AdminService {
         self.lifecycle_answer(self.state.lifecycle.remove(&r.id, r.purge).await)
     }
 
+    async fn set_plugin_config(
+        &self,
+        request: Request<pb::SetPluginConfigRequest>,
+    ) -> Result<Response<pb::SetPluginConfigResponse>, Status> {
+        let r = request.into_inner();
+        let set: std::collections::BTreeMap<String, String> = r.values.into_iter().collect();
+        let (revision, items) = self
+            .state
+            .lifecycle
+            .set_config(&r.id, &set, &r.unset)
+            .await
+            .map_err(lifecycle_status)?;
+        let running = self.state.plugins.all();
+        let state = self
+            .state
+            .lifecycle
+            .list()
+            .into_iter()
+            .find(|i| i.id == r.id)
+            .map(|info| {
+                let handle = running.iter().rev().find(|h| h.id() == info.id);
+                plugin_status(info, handle).state
+            })
+            .unwrap_or_default();
+        Ok(Response::new(pb::SetPluginConfigResponse {
+            generation: self.state.store.current().generation().to_owned(),
+            revision,
+            config: config_items(&items),
+            state,
+        }))
+    }
+
     async fn restart_plugin(
         &self,
         request: Request<pb::RestartPluginRequest>,
     ) -> Result<Response<pb::RestartPluginResponse>, Status> {
         let id = request.into_inner().id;
-        let h = self
-            .state
-            .plugins
-            .get(&id)
-            .ok_or_else(|| Status::not_found(format!("no plugin {id:?} is installed")))?;
+        if let Some(missing) = self.state.plugins.needs_config().get(&id) {
+            return Err(Status::failed_precondition(format!(
+                "plugin {id} is not started: it needs configuration ({}); set it with SetPluginConfig",
+                missing.join(", ")
+            )));
+        }
+        let h = self.state.plugins.get(&id).ok_or_else(|| {
+            Status::not_found(format!(
+                "no plugin {:?} is running",
+                toolhost_runtime::log_safe(&id, 128)
+            ))
+        })?;
         h.restart();
         Ok(Response::new(pb::RestartPluginResponse {}))
     }

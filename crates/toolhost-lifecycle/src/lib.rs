@@ -23,6 +23,7 @@
 
 mod files;
 mod lifecycle;
+pub mod settings;
 mod spec;
 
 pub use files::ArchiveLimits;

@@ -1,6 +1,7 @@
 //! The lifecycle operations and the embedded authority.
 
 use crate::files::{ArchiveLimits, StateFile, private_dir, stage, staging_dir, version_dir};
+use crate::settings::{self, ItemStatus, Operator, Resolved, SandboxConfig, Stored};
 use arc_swap::ArcSwap;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,7 +11,8 @@ use tokio::sync::mpsc;
 use toolhost_catalog::{Installed, Outcome, Snapshot, Store};
 use toolhost_manifest::{Manifest, check_set, expand_plugin_dirs, naming};
 use toolhost_pipeline::Plugins;
-use toolhost_runtime::{Phase, PluginHandle, SupervisorConfig, supervise};
+use toolhost_runtime::sandbox::RuleStatus;
+use toolhost_runtime::{Phase, PluginHandle, PluginSpec, SupervisorConfig, supervise};
 
 /// Where things live and how plugins run.
 #[derive(Debug, Clone)]
@@ -30,8 +32,11 @@ pub struct LifecycleConfig {
     pub drain_timeout: Duration,
     /// Caps on what an installed archive may unpack to.
     pub archive_limits: ArchiveLimits,
-    /// Per plugin id, the daemon's environment variables it also gets.
-    pub pass_env: BTreeMap<String, Vec<String>>,
+    /// Per plugin id, what the operator decided: environment, values,
+    /// grants, sandbox rules turned off.
+    pub operators: BTreeMap<String, Operator>,
+    /// The sandbox's daemon-wide settings.
+    pub sandbox: SandboxConfig,
 }
 
 /// Why an operation was refused or failed. Each message says what to do.
@@ -81,6 +86,18 @@ pub enum LifecycleError {
         /// "installed (version 1.0.0); use upgrade", "at version 1.0.0".
         state: String,
     },
+    /// A required configuration value is missing: the plugin is not
+    /// started until it is set.
+    #[error(
+        "plugin {id} needs configuration before it can start: set {} (toolhost plugins config {id} NAME=VALUE, or [plugin.\"{id}\".config] in the configuration file)",
+        missing.join(", ")
+    )]
+    NeedsConfig {
+        /// The plugin.
+        id: String,
+        /// The required items without a value.
+        missing: Vec<String>,
+    },
     /// The plugin did not become ready.
     #[error("{reason}")]
     StartFailed {
@@ -112,6 +129,16 @@ pub struct PluginInfo {
     pub enabled: bool,
     /// `installed` (managed by toolhost) or `static` (from the configuration).
     pub origin: &'static str,
+    /// Required configuration items without a value (it is not started).
+    pub needs_config: Vec<String>,
+    /// Each declared configuration item's state (never a value).
+    pub config: Vec<ItemStatus>,
+    /// What its manifest asks for, one line each.
+    pub asks: Vec<String>,
+    /// Declared capabilities the operator has not granted.
+    pub ungranted: Vec<String>,
+    /// Each sandbox rule and whether it holds on this kernel.
+    pub sandbox: Vec<RuleStatus>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +153,9 @@ struct Record {
     origin: Origin,
     enabled: bool,
     handle: Option<Arc<PluginHandle>>,
+    /// Its configuration, resolved; a plugin with a required item missing
+    /// is not started.
+    resolved: Resolved,
     /// Its tools may be listed: it was present at start-up, or has been ready
     /// since it was installed or enabled.
     listable: bool,
@@ -152,6 +182,7 @@ pub struct Lifecycle {
     ops: tokio::sync::Mutex<()>,
     inner: Mutex<Inner>,
     recompute: mpsc::UnboundedSender<()>,
+    stored: Stored,
 }
 
 /// An I/O error while doing `what` at `path`.
@@ -233,6 +264,7 @@ impl Lifecycle {
                 Origin::Static
             };
             let enabled = !file.disabled.contains(&m.id);
+            let resolved = resolve_for(&cfg, &m, &mut warnings);
             records.insert(
                 m.id.clone(),
                 Record {
@@ -240,6 +272,7 @@ impl Lifecycle {
                     origin,
                     enabled,
                     handle: None,
+                    resolved,
                     listable: true,
                 },
             );
@@ -253,6 +286,7 @@ impl Lifecycle {
             records.values().map(|r| &r.manifest),
         )));
         let (tx, rx) = mpsc::unbounded_channel();
+        let lc_state_dir = cfg.state_dir.clone();
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis());
@@ -270,6 +304,7 @@ impl Lifecycle {
             installed,
             ops: tokio::sync::Mutex::new(()),
             recompute: tx,
+            stored: Stored::new(&lc_state_dir),
         });
         {
             let mut inner = lc.lock();
@@ -281,7 +316,12 @@ impl Lifecycle {
                 .collect();
             for id in ids {
                 if let Some(r) = inner.records.get_mut(&id) {
-                    r.handle = Some(lc.start(&r.manifest));
+                    if r.resolved.missing.is_empty() {
+                        r.handle = Some(lc.start(&r.manifest, &r.resolved));
+                    } else {
+                        tracing::warn!(plugin = %id, missing = ?r.resolved.missing, "plugin not started: it needs configuration");
+                        lc.plugins.set_needs_config(&id, &r.resolved.missing);
+                    }
                 }
             }
         }
@@ -302,13 +342,39 @@ impl Lifecycle {
         Arc::clone(&self.installed)
     }
 
+    fn operator(&self, id: &str) -> Operator {
+        self.cfg.operators.get(id).cloned().unwrap_or_default()
+    }
+
+    /// What the runtime runs for `m`: its environment, configuration and
+    /// sandbox.
+    fn spec(&self, m: &Manifest, resolved: &Resolved) -> PluginSpec {
+        let op = self.operator(&m.id);
+        let mut spec = crate::spec::plugin_spec(m, &self.data_root());
+        spec.pass_env = settings::pass_env(m, &op);
+        spec.config.clone_from(&resolved.delivered);
+        spec.sandbox = settings::sandbox_policy(m, &op, &self.cfg.sandbox);
+        spec
+    }
+
     /// Starts supervising a plugin and registers it; its state changes feed
     /// the authority.
-    fn start(&self, m: &Manifest) -> Arc<PluginHandle> {
-        let mut spec = crate::spec::plugin_spec(m, &self.data_root());
-        spec.pass_env = self.cfg.pass_env.get(&m.id).cloned().unwrap_or_default();
-        let handle = Arc::new(supervise(spec, self.cfg.supervisor.clone()));
+    fn start(&self, m: &Manifest, resolved: &Resolved) -> Arc<PluginHandle> {
+        let handle = self.spawn(m, resolved);
+        self.plugins.set_needs_config(&m.id, &[]);
         self.plugins.insert(Arc::clone(&handle));
+        handle
+    }
+
+    /// Starts supervising a plugin without registering it (a replacement
+    /// that must be ready before it takes over); its state changes feed
+    /// the authority.
+    fn spawn(&self, m: &Manifest, resolved: &Resolved) -> Arc<PluginHandle> {
+        toolhost_runtime::sandbox::log_kernel_gaps();
+        let handle = Arc::new(supervise(
+            self.spec(m, resolved),
+            self.cfg.supervisor.clone(),
+        ));
         let mut w = handle.subscribe();
         let tx = self.recompute.clone();
         tokio::spawn(async move {
@@ -506,6 +572,7 @@ impl Lifecycle {
             return Err(e);
         }
         let m = self.place(&staging, &m)?;
+        let resolved = self.resolve_logged(&m);
         let handle = {
             let mut inner = self.lock();
             inner
@@ -514,14 +581,20 @@ impl Lifecycle {
                 .insert(m.id.clone(), m.version.to_string());
             inner.file.disabled.remove(&m.id);
             self.save(&inner)?;
-            let handle = self.start(&m);
+            let handle = if resolved.missing.is_empty() {
+                Some(self.start(&m, &resolved))
+            } else {
+                self.plugins.set_needs_config(&m.id, &resolved.missing);
+                None
+            };
             inner.records.insert(
                 m.id.clone(),
                 Record {
                     manifest: m.clone(),
                     origin: Origin::Installed,
                     enabled: true,
-                    handle: Some(Arc::clone(&handle)),
+                    handle: handle.clone(),
+                    resolved: resolved.clone(),
                     listable: false,
                 },
             );
@@ -529,6 +602,12 @@ impl Lifecycle {
             handle
         };
         tracing::info!(plugin = %m.id, version = %m.version, "installed");
+        let Some(handle) = handle else {
+            return Err(LifecycleError::NeedsConfig {
+                id: m.id.clone(),
+                missing: resolved.missing,
+            });
+        };
         let ready = self.wait_ready(&handle, &m).await;
         let revision = self.publish();
         ready
@@ -577,8 +656,22 @@ impl Lifecycle {
             let _ = std::fs::remove_dir_all(&staging);
             return Err(e);
         }
+        let resolved = self.resolve_logged(&m);
+        if !resolved.missing.is_empty() {
+            let _ = std::fs::remove_dir_all(&staging);
+            return Err(LifecycleError::StartFailed {
+                id: m.id.clone(),
+                reason: format!(
+                    "version {} of {} needs configuration the running version does not: set {} in [plugin.\"{}\".config] first; the old version keeps serving",
+                    m.version,
+                    m.id,
+                    resolved.missing.join(", "),
+                    m.id
+                ),
+            });
+        }
         let m = self.place(&staging, &m)?;
-        let new = self.start(&m);
+        let new = self.start(&m, &resolved);
         if let Err(e) = self.wait_ready(&new, &m).await {
             new.stop().await;
             self.plugins.remove_version(&m.id, &m.version.to_string());
@@ -607,6 +700,7 @@ impl Lifecycle {
             let old_dir = r.manifest.dir.clone();
             let old_version = r.manifest.version.to_string();
             r.manifest = m.clone();
+            r.resolved = resolved;
             r.listable = true;
             let old = r.handle.replace(Arc::clone(&new));
             if !r.enabled {
@@ -619,15 +713,7 @@ impl Lifecycle {
         let revision = self.publish();
         tracing::info!(plugin = %m.id, from = %old_version, to = %m.version, revision, "upgraded");
         if let Some(old) = old_handle {
-            // Calls dispatched to the old process finish, bounded by their
-            // deadlines; then it stops.
-            if let Some(client) = old.client() {
-                let deadline = tokio::time::Instant::now() + self.cfg.drain_timeout;
-                while client.in_flight() > 0 && tokio::time::Instant::now() < deadline {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-            }
-            old.stop().await;
+            self.drain_and_stop(&old).await;
             self.plugins.remove_version(&m.id, &old_version);
         }
         if self.lock().records.get(&m.id).is_some_and(|r| !r.enabled) {
@@ -655,14 +741,25 @@ impl Lifecycle {
                 return Ok(self.publish());
             }
             let m = r.manifest.clone();
-            let handle = self.start(&m);
+            let resolved = r.resolved.clone();
+            let handle = resolved
+                .missing
+                .is_empty()
+                .then(|| self.start(&m, &resolved));
             if let Some(r) = inner.records.get_mut(id) {
                 r.enabled = true;
                 r.listable = false;
-                r.handle = Some(Arc::clone(&handle));
+                r.handle.clone_from(&handle);
             }
             inner.file.disabled.remove(id);
             self.save(&inner)?;
+            let Some(handle) = handle else {
+                self.plugins.set_needs_config(id, &resolved.missing);
+                return Err(LifecycleError::NeedsConfig {
+                    id: id.to_owned(),
+                    missing: resolved.missing,
+                });
+            };
             (handle, m)
         };
         let ready = self.wait_ready(&handle, &m).await;
@@ -689,6 +786,7 @@ impl Lifecycle {
             };
             r.enabled = false;
             let handle = r.handle.take();
+            self.plugins.set_needs_config(id, &[]);
             inner.file.disabled.insert(id.to_owned());
             self.save(&inner)?;
             handle
@@ -739,9 +837,161 @@ impl Lifecycle {
         }
         if purge {
             let _ = std::fs::remove_dir_all(self.data_root().join(id));
+            self.stored.remove(id);
         }
         tracing::info!(plugin = %id, purge, "removed");
         Ok(self.publish())
+    }
+
+    /// Resolves `m`'s configuration now, logging what is wrong with the
+    /// file's values.
+    fn resolve_logged(&self, m: &Manifest) -> Resolved {
+        let mut warnings = Vec::new();
+        let r = resolve_for(&self.cfg, m, &mut warnings);
+        for w in warnings {
+            tracing::warn!("{w}");
+        }
+        r
+    }
+
+    /// Lets the calls already on `old` finish (up to the drain timeout),
+    /// then stops it.
+    async fn drain_and_stop(&self, old: &PluginHandle) {
+        if let Some(client) = old.client() {
+            let deadline = tokio::time::Instant::now() + self.cfg.drain_timeout;
+            while client.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        old.stop().await;
+    }
+
+    /// Sets (and unsets) configuration values of a plugin through the admin
+    /// API. Values are checked against the declared items first; nothing
+    /// is stored if one is wrong. Then, if what the plugin would be given
+    /// changed:
+    ///
+    /// - a plugin that was waiting for configuration and now has it starts,
+    ///   and its tools enter the catalog when it is ready;
+    /// - a running plugin is replaced the way an upgrade replaces it: a new
+    ///   process with the new values must be ready before it takes over,
+    ///   calls already on the old one finish, and a new process that cannot
+    ///   start leaves the old one serving with the old values (nothing is
+    ///   stored);
+    /// - a plugin that now misses a required value stops, and its tools
+    ///   are withdrawn.
+    ///
+    /// Returns the catalog revision and the items' states.
+    ///
+    /// Kept whole on purpose: like `upgrade`, its order (check, start the
+    /// replacement, store, switch, drain) is its correctness.
+    pub async fn set_config(
+        &self,
+        id: &str,
+        set: &BTreeMap<String, String>,
+        unset: &[String],
+    ) -> Result<(u64, Vec<ItemStatus>), LifecycleError> {
+        let _op = self.ops.lock().await;
+        let (m, enabled, old_resolved) = {
+            let inner = self.lock();
+            let Some(r) = inner.records.get(id) else {
+                return Err(LifecycleError::NotFound {
+                    id: id.to_owned(),
+                    hint: "",
+                });
+            };
+            (r.manifest.clone(), r.enabled, r.resolved.clone())
+        };
+        settings::check_update(&m, set, unset)
+            .map_err(|problems| LifecycleError::Invalid { problems })?;
+        let stored_path = self.cfg.state_dir.join("config");
+        let mut values = self
+            .stored
+            .load(id)
+            .map_err(io("cannot read the stored configuration", &stored_path))?;
+        for name in unset {
+            values.remove(name);
+        }
+        values.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let file = self
+            .cfg
+            .operators
+            .get(id)
+            .map(|o| settings::without_inline_secrets(&m, &o.config))
+            .unwrap_or_default();
+        let resolved = settings::resolve(&m, &values, &file);
+        let changed = resolved != old_resolved;
+        let running = self.lock().records.get(id).and_then(|r| r.handle.clone());
+        let mut replacement = None;
+        if changed && enabled && resolved.missing.is_empty() && running.is_some() {
+            // The replacement must be ready before anything changes.
+            let new = self.spawn(&m, &resolved);
+            if let Err(e) = self.wait_ready(&new, &m).await {
+                new.stop().await;
+                return Err(LifecycleError::StartFailed {
+                    id: id.to_owned(),
+                    reason: format!(
+                        "{id} did not start with the new configuration ({e}); nothing was stored, and it keeps serving with the old"
+                    ),
+                });
+            }
+            replacement = Some(new);
+        }
+        if let Err(e) = self.stored.save(id, &values) {
+            if let Some(new) = replacement {
+                new.stop().await;
+            }
+            return Err(io("cannot store the configuration", &stored_path)(e));
+        }
+        let items = resolved.items.clone();
+        if !changed {
+            return Ok((self.publish(), items));
+        }
+        tracing::info!(plugin = %id, set = set.len(), unset = unset.len(), "configuration changed");
+        let (old, start_now) = {
+            let mut inner = self.lock();
+            let Some(r) = inner.records.get_mut(id) else {
+                return Err(LifecycleError::NotFound {
+                    id: id.to_owned(),
+                    hint: " (it was removed meanwhile)",
+                });
+            };
+            r.resolved = resolved.clone();
+            if !enabled {
+                (None, false)
+            } else if !resolved.missing.is_empty() {
+                self.plugins.set_needs_config(id, &resolved.missing);
+                (r.handle.take(), false)
+            } else if let Some(new) = replacement {
+                // Same id and version: the new process takes the old one's
+                // place in one swap; calls already on the old finish there.
+                self.plugins.insert(Arc::clone(&new));
+                (r.handle.replace(new), false)
+            } else {
+                (None, r.handle.is_none())
+            }
+        };
+        if start_now {
+            let handle = self.start(&m, &resolved);
+            if let Some(r) = self.lock().records.get_mut(id) {
+                r.handle = Some(Arc::clone(&handle));
+                r.listable = false;
+            }
+            let ready = self.wait_ready(&handle, &m).await;
+            let revision = self.publish();
+            return ready.map(|()| (revision, items));
+        }
+        let revision = self.publish();
+        if let Some(old) = old {
+            if resolved.missing.is_empty() {
+                self.drain_and_stop(&old).await;
+            } else {
+                // Withdrawn: stop it now, failing what is in flight.
+                old.stop().await;
+                self.plugins.remove_version(id, old.version());
+            }
+        }
+        Ok((revision, items))
     }
 
     /// Every plugin, by id.
@@ -750,14 +1000,26 @@ impl Lifecycle {
         self.lock()
             .records
             .values()
-            .map(|r| PluginInfo {
-                id: r.manifest.id.clone(),
-                version: r.manifest.version.to_string(),
-                enabled: r.enabled,
-                origin: match r.origin {
-                    Origin::Static => "static",
-                    Origin::Installed => "installed",
-                },
+            .map(|r| {
+                let op = self.operator(&r.manifest.id);
+                PluginInfo {
+                    id: r.manifest.id.clone(),
+                    version: r.manifest.version.to_string(),
+                    enabled: r.enabled,
+                    origin: match r.origin {
+                        Origin::Static => "static",
+                        Origin::Installed => "installed",
+                    },
+                    needs_config: r.resolved.missing.clone(),
+                    config: r.resolved.items.clone(),
+                    asks: toolhost_manifest::grants::asks(&r.manifest),
+                    ungranted: settings::ungranted(&r.manifest, &op),
+                    sandbox: toolhost_runtime::sandbox::enforcement(&settings::sandbox_policy(
+                        &r.manifest,
+                        &op,
+                        &self.cfg.sandbox,
+                    )),
+                }
             })
             .collect()
     }
@@ -767,6 +1029,25 @@ impl Lifecycle {
         let handles = self.plugins.all();
         futures::future::join_all(handles.iter().map(|h| h.stop())).await;
     }
+}
+
+/// Resolves `m`'s configuration from its stored values and the file's,
+/// adding what is wrong with them to `warnings`.
+fn resolve_for(cfg: &LifecycleConfig, m: &Manifest, warnings: &mut Vec<String>) -> Resolved {
+    let stored = Stored::new(&cfg.state_dir).load(&m.id).unwrap_or_else(|e| {
+        warnings.push(format!(
+            "plugin {}: its stored configuration is unreadable and ignored: {e}",
+            m.id
+        ));
+        BTreeMap::new()
+    });
+    let file = cfg
+        .operators
+        .get(&m.id)
+        .map(|o| o.config.clone())
+        .unwrap_or_default();
+    warnings.extend(settings::check_file(m, &file));
+    settings::resolve(m, &stored, &settings::without_inline_secrets(m, &file))
 }
 
 /// Removes staging directories and installed versions the state file does

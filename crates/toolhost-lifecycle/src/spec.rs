@@ -22,5 +22,7 @@ pub fn plugin_spec(m: &Manifest, data_root: &Path) -> PluginSpec {
         startup_timeout: Duration::from_millis(m.runtime.startup_timeout_ms),
         data_dir: absolute(&data_root.join(&m.id)),
         protocol: m.runtime.protocol,
+        config: None,
+        sandbox: toolhost_runtime::sandbox::SandboxPolicy::default(),
     }
 }

@@ -234,4 +234,17 @@ pub struct Capabilities {
     pub network: Network,
     /// Names of the daemon's environment variables it asks to inherit.
     pub env: Vec<String>,
+    /// Address space it asks for, in MiB (`memory_mb`).
+    pub memory_mb: Option<u64>,
+    /// Open files it asks for (`open_files`).
+    pub open_files: Option<u64>,
+    /// Processes and threads it asks for (`processes`).
+    pub processes: Option<u64>,
 }
+
+/// Bounds of the resource limits a manifest may ask for.
+pub const MEMORY_MB_RANGE: (u64, u64) = (64, 1 << 20);
+/// Bounds of `open_files`.
+pub const OPEN_FILES_RANGE: (u64, u64) = (16, 1 << 20);
+/// Bounds of `processes`.
+pub const PROCESSES_RANGE: (u64, u64) = (1, 1 << 16);

@@ -21,7 +21,14 @@ const CONFIG_KEYS: [&str; 6] = [
     "default",
     "secret",
 ];
-const CAPABILITY_KEYS: [&str; 3] = ["filesystem", "network", "env"];
+const CAPABILITY_KEYS: [&str; 6] = [
+    "filesystem",
+    "network",
+    "env",
+    "memory_mb",
+    "open_files",
+    "processes",
+];
 
 fn is_config_name(n: &str) -> bool {
     let mut chars = n.chars();
@@ -245,7 +252,78 @@ pub(crate) fn capabilities(cx: &mut Ctx<'_>, root: &Table) -> Capabilities {
         }
         caps.env = env;
     }
+    let limit = |cx: &mut Ctx<'_>, key: &str, (low, high): (u64, u64)| match t.get(key) {
+        None => None,
+        Some(toml::Value::Integer(n)) if (low..=high).contains(&n.unsigned_abs()) && *n > 0 => {
+            Some(n.unsigned_abs())
+        }
+        Some(_) => {
+            cx.report(
+                Rule::Capabilities,
+                format!("capabilities.{key} must be an integer from {low} to {high}"),
+            );
+            None
+        }
+    };
+    caps.memory_mb = limit(cx, "memory_mb", crate::decl::MEMORY_MB_RANGE);
+    caps.open_files = limit(cx, "open_files", crate::decl::OPEN_FILES_RANGE);
+    caps.processes = limit(cx, "processes", crate::decl::PROCESSES_RANGE);
     caps
+}
+
+/// What a plugin asks the operator for, one line each: its configuration
+/// (a secret's value is never in a manifest, so nothing is hidden here) and
+/// its capabilities.
+pub fn asks(m: &crate::Manifest) -> Vec<String> {
+    let mut out = Vec::new();
+    for c in &m.config {
+        let mut what = vec![c.kind.as_str().to_owned()];
+        if c.required {
+            what.push("required".into());
+        }
+        if c.secret {
+            what.push("secret".into());
+        }
+        out.push(format!(
+            "config {}: {} ({})",
+            c.name,
+            c.description,
+            what.join(", ")
+        ));
+    }
+    let caps = &m.capabilities;
+    for g in &caps.filesystem {
+        let access = match g.access {
+            Access::Read => "read",
+            Access::Write => "read and write",
+        };
+        out.push(format!("asks for {}: {access}", g.path.display()));
+    }
+    match &caps.network {
+        Network::None => {}
+        Network::Any => out.push("asks for the network: any TCP port".into()),
+        Network::Connect(ports) => out.push(format!(
+            "asks for the network: TCP to port(s) {}",
+            ports
+                .iter()
+                .map(u16::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+    if !caps.env.is_empty() {
+        out.push(format!("asks for the environment: {}", caps.env.join(", ")));
+    }
+    if let Some(mb) = caps.memory_mb {
+        out.push(format!("asks for memory: {mb} MiB of address space"));
+    }
+    if let Some(n) = caps.open_files {
+        out.push(format!("asks for open files: {n}"));
+    }
+    if let Some(n) = caps.processes {
+        out.push(format!("asks for processes and threads: {n}"));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -304,6 +382,8 @@ default = 50
 filesystem = [{ path = "/etc/ssl/certs", access = "read" }]
 network = { connect = [443] }
 env = ["HTTPS_PROXY"]
+memory_mb = 512
+processes = 16
 "#;
         let m = match Manifest::parse(Path::new("/"), text) {
             Ok(m) => m,
@@ -319,5 +399,8 @@ env = ["HTTPS_PROXY"]
         assert_eq!(m.capabilities.network, Network::Connect(vec![443]));
         assert_eq!(m.capabilities.filesystem[0].access, Access::Read);
         assert_eq!(m.capabilities.env, ["HTTPS_PROXY"]);
+        assert_eq!(m.capabilities.memory_mb, Some(512));
+        assert_eq!(m.capabilities.processes, Some(16));
+        assert_eq!(m.capabilities.open_files, None);
     }
 }

@@ -91,6 +91,27 @@ pub(crate) async fn metrics(hub: Arc<Hub>) -> impl IntoResponse {
             h.state().phase.as_str()
         );
     }
+    let waiting = pipeline.plugins().needs_config();
+    for id in waiting.keys() {
+        let _ = writeln!(
+            out,
+            "toolhost_plugin_state{{plugin=\"{id}\",state=\"needs_config\"}} 1"
+        );
+    }
+    family(
+        &mut out,
+        "toolhost_plugin_config_missing",
+        "gauge",
+        "1 for each required configuration item a plugin waits for (it is not started until set).",
+    );
+    for (id, missing) in waiting.iter() {
+        for key in missing {
+            let _ = writeln!(
+                out,
+                "toolhost_plugin_config_missing{{plugin=\"{id}\",key=\"{key}\"}} 1"
+            );
+        }
+    }
     family(
         &mut out,
         "toolhost_plugin_restarts_total",

@@ -40,6 +40,9 @@ pub enum PluginUnavailable {
         /// The deadline.
         ms: u128,
     },
+    /// Not started: a required configuration value is missing.
+    #[error("plugin {0} is not configured yet; an operator must supply its settings")]
+    NeedsConfig(String),
     /// The caller cancelled while waiting.
     #[error("the call was cancelled by the client")]
     Cancelled,
@@ -50,6 +53,8 @@ pub enum PluginUnavailable {
 #[derive(Debug, Default)]
 pub struct Plugins {
     map: ArcSwap<HashMap<String, Vec<Arc<PluginHandle>>>>,
+    /// Plugins held back for missing configuration: id -> missing items.
+    needs_config: ArcSwap<std::collections::BTreeMap<String, Vec<String>>>,
 }
 
 impl Plugins {
@@ -82,6 +87,26 @@ impl Plugins {
             }
             m
         });
+    }
+
+    /// Records that `id` is not started for want of these configuration
+    /// items (none: it no longer waits).
+    pub fn set_needs_config(&self, id: &str, missing: &[String]) {
+        self.needs_config.rcu(|m| {
+            let mut m = std::collections::BTreeMap::clone(m);
+            if missing.is_empty() {
+                m.remove(id);
+            } else {
+                m.insert(id.to_owned(), missing.to_vec());
+            }
+            m
+        });
+    }
+
+    /// Plugins waiting for configuration, and the items each misses.
+    #[must_use]
+    pub fn needs_config(&self) -> Arc<std::collections::BTreeMap<String, Vec<String>>> {
+        self.needs_config.load_full()
     }
 
     /// The newest handle of a plugin.
@@ -149,6 +174,9 @@ impl Plugins {
     pub fn client(&self, id: &str, version: &str) -> Result<PluginClient, PluginUnavailable> {
         let map = self.map.load();
         let Some(versions) = map.get(id) else {
+            if self.needs_config.load().contains_key(id) {
+                return Err(PluginUnavailable::NeedsConfig(id.to_owned()));
+            }
             return Err(PluginUnavailable::NotRunning(id.to_owned()));
         };
         let Some(h) = versions.iter().find(|h| h.version() == version) else {

@@ -32,12 +32,18 @@ pub const PROTOCOL_VERSION_2: &str = "2";
 pub const DATA_DIR_KEY: &str = "KANDEV_PLUGIN_DATA_DIR";
 /// The directory the plugin must create its socket in (also its `TMPDIR`).
 pub const SOCKET_DIR_KEY: &str = "KANDEV_PLUGIN_SOCKET_DIR";
+/// The file holding the plugin's configuration values and secrets (JSON,
+/// mode 0600, in its socket directory): `{"config": {..}, "secrets": {..}}`.
+/// Set only when the manifest declares `[[config]]` items. The SDKs read it
+/// once and delete it.
+pub const CONFIG_FILE_KEY: &str = "TOOLHOST_PLUGIN_CONFIG";
 /// The service name a plugin's `grpc.health.v1` must report `SERVING`.
 pub const HEALTH_SERVICE: &str = "plugin";
 /// Variables toolhost sets for every plugin; a manifest's `runtime.env`
 /// may not.
-pub const RESERVED_ENV: [&str; 5] = [
+pub const RESERVED_ENV: [&str; 6] = [
     MAGIC_COOKIE_KEY,
+    CONFIG_FILE_KEY,
     PROTOCOL_VERSIONS_KEY,
     DATA_DIR_KEY,
     SOCKET_DIR_KEY,

@@ -35,6 +35,7 @@
 mod client;
 mod logs;
 mod process;
+pub mod sandbox;
 pub mod sockets;
 mod spec;
 mod supervisor;
@@ -43,5 +44,5 @@ pub use client::{CallSlot, DEFAULT_MAX_ANSWER_BYTES, InvokeError, PluginClient};
 pub use logs::{Bucket, log_safe};
 pub use process::StartError;
 pub use sockets::{remove_run_dir, remove_stale_run_dirs};
-pub use spec::PluginSpec;
+pub use spec::{Delivered, PluginSpec};
 pub use supervisor::{Phase, PluginHandle, PluginState, SupervisorConfig, supervise};

@@ -1,5 +1,6 @@
 //! Starting one plugin process and stopping it again.
 
+use crate::sandbox::{Own, Prepared};
 use crate::sockets::SocketDir;
 use crate::spec::PluginSpec;
 use std::process::{ExitStatus, Stdio};
@@ -13,8 +14,8 @@ use tonic_health::pb::{
 };
 use toolhost_proto::contract::handshake::{self, HandshakeError};
 use toolhost_proto::contract::{
-    DATA_DIR_KEY, HEALTH_SERVICE, MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE, PROTOCOL_VERSIONS_KEY,
-    SOCKET_DIR_KEY,
+    CONFIG_FILE_KEY, DATA_DIR_KEY, HEALTH_SERVICE, MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE,
+    PROTOCOL_VERSIONS_KEY, SOCKET_DIR_KEY,
 };
 
 /// Why a plugin did not become ready. Every message names what went wrong;
@@ -79,6 +80,10 @@ pub enum StartError {
     /// Exited during start-up after the handshake.
     #[error("exited during start-up ({0})")]
     ExitedDuringStart(String),
+    /// The sandbox could not be prepared (a granted path cannot be
+    /// opened, the cgroup cannot be made).
+    #[error("cannot prepare its sandbox: {0}")]
+    Sandbox(std::io::Error),
     /// Its socket directory could not be created.
     #[error("cannot create its socket directory: {0}")]
     SocketDir(std::io::Error),
@@ -104,7 +109,7 @@ impl StartError {
     pub fn is_resource_shortage(&self) -> bool {
         let errno = match self {
             Self::Spawn { source, .. } | Self::DataDir { source, .. } => source.raw_os_error(),
-            Self::SocketDir(source) => source.raw_os_error(),
+            Self::SocketDir(source) | Self::Sandbox(source) => source.raw_os_error(),
             Self::Connect { detail, .. } => {
                 return detail.contains("Too many open files");
             }
@@ -115,6 +120,20 @@ impl StartError {
     }
 }
 
+impl StartError {
+    /// Whether the sandbox may be why: the process could not run its
+    /// command or ended before its handshake (a denied path shows as an
+    /// exit, usually 126 or 1, or as "permission denied").
+    #[must_use]
+    pub fn may_be_the_sandbox(&self) -> bool {
+        match self {
+            Self::Spawn { source, .. } => source.kind() == std::io::ErrorKind::PermissionDenied,
+            Self::ExitedEarly(_) | Self::ExitedDuringStart(_) => true,
+            _ => false,
+        }
+    }
+}
+
 /// A started, healthy plugin process.
 pub(crate) struct Running {
     pub child: Child,
@@ -122,6 +141,9 @@ pub(crate) struct Running {
     pub channel: Channel,
     /// Removed when the process is done with (this is dropped).
     pub _sockets: SocketDir,
+    /// Its pids cgroup, if the sandbox made one: every process left in it
+    /// is killed when this is dropped.
+    pub jail: Option<crate::sandbox::Jail>,
 }
 
 /// Variables of the daemon's environment every plugin gets; everything
@@ -143,7 +165,7 @@ fn describe(status: std::io::Result<ExitStatus>) -> String {
 /// variables the operator passes to this plugin, the manifest's
 /// `runtime.env`, then the protocol's own (cookie, versions, data and
 /// socket directories, `TMPDIR`), which nothing may override.
-fn command(spec: &PluginSpec, sockets: &SocketDir) -> Command {
+fn command(spec: &PluginSpec, sockets: &SocketDir, sandbox: &Prepared) -> Command {
     let mut cmd = Command::new(&spec.command);
     cmd.env_clear();
     for key in BASE_ENV
@@ -171,8 +193,28 @@ fn command(spec: &PluginSpec, sockets: &SocketDir) -> Command {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    before_exec(&mut cmd);
+    if spec.config.is_some() {
+        cmd.env(CONFIG_FILE_KEY, sockets.path().join(CONFIG_FILE));
+    }
+    before_exec(&mut cmd, sandbox);
     cmd
+}
+
+/// The configuration file's name in the socket directory.
+const CONFIG_FILE: &str = "config.json";
+
+/// Writes the configuration for the plugin to read at start: 0600, created
+/// new (never through a link), in the 0700 socket directory that only this
+/// process is told about.
+fn write_config(sockets: &SocketDir, config: &crate::spec::Delivered) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(sockets.path().join(CONFIG_FILE))?;
+    f.write_all(config.bytes())
 }
 
 /// Linux, in the child between fork and exec:
@@ -183,16 +225,19 @@ fn command(spec: &PluginSpec, sockets: &SocketDir) -> Command {
 /// - every descriptor from 3 up is marked close-on-exec, so the plugin
 ///   inherits none of the daemon's (sockets, files, whatever a parent
 ///   leaked to toolhost). Marked, not closed: the standard library's own
-///   exec-error pipe must stay open until exec.
+///   exec-error pipe must stay open until exec;
+/// - then the sandbox ([`crate::sandbox`]): limits, cgroup,
+///   `no_new_privs`, Landlock.
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
-fn before_exec(cmd: &mut Command) {
+fn before_exec(cmd: &mut Command, sandbox: &Prepared) {
+    let mut confine = sandbox.in_child();
     // SAFETY: the closure runs in the child between fork and exec, where only
     // async-signal-safe calls are allowed; prctl(PR_SET_PDEATHSIG),
     // close_range(2) and fcntl(2) are single system calls that allocate
     // nothing and take no lock.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
                 .map_err(std::io::Error::from)?;
             let marked = libc::syscall(
@@ -213,13 +258,13 @@ fn before_exec(cmd: &mut Command) {
                     }
                 }
             }
-            Ok(())
+            confine()
         });
     }
 }
 
 #[cfg(not(target_os = "linux"))]
-fn before_exec(_: &mut Command) {}
+fn before_exec(_: &mut Command, _: &Prepared) {}
 
 /// Starts the plugin and waits until it is healthy, or fails having killed
 /// and reaped whatever it started.
@@ -229,13 +274,28 @@ pub(crate) async fn start(spec: &PluginSpec) -> Result<Running, StartError> {
         source,
     })?;
     let sockets = SocketDir::create().map_err(StartError::SocketDir)?;
+    if let Some(config) = &spec.config {
+        write_config(&sockets, config).map_err(StartError::SocketDir)?;
+    }
+    let mut sandbox = Prepared::new(
+        &spec.sandbox,
+        &Own {
+            dir: &spec.dir,
+            command: &spec.command,
+            data_dir: &spec.data_dir,
+            socket_dir: sockets.path(),
+        },
+    )
+    .map_err(StartError::Sandbox)?;
     let deadline = Instant::now() + spec.startup_timeout;
-    let mut child = command(spec, &sockets)
-        .spawn()
-        .map_err(|source| StartError::Spawn {
-            command: spec.command.display().to_string(),
-            source,
-        })?;
+    let spawned = command(spec, &sockets, &sandbox).spawn();
+    let jail = sandbox.jail.take();
+    // The ruleset's descriptor is the child's now (it kept its copy).
+    drop(sandbox);
+    let mut child = spawned.map_err(|source| StartError::Spawn {
+        command: spec.command.display().to_string(),
+        source,
+    })?;
     let pid = child.id().unwrap_or(0);
     match handshake_and_connect(spec, &sockets, &mut child, deadline).await {
         Ok(channel) => Ok(Running {
@@ -243,6 +303,7 @@ pub(crate) async fn start(spec: &PluginSpec) -> Result<Running, StartError> {
             pid,
             channel,
             _sockets: sockets,
+            jail,
         }),
         Err(e) => {
             stop(&mut child, pid, Duration::ZERO).await;
@@ -403,6 +464,20 @@ pub(crate) async fn probe(channel: &Channel, timeout: Duration) -> bool {
         tokio::time::timeout(timeout, health.check(req)).await,
         Ok(Ok(r)) if r.get_ref().status() == ServingStatus::Serving
     )
+}
+
+/// Stops a running plugin ([`stop`]), then whatever is left in its cgroup:
+/// processes that left the group, the remains of a fork bomb. Waits (up to
+/// a second) until the cgroup is empty.
+pub(crate) async fn stop_running(running: &mut Running, grace: Duration) {
+    stop(&mut running.child, running.pid, grace).await;
+    if let Some(jail) = &running.jail {
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while !jail.is_empty() && Instant::now() < deadline {
+            jail.kill_all();
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
 }
 
 /// Stops the plugin's process group: SIGTERM, up to `grace` for it to exit,

@@ -30,4 +30,39 @@ pub struct PluginSpec {
     /// The plugin protocol version to offer and then speak (1 or 2): the
     /// manifest's `runtime.protocol`.
     pub protocol: u32,
+    /// The configuration delivered at start (JSON), when the manifest
+    /// declares any.
+    pub config: Option<Delivered>,
+    /// The sandbox it runs in.
+    pub sandbox: crate::sandbox::SandboxPolicy,
+}
+
+/// Configuration values and secrets for one plugin, as the JSON document
+/// written to its config file. Never printed: `Debug` shows only the size.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Delivered(std::sync::Arc<str>);
+
+impl Delivered {
+    /// Wraps the JSON document.
+    #[must_use]
+    pub fn new(json: String) -> Self {
+        Self(json.into())
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+
+    /// The document itself: for the runtime's file and for tests, never for
+    /// a status, a log line or an error.
+    #[must_use]
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Delivered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Delivered({} bytes, redacted)", self.0.len())
+    }
 }

@@ -278,6 +278,14 @@ impl Supervisor {
                     }
                     continue;
                 }
+                Err(e) if self.spec.sandbox.filesystem.is_some() && e.may_be_the_sandbox() => {
+                    format!(
+                        "plugin {id} failed to start: {e}; it runs sandboxed, so a path outside its directory it needs \
+                     (an interpreter, a library) must be granted: [sandbox] read, or [plugin.\"{id}\"] read or grant \
+                     (`toolhost plugins show {id}` lists what it asks for)",
+                        id = self.spec.id
+                    )
+                }
                 Err(e) => format!("plugin {} failed to start: {e}", self.spec.id),
                 Ok(running) => {
                     let ready_at = Instant::now();
@@ -405,7 +413,7 @@ impl Supervisor {
             Ended::Crashed(_) => std::time::Duration::ZERO,
             _ => self.config.stop_grace,
         };
-        process::stop(&mut running.child, running.pid, grace).await;
+        process::stop_running(&mut running, grace).await;
         ended
     }
 

@@ -109,7 +109,7 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
                     println!("      surfaces: {}", t.surfaces.join(", "));
                     println!("      hints:    {}", hints(&t.annotations));
                 }
-                for line in asks(m) {
+                for line in toolhost_manifest::grants::asks(m) {
                     println!("  {line}");
                 }
             }
@@ -129,53 +129,6 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
-}
-
-/// What a plugin asks the operator for, one line each: its configuration
-/// (a secret's value is never in a manifest, so nothing is hidden here) and
-/// its capabilities.
-fn asks(m: &toolhost_manifest::Manifest) -> Vec<String> {
-    use toolhost_manifest::grants::{Access, Network};
-    let mut out = Vec::new();
-    for c in &m.config {
-        let mut what = vec![c.kind.as_str().to_owned()];
-        if c.required {
-            what.push("required".into());
-        }
-        if c.secret {
-            what.push("secret".into());
-        }
-        out.push(format!(
-            "config {}: {} ({})",
-            c.name,
-            c.description,
-            what.join(", ")
-        ));
-    }
-    let caps = &m.capabilities;
-    for g in &caps.filesystem {
-        let access = match g.access {
-            Access::Read => "read",
-            Access::Write => "read and write",
-        };
-        out.push(format!("asks for {}: {access}", g.path.display()));
-    }
-    match &caps.network {
-        Network::None => {}
-        Network::Any => out.push("asks for the network: any TCP port".into()),
-        Network::Connect(ports) => out.push(format!(
-            "asks for the network: TCP to port(s) {}",
-            ports
-                .iter()
-                .map(u16::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
-    }
-    if !caps.env.is_empty() {
-        out.push(format!("asks for the environment: {}", caps.env.join(", ")));
-    }
-    out
 }
 
 fn config_json(m: &toolhost_manifest::Manifest) -> serde_json::Value {
@@ -213,5 +166,8 @@ fn capabilities_json(m: &toolhost_manifest::Manifest) -> serde_json::Value {
             Network::Connect(ports) => json!({ "connect": ports }),
         },
         "env": caps.env,
+        "memory_mb": caps.memory_mb,
+        "open_files": caps.open_files,
+        "processes": caps.processes,
     })
 }

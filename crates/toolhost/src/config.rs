@@ -5,6 +5,9 @@ use anyhow::{Context as _, Result, bail};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use toolhost_lifecycle::settings::{
+    FileValues, Grant, Operator, SANDBOX_RULES, SandboxConfig, Source, Supplied,
+};
 use toolhost_runtime::SupervisorConfig;
 
 #[derive(Debug, Default, Deserialize)]
@@ -32,6 +35,9 @@ pub struct Config {
     /// Per-plugin settings, by plugin id.
     #[serde(default)]
     pub plugin: std::collections::BTreeMap<String, PluginConfig>,
+    /// The plugin sandbox, for every plugin.
+    #[serde(default)]
+    pub sandbox: SandboxFile,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -41,6 +47,38 @@ pub struct PluginConfig {
     /// environment is otherwise clean).
     #[serde(default)]
     pub pass_env: Vec<String>,
+    /// Its `[[config]]` values: plain values inline, secrets as
+    /// `<name>_file` (a file's content) or `<name>_env` (a variable of the
+    /// daemon's environment).
+    #[serde(default)]
+    pub config: toml::Table,
+    /// Capabilities its manifest declares that the operator grants:
+    /// `filesystem`, `network`, `env`.
+    #[serde(default)]
+    pub grant: Vec<String>,
+    /// Sandbox rules turned off for this plugin.
+    #[serde(default)]
+    pub sandbox_off: Vec<String>,
+    /// More paths it may read and execute.
+    #[serde(default)]
+    pub read: Vec<PathBuf>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxFile {
+    /// `false` turns the sandbox off for every plugin.
+    pub enabled: Option<bool>,
+    pub default_memory_mb: Option<u64>,
+    pub max_memory_mb: Option<u64>,
+    pub default_open_files: Option<u64>,
+    pub max_open_files: Option<u64>,
+    pub default_processes: Option<u64>,
+    pub max_processes: Option<u64>,
+    /// Paths every plugin may read and execute (interpreters, libraries
+    /// outside the system paths).
+    #[serde(default)]
+    pub read: Vec<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -199,6 +237,28 @@ impl Config {
         if let Some(s) = c.admin.token_file.as_mut() {
             rebase(s);
         }
+        // `~/` is the daemon's home: where per-user interpreters live
+        // (pyenv, nvm), the same config works for every user.
+        let home_or_rebase = |p: &mut PathBuf| {
+            if let (Ok(rest), Some(home)) = (p.strip_prefix("~"), std::env::var_os("HOME")) {
+                *p = PathBuf::from(home).join(rest);
+            } else {
+                rebase(p);
+            }
+        };
+        c.sandbox.read.iter_mut().for_each(home_or_rebase);
+        for p in c.plugin.values_mut() {
+            p.read.iter_mut().for_each(home_or_rebase);
+            for (key, v) in &mut p.config {
+                if key.ends_with("_file")
+                    && let toml::Value::String(f) = v
+                {
+                    let mut path = PathBuf::from(&*f);
+                    rebase(&mut path);
+                    *f = path.display().to_string();
+                }
+            }
+        }
         if let Some(h) = c.http.as_mut() {
             for t in &mut h.tokens {
                 if let Some(f) = t.token_file.as_mut() {
@@ -339,8 +399,10 @@ pub struct Settings {
     /// `[admin] tcp` and its token.
     pub admin_tcp: Option<(String, String)>,
     pub admin_max_connections: Option<usize>,
-    /// Per plugin id, the daemon variables it gets.
-    pub pass_env: std::collections::BTreeMap<String, Vec<String>>,
+    /// Per plugin id, what the operator decided.
+    pub operators: std::collections::BTreeMap<String, Operator>,
+    /// The sandbox's daemon-wide settings.
+    pub sandbox: SandboxConfig,
 }
 
 impl Config {
@@ -435,11 +497,12 @@ impl Config {
             }),
             admin_tcp,
             admin_max_connections: self.admin.max_connections,
-            pass_env: self
+            operators: self
                 .plugin
                 .iter()
-                .map(|(id, p)| (id.clone(), p.pass_env.clone()))
-                .collect(),
+                .map(|(id, p)| Ok((id.clone(), p.operator(id)?)))
+                .collect::<Result<_>>()?,
+            sandbox: self.sandbox.resolve()?,
         })
     }
 
@@ -467,6 +530,118 @@ impl Config {
                 "--stdio needs a binding: --surface, --task-id and --session-id (or [stdio] in the config file)"
             ),
         }
+    }
+}
+
+impl SandboxFile {
+    fn resolve(&self) -> Result<SandboxConfig> {
+        let d = SandboxConfig::default();
+        let c = SandboxConfig {
+            enabled: self.enabled.unwrap_or(d.enabled),
+            default_memory_mb: self.default_memory_mb.unwrap_or(d.default_memory_mb),
+            max_memory_mb: self.max_memory_mb.unwrap_or(d.max_memory_mb),
+            default_open_files: self.default_open_files.unwrap_or(d.default_open_files),
+            max_open_files: self.max_open_files.unwrap_or(d.max_open_files),
+            default_processes: self.default_processes.unwrap_or(d.default_processes),
+            max_processes: self.max_processes.unwrap_or(d.max_processes),
+            read: self.read.clone(),
+        };
+        if c.default_memory_mb < 64 || c.default_open_files < 16 || c.default_processes < 1 {
+            bail!(
+                "[sandbox] defaults are too small to run anything: memory at least 64 MiB, 16 open files, 1 process"
+            );
+        }
+        Ok(c)
+    }
+}
+
+impl PluginConfig {
+    /// The operator's decisions for plugin `id`, with secrets read from
+    /// their files and variables. A secret that cannot be read is a
+    /// problem of the plugin (shown in its status), not of the daemon.
+    fn operator(&self, id: &str) -> Result<Operator> {
+        let mut grant = std::collections::BTreeSet::new();
+        for g in &self.grant {
+            match Grant::parse(g) {
+                Some(g) => {
+                    grant.insert(g);
+                }
+                None => {
+                    bail!("[plugin.{id:?}] grant: {g:?} is not one of filesystem, network, env")
+                }
+            }
+        }
+        for rule in &self.sandbox_off {
+            if !SANDBOX_RULES.contains(&rule.as_str()) {
+                bail!(
+                    "[plugin.{id:?}] sandbox_off: {rule:?} is not one of {}",
+                    SANDBOX_RULES.join(", ")
+                );
+            }
+        }
+        let mut values = FileValues::default();
+        for (key, v) in &self.config {
+            let (name, supplied) = if let Some(name) = key.strip_suffix("_file") {
+                let Some(path) = v.as_str() else {
+                    bail!("[plugin.{id:?}.config] {key} must be a file path");
+                };
+                match std::fs::read_to_string(path) {
+                    Ok(text) => {
+                        let text = text
+                            .strip_suffix('\n')
+                            .map(|t| t.strip_suffix('\r').unwrap_or(t))
+                            .unwrap_or(&text);
+                        (
+                            name,
+                            Some((Supplied::Text(text.to_owned()), Source::SecretFile)),
+                        )
+                    }
+                    Err(e) => {
+                        values
+                            .problems
+                            .push(format!("`{name}`: cannot read {path}: {e}"));
+                        (name, None)
+                    }
+                }
+            } else if let Some(name) = key.strip_suffix("_env") {
+                let Some(var) = v.as_str() else {
+                    bail!("[plugin.{id:?}.config] {key} must name an environment variable");
+                };
+                match std::env::var(var) {
+                    Ok(text) => (name, Some((Supplied::Text(text), Source::Env))),
+                    Err(_) => {
+                        values.problems.push(format!(
+                            "`{name}`: the environment variable {var} is not set (or not UTF-8)"
+                        ));
+                        (name, None)
+                    }
+                }
+            } else {
+                let supplied = match v {
+                    toml::Value::String(s) => Supplied::Text(s.clone()),
+                    toml::Value::Integer(n) => Supplied::Integer(*n),
+                    toml::Value::Boolean(b) => Supplied::Boolean(*b),
+                    _ => bail!(
+                        "[plugin.{id:?}.config] {key} must be a string, an integer or a boolean"
+                    ),
+                };
+                (key.as_str(), Some((supplied, Source::File)))
+            };
+            if let Some(s) = supplied
+                && values.values.insert(name.to_owned(), s).is_some()
+            {
+                bail!(
+                    "[plugin.{id:?}.config] gives `{name}` twice (inline, _file or _env: pick one)"
+                );
+            }
+        }
+        Ok(Operator {
+            pass_env: self.pass_env.clone(),
+            config: values,
+            grant,
+            sandbox_off: self.sandbox_off.iter().cloned().collect(),
+            read: self.read.clone(),
+        })
     }
 }
 

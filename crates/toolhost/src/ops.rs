@@ -85,6 +85,107 @@ pub enum PluginsCommand {
         #[arg(long)]
         purge: bool,
     },
+    /// Set configuration values: NAME=VALUE, or NAME=@FILE to read the value
+    /// from a file (for secrets: the value then never appears in your
+    /// shell history or the process list). With no values, show each
+    /// item's state (never a value).
+    Config {
+        /// The plugin id.
+        id: String,
+        /// NAME=VALUE or NAME=@FILE.
+        values: Vec<String>,
+        /// Return an item to the configuration file's value or its default
+        /// (repeatable).
+        #[arg(long, value_name = "NAME")]
+        unset: Vec<String>,
+    },
+    /// Show what a plugin asks for, what is granted, and its sandbox.
+    Show {
+        /// The plugin id.
+        id: String,
+    },
+}
+
+/// Parses `NAME=VALUE` / `NAME=@FILE` (one trailing newline of a file is
+/// dropped). Errors never repeat the value.
+fn config_values(args: &[String]) -> Result<std::collections::HashMap<String, String>> {
+    let mut out = std::collections::HashMap::new();
+    for a in args {
+        let Some((name, value)) = a.split_once('=') else {
+            anyhow::bail!("expected NAME=VALUE or NAME=@FILE, got an argument without `=`");
+        };
+        let value = match value.strip_prefix('@') {
+            Some(file) => {
+                let text = std::fs::read_to_string(file)
+                    .with_context(|| format!("cannot read the value of {name} from {file}"))?;
+                text.strip_suffix('\n')
+                    .map(|t| t.strip_suffix('\r').unwrap_or(t))
+                    .unwrap_or(&text)
+                    .to_owned()
+            }
+            None => value.to_owned(),
+        };
+        if out.insert(name.to_owned(), value).is_some() {
+            anyhow::bail!("{name} is given twice");
+        }
+    }
+    Ok(out)
+}
+
+fn print_config(items: &[pb::ConfigItem]) {
+    for i in items {
+        let mut what = i.state.clone();
+        if !i.source.is_empty() {
+            what = format!("{what} ({})", i.source);
+        }
+        let kind = if i.secret { " secret" } else { "" };
+        println!("    config {}{kind}: {what}", i.name);
+        if !i.problem.is_empty() {
+            println!("      problem: {}", i.problem);
+        }
+    }
+}
+
+/// What a plugin asks for, what it is granted, and its sandbox.
+fn print_grants(p: &pb::PluginStatus) {
+    if !p.missing_config.is_empty() {
+        println!(
+            "    needs configuration: {} (toolhost plugins config {} NAME=VALUE)",
+            p.missing_config.join(", "),
+            p.id
+        );
+    }
+    for a in &p.asks {
+        if !a.starts_with("config ") {
+            println!("    {a}");
+        }
+    }
+    if !p.ungranted.is_empty() {
+        println!(
+            "    not granted: {} (grant = [..] under [plugin.\"{}\"] in the configuration)",
+            p.ungranted.join(", "),
+            p.id
+        );
+    }
+}
+
+fn print_sandbox(p: &pb::PluginStatus) {
+    for r in &p.sandbox {
+        println!("    sandbox {:<13} {:<13} {}", r.rule, r.state, r.detail);
+    }
+}
+
+fn plugin_json(p: &pb::PluginStatus) -> serde_json::Value {
+    serde_json::json!({
+        "id": p.id, "version": p.version, "origin": p.origin, "enabled": p.enabled, "state": p.state,
+        "pid": p.pid, "restarts": p.restarts, "last_error": p.last_error,
+        "withheld": p.withheld.iter().map(|d| serde_json::json!({ "tool": d.tool, "reason": d.reason })).collect::<Vec<_>>(),
+        "config": p.config.iter().map(|i| serde_json::json!({ "name": i.name, "secret": i.secret, "required": i.required, "state": i.state, "source": i.source, "problem": i.problem })).collect::<Vec<_>>(),
+        "missing_config": p.missing_config,
+        "asks": p.asks,
+        "ungranted": p.ungranted,
+        "sandbox": p.sandbox.iter().map(|r| serde_json::json!({ "rule": r.rule, "state": r.state, "detail": r.detail })).collect::<Vec<_>>(),
+    })
 }
 
 fn status_error(s: &tonic::Status) -> anyhow::Error {
@@ -108,10 +209,7 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
         .into_inner();
     let plugins = installed_plugins(&mut c).await?;
     if t.format == Format::Json {
-        let plugins: Vec<_> = plugins
-            .iter()
-            .map(|p| serde_json::json!({ "id": p.id, "version": p.version, "state": p.state, "pid": p.pid, "restarts": p.restarts, "last_error": p.last_error }))
-            .collect();
+        let plugins: Vec<_> = plugins.iter().map(plugin_json).collect();
         println!(
             "{}",
             serde_json::json!({
@@ -152,6 +250,22 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
         );
         if !p.last_error.is_empty() {
             println!("      last error: {}", p.last_error);
+        }
+        if !p.missing_config.is_empty() {
+            println!("      needs configuration: {}", p.missing_config.join(", "));
+        }
+        let open: Vec<&str> = p
+            .sandbox
+            .iter()
+            .filter(|r| r.state != "enforced" && r.rule != "cpu_per_call")
+            .map(|r| r.rule.as_str())
+            .collect();
+        if !open.is_empty() {
+            println!(
+                "      sandbox not enforced: {} (toolhost plugins show {})",
+                open.join(", "),
+                p.id
+            );
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -268,11 +382,7 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
         PluginsCommand::List => {
             let plugins = installed_plugins(&mut c).await?;
             if t.format == Format::Json {
-                let v: Vec<_> = plugins
-                    .iter()
-                    .map(|p| serde_json::json!({ "id": p.id, "version": p.version, "origin": p.origin, "enabled": p.enabled, "state": p.state,
-                        "withheld": p.withheld.iter().map(|d| serde_json::json!({ "tool": d.tool, "reason": d.reason })).collect::<Vec<_>>() }))
-                    .collect();
+                let v: Vec<_> = plugins.iter().map(plugin_json).collect();
                 println!("{}", serde_json::Value::Array(v));
             } else {
                 for p in plugins {
@@ -283,8 +393,50 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
                     for d in &p.withheld {
                         println!("    withheld {}: {}", d.tool, d.reason);
                     }
+                    print_grants(&p);
                 }
             }
+            return Ok(ExitCode::SUCCESS);
+        }
+        PluginsCommand::Show { id } => {
+            let plugins = installed_plugins(&mut c).await?;
+            let Some(p) = plugins.iter().find(|p| &p.id == id) else {
+                anyhow::bail!("no plugin {id:?} is installed");
+            };
+            if t.format == Format::Json {
+                println!("{}", plugin_json(p));
+                return Ok(ExitCode::SUCCESS);
+            }
+            println!("{} {} ({}, {})", p.id, p.version, p.origin, p.state);
+            print_grants(p);
+            print_config(&p.config);
+            print_sandbox(p);
+            return Ok(ExitCode::SUCCESS);
+        }
+        PluginsCommand::Config { id, values, unset } => {
+            let values = config_values(values)?;
+            if values.is_empty() && unset.is_empty() {
+                let plugins = installed_plugins(&mut c).await?;
+                let Some(p) = plugins.iter().find(|p| &p.id == id) else {
+                    anyhow::bail!("no plugin {id:?} is installed");
+                };
+                print_config(&p.config);
+                return Ok(ExitCode::SUCCESS);
+            }
+            let r = c
+                .set_plugin_config(pb::SetPluginConfigRequest {
+                    id: id.clone(),
+                    values,
+                    unset: unset.clone(),
+                })
+                .await
+                .map_err(|s| anyhow::anyhow!("{}", s.message()))?
+                .into_inner();
+            println!(
+                "ok: {id} is {}; catalog generation {} revision {}",
+                r.state, r.generation, r.revision
+            );
+            print_config(&r.config);
             return Ok(ExitCode::SUCCESS);
         }
         PluginsCommand::Restart { id } => {
@@ -316,9 +468,24 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
             .await
         }
     };
-    let r = answer
-        .map_err(|s| anyhow::anyhow!("{}", s.message()))?
-        .into_inner();
+    let r = answer.map_err(|s| anyhow::anyhow!("{}", s.message()));
+    // What an installed plugin asks for is shown as it arrives, granted or
+    // not, even when it cannot start yet.
+    let installed_from = match cmd {
+        PluginsCommand::Install { path } | PluginsCommand::Upgrade { path } => Some(path),
+        _ => None,
+    };
+    if let Some(path) = installed_from
+        && let Ok(m) = toolhost_manifest::Manifest::load(path)
+    {
+        let listed = installed_plugins(&mut c).await.unwrap_or_default();
+        if let Some(p) = listed.iter().find(|p| p.id == m.id) {
+            println!("{} {} asks for:", p.id, p.version);
+            print_grants(p);
+            print_config(&p.config);
+        }
+    }
+    let r = r?.into_inner();
     println!(
         "ok: catalog generation {} revision {}",
         r.generation, r.revision

@@ -165,13 +165,14 @@ impl Daemon {
                     max_bytes: s.max_archive_bytes.unwrap_or(archive.max_bytes),
                     max_entries: s.max_archive_entries.unwrap_or(archive.max_entries),
                 },
-                pass_env: s.pass_env.clone(),
+                operators: s.operators.clone(),
+                sandbox: s.sandbox.clone(),
             },
             Arc::clone(&store),
             Arc::clone(&plugins),
         )?;
         for p in &problems {
-            tracing::error!("plugin not served: {p}");
+            tracing::error!("plugin problem: {p}");
         }
         let fence_file = s.state_dir.join("catalog-fence.json");
         if s.managed {
@@ -259,6 +260,7 @@ impl Daemon {
             tracing::warn!("some plugins did not stop in time");
         }
         toolhost_runtime::remove_run_dir();
+        toolhost_runtime::sandbox::remove_cgroup_root();
         if let Some(t) = http_task {
             let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
         }
