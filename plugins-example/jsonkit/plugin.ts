@@ -2,7 +2,7 @@
 // (sdk/typescript). The manifest (plugin.toml) declares the tools and their
 // schemas; this file implements them.
 
-import { Content, Plugin, ToolError, type Json } from "@toolhost/plugin";
+import { Content, Plugin, ToolError, config, type Json } from "@toolhost/plugin";
 
 function parse(text: string): Json {
   try {
@@ -33,7 +33,9 @@ function stats(v: Json, depth = 1): { objects: number; arrays: number; keys: num
 
 new Plugin()
   .tool("pretty", (call) => {
-    const text = JSON.stringify(parse(call.arguments.json), null, call.arguments.indent ?? 2);
+    // The operator's default ([[config]] default_indent), or the manifest's.
+    const fallback = Number(config.get("default_indent") ?? 2);
+    const text = JSON.stringify(parse(call.arguments.json), null, call.arguments.indent ?? fallback);
     return ["Formatted.", Content.resourceText("json://pretty.json", "application/json", text)];
   })
   .tool("stats", (call) => stats(parse(call.arguments.json)))

@@ -5,7 +5,7 @@ implements them. The SDK does the rest: the handshake, the magic cookie,
 the health service, a clean stdout, graceful stop and cancellation.
 """
 
-from toolhost_plugin import Content, Plugin, ToolResult
+from toolhost_plugin import Content, Plugin, ToolResult, config
 
 plugin = Plugin()
 
@@ -20,7 +20,12 @@ def word_count(call):
 
 @plugin.tool("title_case")
 async def title_case(call):
-    return " ".join(w[:1].upper() + w[1:] for w in call.arguments["text"].split(" "))
+    # The operator's list ([[config]] small_words), or the manifest's default.
+    small = {w.strip().lower() for w in str(config.get("small_words", "")).split(",") if w.strip()}
+    words = call.arguments["text"].split(" ")
+    return " ".join(
+        w if i > 0 and w.lower() in small else w[:1].upper() + w[1:] for i, w in enumerate(words)
+    )
 
 
 if __name__ == "__main__":

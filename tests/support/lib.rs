@@ -197,6 +197,51 @@ output_schema = { type = "object", additionalProperties = false, required = ["ar
     dir
 }
 
+/// Writes a plugin directory for `testplug` declaring `count`, `config` and
+/// the sandbox probes (`read_file`, `write_file`, `spawn_many`, `alloc`,
+/// `connect`), plus `declarations` (TOML: `[[config]]` items,
+/// `[capabilities]`) after the runtime; returns the directory.
+#[must_use]
+pub fn probeplug_dir(root: &Path, id: &str, declarations: &str) -> PathBuf {
+    let dir = root.join(id);
+    let mut toml = format!(
+        "id = \"{id}\"\nversion = \"1.0.0\"\nname = \"Probe plugin\"\n\n[runtime]\ncommand = \"{}\"\nargs = [\"--mode\", \"normal\"]\nstartup_timeout_ms = 5000\n\n{declarations}\n",
+        bin("testplug").display()
+    );
+    for (name, props) in [
+        ("count", "{}"),
+        (
+            "config",
+            "{ names = { type = \"array\", items = { type = \"string\" } } }",
+        ),
+        ("read_file", "{ path = { type = \"string\" } }"),
+        ("write_file", "{ path = { type = \"string\" } }"),
+        (
+            "spawn_many",
+            "{ max = { type = \"integer\", minimum = 1, maximum = 1000 } }",
+        ),
+        (
+            "alloc",
+            "{ mb = { type = \"integer\", minimum = 1, maximum = 65536 } }",
+        ),
+        (
+            "connect",
+            "{ port = { type = \"integer\", minimum = 1, maximum = 65535 } }",
+        ),
+        ("connect_unix", "{ path = { type = \"string\" } }"),
+    ] {
+        toml.push_str(&format!(
+            "\n[[tools]]\nname = \"{name}\"\ndescription = \"testplug {name}\"\nsurfaces = [\"kanban-task\", \"chat\"]\ntimeout_ms = 20000\ninput_schema = {{ type = \"object\", properties = {props} }}\nannotations = {{ read_only = true }}\n"
+        ));
+    }
+    if let Err(e) =
+        std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(dir.join("plugin.toml"), toml))
+    {
+        panic!("cannot write {}: {e}", dir.display());
+    }
+    dir
+}
+
 /// Writes a plugin directory for `testplug` speaking plugin protocol 2,
 /// declaring its protocol-2 tools plus `echo` and `slow`, and returns the
 /// directory.

@@ -49,10 +49,25 @@ pub async fn serve_unix(
     shutdown: CancellationToken,
 ) -> Result<(), AdminError> {
     let listener = bind_private(path)?;
-    let incoming = crate::limits::limited(
+    // A plugin runs as the daemon's user, so the socket's mode does not
+    // keep it out; its process does.
+    let incoming = tokio_stream::StreamExt::filter(
         tokio_stream::wrappers::UnixListenerStream::new(listener),
-        limits,
+        |accepted| match accepted {
+            Ok(stream) => match stream.peer_cred().ok().and_then(|c| c.pid()) {
+                Some(pid)
+                    if pid > 0
+                        && toolhost_runtime::sandbox::is_plugin_process(pid.unsigned_abs()) =>
+                {
+                    tracing::warn!(pid, "refused an admin connection from a plugin's process");
+                    false
+                }
+                _ => true,
+            },
+            Err(_) => true,
+        },
     );
+    let incoming = crate::limits::limited(incoming, limits);
     let result = builder(limits)
         .add_service(AdminServer::new(service))
         .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())

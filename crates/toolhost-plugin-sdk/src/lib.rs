@@ -65,6 +65,10 @@
 //! fail with [`AskError::CannotAsk`]) and non-text blocks become one line of
 //! text each.
 //!
+//! Configuration and secrets the operator supplies for the manifest's
+//! `[[config]]` items come through [`config()`]: `config().get_str("api_url")`,
+//! `config().secret("token")`.
+//!
 //! Run by hand, without toolhost, the plugin prints "this is a toolhost
 //! plugin, start it with toolhost" and exits with status 1.
 //!
@@ -73,10 +77,12 @@
 //! as the schema allows, with aliases already renamed.
 
 mod call;
+mod config;
 mod output;
 mod serve;
 
 pub use call::{Answer, AskError, LogLevel, Question, ToolCall};
+pub use config::{Config, Secret, config};
 pub use output::{Audience, Content, ToolError, ToolOutput};
 pub use serve::ServeError;
 pub use toolhost_proto::plugin::AgentToolContext as Context;

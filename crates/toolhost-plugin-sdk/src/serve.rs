@@ -290,6 +290,9 @@ pub(crate) async fn serve(plugin: Plugin) -> Result<(), ServeError> {
     if std::env::var(MAGIC_COOKIE_KEY).as_deref() != Ok(MAGIC_COOKIE_VALUE) {
         return Err(ServeError::NotUnderToolhost);
     }
+    // Read (and delete) the configuration file now, before any handler or
+    // child process could.
+    let _ = crate::config();
     // The highest version offered that this SDK speaks; toolhost offers
     // exactly the one the manifest declares.
     let offered = std::env::var(PROTOCOL_VERSIONS_KEY).unwrap_or_default();

@@ -297,6 +297,7 @@ pub(crate) async fn start(spec: &PluginSpec) -> Result<Running, StartError> {
         source,
     })?;
     let pid = child.id().unwrap_or(0);
+    crate::sandbox::register_leader(pid);
     match handshake_and_connect(spec, &sockets, &mut child, deadline).await {
         Ok(channel) => Ok(Running {
             child,
@@ -484,6 +485,11 @@ pub(crate) async fn stop_running(running: &mut Running, grace: Duration) {
 /// then SIGKILL; the child is always reaped. The group is killed even when
 /// the leader has already exited, so helpers it started go too.
 pub(crate) async fn stop(child: &mut Child, pid: u32, grace: Duration) {
+    stop_group(child, pid, grace).await;
+    crate::sandbox::forget_leader(pid);
+}
+
+async fn stop_group(child: &mut Child, pid: u32, grace: Duration) {
     let group = i32::try_from(pid)
         .ok()
         .and_then(rustix::process::Pid::from_raw);

@@ -304,6 +304,73 @@ fn kill_all(dir: &Path) {
     }
 }
 
+/// Process-group leaders of this daemon's plugins, for [`is_plugin_process`].
+static PLUGIN_LEADERS: std::sync::Mutex<std::collections::BTreeSet<u32>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+pub(crate) fn register_leader(pid: u32) {
+    if let Ok(mut set) = PLUGIN_LEADERS.lock() {
+        set.insert(pid);
+    }
+}
+
+pub(crate) fn forget_leader(pid: u32) {
+    if let Ok(mut set) = PLUGIN_LEADERS.lock() {
+        set.remove(&pid);
+    }
+}
+
+/// `(ppid, pgrp, session)` from `/proc/<pid>/stat`.
+fn parents(pid: u32) -> Option<(u32, u32, u32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold anything: the fields
+    // start after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut f = rest.split_whitespace().skip(1);
+    Some((
+        f.next()?.parse().ok()?,
+        f.next()?.parse().ok()?,
+        f.next()?.parse().ok()?,
+    ))
+}
+
+/// Whether `pid` is one of this daemon's plugins or a process one started:
+/// a member of one of its pids cgroups (which no sandboxed process can
+/// leave), or, without cgroups, a descendant of a plugin, or in a plugin's
+/// process group or session. The admin socket refuses such peers: a
+/// plugin must not reconfigure the daemon that confines it.
+#[must_use]
+pub fn is_plugin_process(pid: u32) -> bool {
+    if let Ok(root) = &kernel().pids
+        && let Some(name) = root.file_name().and_then(|n| n.to_str())
+        && std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+            .is_ok_and(|c| c.contains(&format!("/{name}/")))
+    {
+        return true;
+    }
+    let Ok(leaders) = PLUGIN_LEADERS.lock().map(|s| s.clone()) else {
+        return false;
+    };
+    let me = std::process::id();
+    let mut at = pid;
+    for _ in 0..64 {
+        if leaders.contains(&at) {
+            return true;
+        }
+        let Some((ppid, pgrp, session)) = parents(at) else {
+            return false;
+        };
+        if leaders.contains(&pgrp) || leaders.contains(&session) {
+            return true;
+        }
+        if ppid <= 1 || ppid == me {
+            return false;
+        }
+        at = ppid;
+    }
+    false
+}
+
 /// Removes this daemon's cgroup directory (at shutdown, once plugins are
 /// stopped).
 pub fn remove_cgroup_root() {
@@ -523,6 +590,8 @@ pub(crate) struct Prepared {
     rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
     cgroup_procs: Option<CString>,
     ruleset: Option<OwnedFd>,
+    /// Rights on the plugin's own `/proc/<pid>`, added in the child.
+    proc_self: u64,
     pub(crate) jail: Option<Jail>,
 }
 
@@ -546,7 +615,18 @@ const SYSTEM_READ: &[&str] = &[
     "/bin",
     "/sbin",
     "/opt",
-    "/proc",
+    // Not /proc whole: other processes' files are there (the daemon's
+    // environment among them). The plugin's own /proc/<pid> is added in the
+    // child, where "self" is the plugin.
+    "/proc/cpuinfo",
+    "/proc/meminfo",
+    "/proc/stat",
+    "/proc/loadavg",
+    "/proc/uptime",
+    "/proc/version",
+    "/proc/filesystems",
+    "/proc/sys/kernel",
+    "/proc/sys/vm/overcommit_memory",
     "/sys/devices/system/cpu",
     "/sys/fs/cgroup",
     "/etc/ssl",
@@ -620,6 +700,9 @@ impl Prepared {
             p.ruleset = Some(ruleset(k.landlock_abi, fs.map(|extra| (extra, own)), net)?);
             p.no_new_privs = true;
         }
+        if fs.is_some() {
+            p.proc_self = FS_READ_FILE | FS_READ_DIR;
+        }
         Ok(p)
     }
 
@@ -629,7 +712,8 @@ impl Prepared {
         let procs = self.cgroup_procs.clone();
         let ruleset = self.ruleset.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
         let no_new_privs = self.no_new_privs;
-        move || apply(&rlimits, procs.as_ref(), no_new_privs, ruleset)
+        let proc_self = self.proc_self;
+        move || apply(&rlimits, procs.as_ref(), no_new_privs, ruleset, proc_self)
     }
 }
 
@@ -645,6 +729,7 @@ fn apply(
     procs: Option<&CString>,
     no_new_privs: bool,
     ruleset: Option<libc::c_int>,
+    proc_self: u64,
 ) -> std::io::Result<()> {
     let fail = || Err(std::io::Error::last_os_error());
     // SAFETY: each block is one system call on memory owned by this frame
@@ -682,6 +767,33 @@ fn apply(
         }
         if no_new_privs && libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
             return fail();
+        }
+        if let Some(fd) = ruleset
+            && proc_self != 0
+        {
+            // Here "self" is this process, which exec keeps: the plugin.
+            let own = libc::open(
+                c"/proc/self".as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            );
+            if own < 0 {
+                return fail();
+            }
+            let rule = PathBeneathAttr {
+                allowed_access: proc_self,
+                parent_fd: own,
+            };
+            let added = libc::syscall(
+                libc::SYS_landlock_add_rule,
+                fd,
+                RULE_PATH_BENEATH,
+                &raw const rule,
+                0u32,
+            );
+            libc::close(own);
+            if added != 0 {
+                return fail();
+            }
         }
         if let Some(fd) = ruleset
             && libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0

@@ -109,6 +109,17 @@ async fn add_note(notes: Arc<Notes>, call: ToolCall) -> Result<ToolOutput, ToolE
     let _guard = notes.lock.lock().await;
     let mut store = notes.load()?;
     let entry = store.tasks.entry(task).or_default();
+    // The operator's limit ([[config]] max_notes; the manifest's default
+    // otherwise).
+    let max = toolhost_plugin_sdk::config()
+        .get_i64("max_notes")
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(1000);
+    if entry.notes.len() >= max {
+        return Err(ToolError::new(format!(
+            "this task already has {max} notes, the most it may keep; delete some with delete_notes first"
+        )));
+    }
     entry.next_id += 1;
     let id = entry.next_id;
     entry.notes.push(Note {
@@ -122,8 +133,13 @@ async fn add_note(notes: Arc<Notes>, call: ToolCall) -> Result<ToolOutput, ToolE
     let mut out = Map::new();
     out.insert("id".into(), json!(id));
     out.insert("count".into(), json!(count));
-    Ok(ToolOutput::structured(out)
-        .with_text(format!("Added note {id}; the task has {count} note(s).")))
+    // Present only when the operator granted the `env` capability.
+    let by = std::env::var("NOTES_AUTHOR")
+        .map(|a| format!(" by {a}"))
+        .unwrap_or_default();
+    Ok(ToolOutput::structured(out).with_text(format!(
+        "Added note {id}{by}; the task has {count} note(s)."
+    )))
 }
 
 async fn search_notes(notes: Arc<Notes>, call: ToolCall) -> Result<ToolOutput, ToolError> {

@@ -197,3 +197,27 @@ def test_run_by_hand_refuses(monkeypatch, capsys):
     monkeypatch.delenv("KANDEV_PLUGIN", raising=False)
     assert asyncio.run(Plugin().serve()) == 1
     assert "start it with toolhost" in capsys.readouterr().err
+
+
+def test_config_is_read_once_deleted_and_secrets_never_print(tmp_path, monkeypatch):
+    from toolhost_plugin import Secret
+    from toolhost_plugin import config as config_module
+
+    f = tmp_path / "config.json"
+    f.write_text('{"config": {"api_url": "https://x", "page": 3, "on": true}, "secrets": {"token": "s3cr3t"}}')
+    monkeypatch.setenv("TOOLHOST_PLUGIN_CONFIG", str(f))
+    import importlib
+
+    mod = importlib.import_module("toolhost_plugin.config")
+    cfg = mod.load()
+    assert not f.exists()
+    assert cfg.get("api_url") == "https://x"
+    assert cfg.get("page") == 3
+    assert cfg.get("on") is True
+    assert cfg.get("token") is None
+    assert cfg.get("absent", "fallback") == "fallback"
+    token = cfg.secret("token")
+    assert isinstance(token, Secret) and token.expose() == "s3cr3t"
+    assert "s3cr3t" not in repr(cfg) + repr(token) + str(token) + f"{token}"
+    assert mod.Config.from_json("not json").get("api_url") is None
+    assert config_module is not None

@@ -17,9 +17,14 @@
  * `protocol = 2` under `[runtime]` in the manifest, a tool can also report
  * progress (`call.progress`), log to the caller (`call.log`), ask the user
  * (`await call.ask(new Question(...))`) and answer any `Content`.
+ *
+ * Values and secrets the operator supplies for the manifest's `[[config]]`
+ * items are in `config`: `config.get("api_url")`,
+ * `config.secret("token")?.expose()`.
  */
 
 export { AskError, LogLevel, Question, ToolCall, type Answer, type CallContext } from "./call.js";
+export { Config, Secret, config, loadConfig, type ConfigValue } from "./config.js";
 export { Content, ToolError, ToolResult, type Audience, type Returned } from "./content.js";
 export { Plugin, services, type Handler } from "./plugin.js";
 export type { Json } from "./struct.js";

@@ -7,6 +7,7 @@
 // stops gracefully on SIGTERM. Everything else the plugin prints goes to
 // stderr, which toolhost turns into log events: stdout is the handshake's.
 
+import { type Config, config } from "./config.js";
 import * as grpc from "@grpc/grpc-js";
 import * as loader from "@grpc/proto-loader";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -67,6 +68,11 @@ export class Plugin {
   tool(name: string, handler: Handler): this {
     this.tools.set(name, handler);
     return this;
+  }
+
+  /** The operator's values and secrets (see `config`). */
+  get config(): Config {
+    return config;
   }
 
   /** The plugin's data directory (from toolhost), if set. */

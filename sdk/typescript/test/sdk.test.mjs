@@ -4,11 +4,12 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync } from "node:fs";
+import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
+import { inspect } from "node:util";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
-import { Content, LogLevel, Plugin, Question, ToolError, services } from "../dist/index.js";
+import { Config, Content, LogLevel, Plugin, Question, Secret, ToolError, loadConfig, services } from "../dist/index.js";
 
 const seen = {};
 const plugin = new Plugin()
@@ -148,4 +149,24 @@ test("cancellation and deadlines reach the handler", async () => {
 test("run by hand, it refuses", async () => {
   delete process.env.KANDEV_PLUGIN;
   assert.equal(await new Plugin().serve(), 1);
+});
+
+test("config is read once, deleted, and secrets never print", () => {
+  const dir = mkdtempSync(join(tmpdir(), "cfg-"));
+  const file = join(dir, "config.json");
+  writeFileSync(file, JSON.stringify({ config: { api_url: "https://x", page: 3, on: true }, secrets: { token: "s3cr3t" } }));
+  process.env.TOOLHOST_PLUGIN_CONFIG = file;
+  const cfg = loadConfig();
+  delete process.env.TOOLHOST_PLUGIN_CONFIG;
+  assert.equal(existsSync(file), false);
+  assert.equal(cfg.get("api_url"), "https://x");
+  assert.equal(cfg.get("page"), 3);
+  assert.equal(cfg.get("on"), true);
+  assert.equal(cfg.get("token"), undefined);
+  const token = cfg.secret("token");
+  assert.ok(token instanceof Secret);
+  assert.equal(token.expose(), "s3cr3t");
+  const printed = [String(token), JSON.stringify(token), JSON.stringify(cfg), inspect(token), inspect(cfg), `${token}`].join(" ");
+  assert.equal(printed.includes("s3cr3t"), false);
+  assert.equal(Config.fromJson("not json").get("api_url"), undefined);
 });

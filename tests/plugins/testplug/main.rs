@@ -14,7 +14,12 @@
 //! mid-call; `count` says how many calls it has seen; `big` answers `bytes`
 //! bytes of text; `bad_output` answers structured content of the wrong shape;
 //! `flood` prints `lines` lines on stdout and stderr (some very long);
-//! `env` answers its environment and its open descriptors.
+//! `env` answers its environment and its open descriptors; `config` answers
+//! the configuration items named in `names` (secrets as fingerprints).
+//!
+//! Sandbox probes, each answering what happened (never file content):
+//! `read_file`, `write_file` (`path`), `spawn_many` (starts up to `max`
+//! processes), `alloc` (`mb` MiB), `connect` (TCP to 127.0.0.1:`port`), `connect_unix` (`path`).
 //!
 //! Protocol-2 tools (served when the manifest says `protocol = 2`):
 //! `media` answers one block of every kind; `steps` reports `steps`
@@ -411,4 +416,154 @@ fn tools() -> Plugin {
         .tool("bad_question", bad_question)
         .tool("two_questions", two_questions)
         .tool("huge", huge)
+        .tool("config", config)
+        .tool("read_file", read_file)
+        .tool("write_file", write_file)
+        .tool("spawn_many", spawn_many)
+        .tool("alloc", alloc)
+        .tool("connect", connect)
+        .tool("connect_unix", connect_unix)
+}
+
+/// FNV-1a, 64 bits: lets a test check a secret arrived without the plugin
+/// ever answering it.
+fn fingerprint(s: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+fn text_arg<'a>(call: &'a ToolCall, name: &str) -> &'a str {
+    call.arguments
+        .get(name)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// The values of the items named in `names`; secrets as fingerprints.
+async fn config(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    let cfg = toolhost_plugin_sdk::config();
+    let mut values = Map::new();
+    let mut secrets = Map::new();
+    for name in call
+        .arguments
+        .get("names")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        if let Some(v) = cfg.get(name) {
+            values.insert(name.to_owned(), v.clone());
+        }
+        if let Some(s) = cfg.secret(name) {
+            secrets.insert(name.to_owned(), json!(fingerprint(s.expose())));
+        }
+    }
+    let mut out = Map::new();
+    out.insert("values".into(), Value::Object(values));
+    out.insert("secrets".into(), Value::Object(secrets));
+    out.insert(
+        "file_left".into(),
+        json!(
+            std::env::var_os("TOOLHOST_PLUGIN_CONFIG")
+                .is_some_and(|p| std::path::Path::new(&p).exists())
+        ),
+    );
+    out.insert("pid".into(), json!(std::process::id()));
+    Ok(ToolOutput::structured(out))
+}
+
+/// Reads `path` (a file, or a directory's listing): how many bytes or
+/// entries, or the error. Never the content.
+async fn read_file(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    let path = text_arg(&call, "path");
+    let read = std::fs::read(path).map(|b| b.len()).or_else(|e| {
+        if e.raw_os_error() == Some(libc::EISDIR) {
+            std::fs::read_dir(path).map(Iterator::count)
+        } else {
+            Err(e)
+        }
+    });
+    match read {
+        Ok(n) => Ok(ToolOutput::text(format!("read {n}"))),
+        Err(e) => Err(ToolError::new(format!("refused: {e}"))),
+    }
+}
+
+async fn write_file(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    match std::fs::write(text_arg(&call, "path"), b"written by a plugin") {
+        Ok(()) => Ok(ToolOutput::text("wrote")),
+        Err(e) => Err(ToolError::new(format!("refused: {e}"))),
+    }
+}
+
+/// Starts up to `max` processes (each sleeps), counting until the kernel
+/// refuses one; then kills them all.
+async fn spawn_many(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    let max = number(&call, "max", 100);
+    let mut children = Vec::new();
+    let mut refusal = None;
+    for _ in 0..max {
+        match std::process::Command::new("/bin/sleep")
+            .arg("30")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+        {
+            Ok(c) => children.push(c),
+            Err(e) => {
+                refusal = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    let started = children.len();
+    for mut c in children {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    let mut out = Map::new();
+    out.insert("started".into(), json!(started));
+    out.insert("refusal".into(), json!(refusal));
+    Ok(ToolOutput::structured(out))
+}
+
+/// Reserves and touches `mb` MiB, then frees them.
+async fn alloc(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    let bytes = usize::try_from(number(&call, "mb", 1) << 20).unwrap_or(usize::MAX);
+    let mut v: Vec<u8> = Vec::new();
+    match v.try_reserve_exact(bytes) {
+        Ok(()) => {
+            v.resize(bytes, 1);
+            Ok(ToolOutput::text(format!("allocated {}", v.len())))
+        }
+        Err(e) => Err(ToolError::new(format!("refused: {e}"))),
+    }
+}
+
+async fn connect_unix(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    match tokio::net::UnixStream::connect(text_arg(&call, "path")).await {
+        Ok(_) => Ok(ToolOutput::text("connected")),
+        Err(e) => Err(ToolError::new(format!("refused: {e}"))),
+    }
+}
+
+async fn connect(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    let port = u16::try_from(number(&call, "port", 0)).unwrap_or(0);
+    match tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+        Ok(_) => Ok(ToolOutput::text("connected")),
+        Err(e) => Err(ToolError::new(format!("refused: {e}"))),
+    }
 }

@@ -19,15 +19,23 @@ validated against the tool's schema. With ``protocol = 2`` under
 ``[runtime]`` in the manifest, a tool can also report progress
 (``call.progress``), log to the caller (``call.log``), ask the user
 (``await call.ask(Question(...))``) and answer any :class:`Content`.
+
+Values and secrets the operator supplies for the manifest's ``[[config]]``
+items are in :data:`config`: ``config.get("api_url")``,
+``config.secret("token").expose()``.
 """
 
 from .call import Answer, AskError, LogLevel, Question, ToolCall
+from .config import Config, Secret, config
 from .content import Content, ToolError, ToolResult
 from .plugin import Plugin
 
 __all__ = [
     "Answer",
     "AskError",
+    "Config",
+    "Secret",
+    "config",
     "Content",
     "LogLevel",
     "Plugin",

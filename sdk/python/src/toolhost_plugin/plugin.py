@@ -26,6 +26,8 @@ import grpc
 from google.protobuf import json_format
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from .config import Config
+from .config import config as _loaded_config
 from ._gen.kandev.plugin.v1 import plugin_pb2 as v1
 from ._gen.kandev.plugin.v1 import plugin_pb2_grpc as v1_grpc
 from ._gen.toolhost.plugin.v2 import plugin_pb2 as v2
@@ -69,6 +71,11 @@ class Plugin:
             return fn
 
         return register
+
+    @property
+    def config(self) -> "Config":
+        """The operator's values and secrets (see :mod:`toolhost_plugin.config`)."""
+        return _loaded_config
 
     @staticmethod
     def data_dir() -> Optional[str]:
