@@ -135,7 +135,7 @@ fn config_values(args: &[String]) -> Result<std::collections::HashMap<String, St
 fn print_config(items: &[pb::ConfigItem]) {
     for i in items {
         let mut what = i.state.clone();
-        if !i.source.is_empty() {
+        if !i.source.is_empty() && i.source != i.state {
             what = format!("{what} ({})", i.source);
         }
         let kind = if i.secret { " secret" } else { "" };
