@@ -735,25 +735,11 @@ impl TestConfig {
 }
 
 /// What the example and SDK plugins run on outside their own directories,
-/// granted read and execute the way an operator would (`[sandbox] read`):
-/// the workspace's builds, its virtualenv and SDKs, and the Python the
-/// virtualenv was made from.
+/// granted read and execute the way an operator would (`[sandbox] read`).
 #[must_use]
 pub fn sandbox_read_paths() -> Vec<PathBuf> {
-    let root = workspace_root();
-    let mut paths = vec![
-        bin_dir()
-            .parent()
-            .map_or_else(|| root.join("target"), Path::to_path_buf),
-        root.join(".venv"),
-        root.join("sdk"),
-    ];
-    // .venv/bin/python -> <prefix>/bin/python3.x
-    if let Some(prefix) = std::fs::canonicalize(root.join(".venv/bin/python"))
-        .ok()
-        .and_then(|p| p.parent().and_then(Path::parent).map(Path::to_path_buf))
-    {
-        paths.push(prefix);
-    }
-    paths
+    let target = bin_dir()
+        .parent()
+        .map_or_else(|| workspace_root().join("target"), Path::to_path_buf);
+    toolhost_bench::procs::sandbox_read_paths(&workspace_root(), &target)
 }

@@ -94,3 +94,38 @@ pub fn pids_with_cmdline(needle: &str) -> Vec<u32> {
         })
         .collect()
 }
+
+/// The paths a checkout's plugins run on outside their own directories, for
+/// `[sandbox] read`: the builds under `target` (the `CARGO_TARGET_DIR`),
+/// the virtualenv and SDKs of the checkout at `root`, and the Python the
+/// virtualenv was made from. Shared by the benchmarks and the tests, which
+/// start daemons on the example and SDK plugins as an operator would.
+#[must_use]
+pub fn sandbox_read_paths(
+    root: &std::path::Path,
+    target: &std::path::Path,
+) -> Vec<std::path::PathBuf> {
+    let mut paths = vec![target.to_path_buf(), root.join(".venv"), root.join("sdk")];
+    // .venv/bin/python -> <prefix>/bin/python3.x
+    if let Some(prefix) = std::fs::canonicalize(root.join(".venv/bin/python"))
+        .ok()
+        .and_then(|p| {
+            p.parent()
+                .and_then(std::path::Path::parent)
+                .map(std::path::Path::to_path_buf)
+        })
+    {
+        paths.push(prefix);
+    }
+    paths
+}
+
+/// `[sandbox]` with `read` set to [`sandbox_read_paths`], as TOML.
+#[must_use]
+pub fn sandbox_section(root: &std::path::Path, target: &std::path::Path) -> String {
+    let read: Vec<String> = sandbox_read_paths(root, target)
+        .iter()
+        .map(|p| format!("{:?}", p.display().to_string()))
+        .collect();
+    format!("\n[sandbox]\nread = [{}]\n", read.join(", "))
+}

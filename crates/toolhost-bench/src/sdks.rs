@@ -101,12 +101,13 @@ pub async fn report(quick: bool) -> Result<()> {
     std::fs::write(
         &config,
         format!(
-            "plugins = [{:?}, {:?}, {:?}]\nstate_dir = {:?}\n[log]\nlevel = \"warn\"\n[[http.tokens]]\ntoken = \"{}\"\nsurface = \"chat\"\ntask_id = \"t\"\nsession_id = \"s\"\n",
+            "plugins = [{:?}, {:?}, {:?}]\nstate_dir = {:?}\n[log]\nlevel = \"warn\"\n[[http.tokens]]\ntoken = \"{}\"\nsurface = \"chat\"\ntask_id = \"t\"\nsession_id = \"s\"\n{}",
             rust.display().to_string(),
             py.display().to_string(),
             ts.display().to_string(),
             dir.join("state").display().to_string(),
-            crate::TOKEN
+            crate::TOKEN,
+            procs::sandbox_section(&root, crate::exe_dir().parent().unwrap_or(&root)),
         ),
     )?;
     let mut child = Command::new(crate::exe_dir().join("toolhost"))
