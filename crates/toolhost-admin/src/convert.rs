@@ -65,15 +65,18 @@ pub fn snapshot_from_proto(p: pb::Snapshot) -> Result<Snapshot, Vec<String>> {
                 _ => UnknownArguments::Reject,
             },
             reset_timeout_on_progress: t.reset_timeout_on_progress,
+            fingerprint: toolhost_catalog::Fingerprint::UNSEALED,
         });
     }
     if problems.is_empty() {
+        // Decoded: each descriptor's fingerprint is computed now, once.
         Ok(Snapshot {
             generation: p.generation,
             epoch: p.epoch,
             revision: p.revision,
             tools,
-        })
+        }
+        .sealed())
     } else {
         Err(problems)
     }

@@ -18,7 +18,7 @@
 //!
 //! Other modes: `--upgrade` (a live upgrade under load), `--soak SECONDS`,
 //! `--progress STEPS` (progress forwarding only), `--sdks` (a call through
-//! each SDK's plugin only),
+//! each SDK's plugin only), `--scale` (the catalog at scale only),
 //! and `--profile SECONDS [--json]` (one toolhost under load, its pid
 //! printed, for `perf record -p`).
 
@@ -566,6 +566,9 @@ struct Args {
     /// Only a call's cost through each SDK's plugin.
     #[arg(long)]
     sdks: bool,
+    /// Only the catalog at scale (revisions, listing, fan-out).
+    #[arg(long)]
+    scale: bool,
 }
 
 /// Kept whole on purpose: the bench's table of contents; each mode is a
@@ -580,6 +583,10 @@ async fn main() -> Result<()> {
     if args.sdks {
         println!("## A call through each SDK (plugin protocol 2)\n");
         return sdks::report(args.quick).await;
+    }
+    if args.scale {
+        println!("## The catalog at scale\n");
+        return scale::report(if args.quick { 200 } else { 1_000 }).await;
     }
     if let Some(steps) = args.progress {
         println!("## Progress at its maximum rate (plugin protocol 2)\n");

@@ -41,6 +41,7 @@ fn tool(i: usize) -> Descriptor {
         aliases: BTreeMap::new(),
         unknown_arguments: UnknownArguments::Reject,
         reset_timeout_on_progress: false,
+        fingerprint: toolhost_catalog::Fingerprint::UNSEALED,
     }
 }
 
@@ -86,7 +87,8 @@ fn bench(c: &mut Criterion) {
                     if in_order {
                         s.tools.sort_by(|a, b| a.exposed_name.cmp(&b.exposed_name));
                     }
-                    s
+                    // Sealed as a decoder seals: applying is what is timed.
+                    s.sealed()
                 },
                 |snap| assert_eq!(store.offer(snap).outcome, Outcome::Accepted),
                 BatchSize::PerIteration,

@@ -51,18 +51,104 @@ pub struct Defect {
     pub reason: String,
 }
 
+/// Entries per chunk of [`Entries`].
+const CHUNK: usize = 128;
+
+/// The entries of a catalog, in name order, in chunks shared between
+/// revisions: a revision that replaces a few entries copies the chunk list
+/// and the chunks it touches, not one reference per entry (taking 10,000
+/// references costs 10,000 cache misses).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Entries {
+    chunks: Vec<Arc<Vec<Arc<Entry>>>>,
+    len: usize,
+}
+
+impl Entries {
+    pub(crate) fn from_vec(all: Vec<Arc<Entry>>) -> Self {
+        let len = all.len();
+        let mut chunks = Vec::with_capacity(len.div_ceil(CHUNK));
+        let mut it = all.into_iter();
+        loop {
+            let chunk: Vec<Arc<Entry>> = it.by_ref().take(CHUNK).collect();
+            if chunk.is_empty() {
+                break;
+            }
+            chunks.push(Arc::new(chunk));
+        }
+        Self { chunks, len }
+    }
+
+    pub(crate) fn get(&self, i: usize) -> Option<&Arc<Entry>> {
+        self.chunks.get(i / CHUNK).and_then(|c| c.get(i % CHUNK))
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<Entry>> {
+        self.chunks.iter().flat_map(|c| c.iter())
+    }
+
+    /// Replaces the entry at `i` (copying its chunk if it is shared).
+    pub(crate) fn set(&mut self, i: usize, e: Arc<Entry>) {
+        if let Some(slot) = self
+            .chunks
+            .get_mut(i / CHUNK)
+            .and_then(|c| Arc::make_mut(c).get_mut(i % CHUNK))
+        {
+            *slot = e;
+        }
+    }
+}
+
+/// Hashes a [`crate::Fingerprint`], which is already a uniform digest, by
+/// taking 8 of its bytes: no need to hash a hash.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct FingerprintHasher(u64);
+
+impl std::hash::Hasher for FingerprintHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            self.0 ^= u64::from_le_bytes(b);
+        }
+    }
+}
+
+/// fingerprint -> position.
+pub(crate) type ByFingerprint =
+    HashMap<crate::Fingerprint, usize, std::hash::BuildHasherDefault<FingerprintHasher>>;
+
 /// The body of a catalog: shared between revisions whose content is equal,
 /// so recording a new revision of the same content copies nothing.
 #[derive(Debug, Default)]
 pub(crate) struct Body {
     /// Sorted by exposed name.
-    pub entries: Vec<Arc<Entry>>,
+    pub entries: Entries,
     /// exposed name -> index in `entries`. Shared with the previous body
     /// when the names are the same.
     pub index: Arc<HashMap<String, usize>>,
     /// surface -> indexes of sound entries visible there, in name order.
     /// Shared when no entry's visibility changed.
     pub by_surface: Arc<HashMap<String, Vec<usize>>>,
+    /// fingerprint -> index in `entries`, for entries whose descriptor is
+    /// sealed: how an offer finds an unchanged descriptor without reading
+    /// its content.
+    pub by_fingerprint: Arc<ByFingerprint>,
+    /// The withheld entries and why, in name order (every offer answers
+    /// them; walking every entry for them would cost more than the offer).
+    pub defects: Arc<Vec<Defect>>,
     /// surface -> the change sequence at which its visible list last
     /// changed. A session remembers the epoch it last listed at and is
     /// notified when its surface's epoch moves.
@@ -199,14 +285,7 @@ impl Catalog {
     /// Every withheld descriptor and why.
     #[must_use]
     pub fn defects(&self) -> Vec<Defect> {
-        self.entries()
-            .filter_map(|e| {
-                e.defect().map(|r| Defect {
-                    tool: e.descriptor.exposed_name.clone(),
-                    reason: r.to_owned(),
-                })
-            })
-            .collect()
+        self.body.defects.to_vec()
     }
 
     /// The catalog as a snapshot (for `GetCatalog` and `toolhost tools`).

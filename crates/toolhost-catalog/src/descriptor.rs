@@ -11,8 +11,30 @@ use toolhost_manifest::manifest::{
 use toolhost_manifest::{Annotations, Manifest, ToolDecl, naming};
 use toolhost_validate::{UnknownArguments, is_identifier_like};
 
+/// A digest of a descriptor's whole content (128 bits of SHA-256 over a
+/// canonical encoding: every field, schemas with object keys in order),
+/// computed once when a snapshot is decoded ([`Descriptor::seal`]), so
+/// that telling an unchanged descriptor from a changed one is comparing 16
+/// bytes rather than walking two trees. The daemon's, never on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Fingerprint([u8; 16]);
+
+impl Fingerprint {
+    /// Not computed yet.
+    pub const UNSEALED: Self = Self([0; 16]);
+
+    /// Whether it has been computed.
+    #[must_use]
+    pub fn is_sealed(self) -> bool {
+        self != Self::UNSEALED
+    }
+}
+
 /// Everything toolhost knows about one exposed tool.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// Two descriptors are equal when their content is; when both are sealed,
+/// that is decided by their fingerprints.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Descriptor {
     /// The plugin that implements it.
     pub plugin_id: String,
@@ -45,6 +67,151 @@ pub struct Descriptor {
     /// by the daemon's `max_timeout_ms`.
     #[serde(default)]
     pub reset_timeout_on_progress: bool,
+    /// The content's digest once sealed; [`Fingerprint::UNSEALED`] until
+    /// then (and after any field is changed by hand: seal again).
+    #[serde(skip)]
+    pub fingerprint: Fingerprint,
+}
+
+impl PartialEq for Descriptor {
+    fn eq(&self, o: &Self) -> bool {
+        if self.fingerprint.is_sealed() && o.fingerprint.is_sealed() {
+            return self.fingerprint == o.fingerprint;
+        }
+        self.plugin_id == o.plugin_id
+            && self.plugin_version == o.plugin_version
+            && self.local_name == o.local_name
+            && self.exposed_name == o.exposed_name
+            && self.title == o.title
+            && self.description == o.description
+            && self.surfaces == o.surfaces
+            && self.input_schema == o.input_schema
+            && self.output_schema == o.output_schema
+            && self.annotations == o.annotations
+            && self.timeout_ms == o.timeout_ms
+            && self.aliases == o.aliases
+            && self.unknown_arguments == o.unknown_arguments
+            && self.reset_timeout_on_progress == o.reset_timeout_on_progress
+    }
+}
+
+/// Feeds the canonical encoding of a descriptor's parts to a hasher:
+/// lengths before contents, a tag before each JSON value, object keys in
+/// order, so two encodings are equal exactly when the contents are.
+struct Canonical(Sha256);
+
+impl Canonical {
+    fn len(&mut self, n: usize) {
+        self.0.update((n as u64).to_le_bytes());
+    }
+
+    fn str(&mut self, s: &str) {
+        self.len(s.len());
+        self.0.update(s.as_bytes());
+    }
+
+    fn opt_str(&mut self, s: Option<&str>) {
+        match s {
+            None => self.0.update([0]),
+            Some(s) => {
+                self.0.update([1]);
+                self.str(s);
+            }
+        }
+    }
+
+    fn value(&mut self, v: &Value) {
+        match v {
+            Value::Null => self.0.update([b'n']),
+            Value::Bool(b) => self.0.update([b'b', u8::from(*b)]),
+            Value::Number(n) => {
+                self.0.update([b'#']);
+                self.str(&n.to_string());
+            }
+            Value::String(s) => {
+                self.0.update([b's']);
+                self.str(s);
+            }
+            Value::Array(a) => {
+                self.0.update([b'a']);
+                self.len(a.len());
+                for x in a {
+                    self.value(x);
+                }
+            }
+            Value::Object(m) => {
+                self.0.update([b'o']);
+                self.len(m.len());
+                let mut keys: Vec<&String> = m.keys().collect();
+                if !keys.is_sorted() {
+                    keys.sort();
+                }
+                for k in keys {
+                    self.str(k);
+                    if let Some(x) = m.get(k) {
+                        self.value(x);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Descriptor {
+    /// Computes the fingerprint (surfaces sorted first, as a normalized
+    /// snapshot has them). Decoders call it once per descriptor; a
+    /// descriptor changed by hand afterwards must be sealed again.
+    pub fn seal(&mut self) {
+        if !self.surfaces.is_sorted() {
+            self.surfaces.sort();
+        }
+        let mut c = Canonical(Sha256::new());
+        for s in [
+            &self.plugin_id,
+            &self.plugin_version,
+            &self.local_name,
+            &self.exposed_name,
+            &self.description,
+        ] {
+            c.str(s);
+        }
+        c.opt_str(self.title.as_deref());
+        c.len(self.surfaces.len());
+        for s in &self.surfaces {
+            c.str(s);
+        }
+        c.value(&self.input_schema);
+        match &self.output_schema {
+            None => c.0.update([0]),
+            Some(v) => {
+                c.0.update([1]);
+                c.value(v);
+            }
+        }
+        let a = self.annotations;
+        c.0.update([
+            u8::from(a.read_only),
+            u8::from(a.destructive),
+            u8::from(a.idempotent),
+            u8::from(a.open_world),
+            u8::from(self.unknown_arguments == UnknownArguments::Report),
+            u8::from(self.reset_timeout_on_progress),
+        ]);
+        c.0.update(self.timeout_ms.to_le_bytes());
+        c.len(self.aliases.len());
+        for (k, v) in &self.aliases {
+            c.str(k);
+            c.str(v);
+        }
+        let digest = c.0.finalize();
+        let mut fp = [0u8; 16];
+        fp.copy_from_slice(&digest[..16]);
+        if fp == [0; 16] {
+            // The one value that means "not computed".
+            fp[0] = 1;
+        }
+        self.fingerprint = Fingerprint(fp);
+    }
 }
 
 mod annotations_serde {
@@ -99,9 +266,11 @@ impl Descriptor {
             aliases: t.aliases.clone(),
             unknown_arguments: t.unknown_arguments,
             reset_timeout_on_progress: t.reset_timeout_on_progress,
+            fingerprint: Fingerprint::UNSEALED,
         };
         d.surfaces.sort();
         d.surfaces.dedup();
+        d.seal();
         d
     }
 
@@ -220,7 +389,8 @@ impl Snapshot {
     /// this, whatever order they arrived in.
     pub fn normalize(&mut self) {
         for t in &mut self.tools {
-            if !t.surfaces.is_sorted() {
+            // A sealed descriptor's surfaces were sorted when it was sealed.
+            if !t.fingerprint.is_sealed() && !t.surfaces.is_sorted() {
                 t.surfaces.sort();
             }
         }
@@ -236,6 +406,26 @@ impl Snapshot {
         }
         self.tools
             .sort_by(|a, b| a.exposed_name.cmp(&b.exposed_name));
+    }
+}
+
+impl Snapshot {
+    /// Seals every descriptor not sealed yet ([`Descriptor::seal`]): what a
+    /// decoder does once, so that offering the snapshot compares
+    /// fingerprints.
+    pub fn seal(&mut self) {
+        for t in &mut self.tools {
+            if !t.fingerprint.is_sealed() {
+                t.seal();
+            }
+        }
+    }
+
+    /// The same, by value.
+    #[must_use]
+    pub fn sealed(mut self) -> Self {
+        self.seal();
+        self
     }
 }
 

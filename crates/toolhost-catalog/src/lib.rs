@@ -29,6 +29,6 @@ mod installed;
 mod store;
 
 pub use catalog::{Catalog, Defect, Entry, NameChanges};
-pub use descriptor::{Descriptor, Snapshot, canonical_digest};
+pub use descriptor::{Descriptor, Fingerprint, Snapshot, canonical_digest};
 pub use installed::Installed;
 pub use store::{Fence, OfferResult, Outcome, Store};

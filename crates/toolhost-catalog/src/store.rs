@@ -6,7 +6,7 @@
 //! under the writer lock and only ever installs a newer version, so no reader
 //! can observe the version go backwards.
 
-use crate::catalog::{Body, Catalog, Defect, Entry};
+use crate::catalog::{Body, ByFingerprint, Catalog, Defect, Entries, Entry};
 use crate::descriptor::{Descriptor, Snapshot, canonical_digest};
 use crate::installed::Installed;
 use arc_swap::ArcSwap;
@@ -292,14 +292,33 @@ impl Store {
     /// Kept whole on purpose: the rules of an offer, in the order they are
     /// decided, under one writer lock; each `return` is an outcome.
     fn offer_checked(&self, mut snapshot: Snapshot, installed: Option<&Installed>) -> OfferResult {
-        snapshot.normalize();
+        snapshot.seal();
         let mut w = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
         let cur = self.current.load_full();
         // Shape rules are pure per descriptor: one equal to an entry of the
         // current catalog passed them when it was accepted, so only new
         // descriptors are checked.
-        let (plan, same_content, duplicates) = plan(&cur.body, snapshot.tools, installed);
-        self.reaper.reap(Box::new(duplicates));
+        let (plan, same_content) = match swap_plan(&cur.body, &snapshot.tools, installed) {
+            // The same names as now, a few descriptors replaced: no sort,
+            // no walk of unchanged content.
+            Some(plan) => {
+                let tools = std::mem::take(&mut snapshot.tools);
+                let same = plan.is_empty();
+                let plan = Plan::Swap(
+                    plan.into_iter()
+                        .filter_map(|(at, k)| tools.get(k).map(|d| (at, Box::new(d.clone()))))
+                        .collect(),
+                );
+                self.reaper.reap(Box::new(tools));
+                (plan, same)
+            }
+            None => {
+                snapshot.normalize();
+                let (plan, same, duplicates) = plan(&cur.body, snapshot.tools, installed);
+                self.reaper.reap(Box::new(duplicates));
+                (Plan::Full(plan), same)
+            }
+        };
         let reasons = self.shape_problems(&snapshot.generation, &plan);
         let answer = |outcome, reasons, cur: &Catalog, changed| OfferResult {
             outcome,
@@ -365,7 +384,10 @@ impl Store {
             return answer(Outcome::Unchanged, vec![], &next, vec![]);
         }
 
-        let (body, changed) = self.build(&mut w, &cur.body, plan, installed);
+        let (body, changed) = match plan {
+            Plan::Full(plan) => self.build(&mut w, &cur.body, plan, installed),
+            Plan::Swap(swaps) => self.build_swapped(&mut w, &cur.body, swaps, installed),
+        };
         let seq = body.change_seq;
         let next = Catalog {
             generation: snapshot.generation,
@@ -381,7 +403,7 @@ impl Store {
         answer(Outcome::Accepted, vec![], &next, changed)
     }
 
-    fn shape_problems(&self, generation: &str, plan: &[Planned]) -> Vec<String> {
+    fn shape_problems(&self, generation: &str, plan: &Plan) -> Vec<String> {
         let mut out = Vec::new();
         // Printable, so a generation id can be logged and shown as it is.
         if generation.is_empty()
@@ -390,6 +412,16 @@ impl Store {
         {
             out.push("generation must be 1 to 128 bytes, without control characters".to_owned());
         }
+        let plan = match plan {
+            // Same count and names as the current catalog, which passed.
+            Plan::Swap(swaps) => {
+                for (_, d) in swaps {
+                    d.shape_problems(&self.prefix, &mut out);
+                }
+                return out;
+            }
+            Plan::Full(plan) => plan,
+        };
         if plan.len() > MAX_TOOLS {
             out.push(format!("{} tools; at most {MAX_TOOLS}", plan.len()));
         }
@@ -404,6 +436,80 @@ impl Store {
             }
         }
         out
+    }
+
+    /// Builds the new body from the current one with a few entries
+    /// replaced in place (same names, so the same order and index): only
+    /// the replaced entries are compiled, and the fingerprint map, the
+    /// defects and the surface lists are updated rather than rebuilt.
+    fn build_swapped(
+        &self,
+        w: &mut Writer,
+        cur: &Body,
+        swaps: Vec<(usize, Box<Descriptor>)>,
+        installed: Option<&Installed>,
+    ) -> (Body, Vec<String>) {
+        let mut changed: BTreeSet<String> = BTreeSet::new();
+        let mut entries = cur.entries.clone();
+        let mut by_fingerprint = ByFingerprint::clone(&cur.by_fingerprint);
+        let mut same_visibility = true;
+        let mut touched: HashSet<String> = HashSet::new();
+        for (at, d) in swaps {
+            let Some(old) = cur.entries.get(at) else {
+                continue;
+            };
+            changed.extend(old.descriptor.surfaces.iter().cloned());
+            changed.extend(d.surfaces.iter().cloned());
+            let mut entry = compile_entry(w, *d);
+            if let Some(inst) = installed {
+                entry.withheld = inst.verdict(&entry.descriptor, &entry.schema_digests);
+            }
+            same_visibility &= old.descriptor.surfaces == entry.descriptor.surfaces
+                && old.is_sound() == entry.is_sound();
+            if by_fingerprint.get(&old.descriptor.fingerprint) == Some(&at) {
+                by_fingerprint.remove(&old.descriptor.fingerprint);
+            }
+            by_fingerprint.insert(entry.descriptor.fingerprint, at);
+            touched.insert(entry.descriptor.exposed_name.clone());
+            entries.set(at, Arc::new(entry));
+        }
+        let by_surface = if same_visibility {
+            Arc::clone(&cur.by_surface)
+        } else {
+            Arc::new(surface_lists(entries.iter()))
+        };
+        let mut defects: Vec<Defect> = cur
+            .defects
+            .iter()
+            .filter(|d| !touched.contains(&d.tool))
+            .cloned()
+            .collect();
+        for name in &touched {
+            if let Some(e) = cur.index.get(name).and_then(|i| entries.get(*i))
+                && let Some(reason) = e.defect()
+            {
+                defects.push(Defect {
+                    tool: name.clone(),
+                    reason: reason.to_owned(),
+                });
+            }
+        }
+        defects.sort_by(|a, b| a.tool.cmp(&b.tool));
+        let change_seq = cur.change_seq + 1;
+        let mut surface_epochs = cur.surface_epochs.clone();
+        for s in &changed {
+            surface_epochs.insert(s.clone(), change_seq);
+        }
+        let body = Body {
+            entries,
+            index: Arc::clone(&cur.index),
+            by_surface,
+            by_fingerprint: Arc::new(by_fingerprint),
+            defects: Arc::new(defects),
+            surface_epochs,
+            change_seq,
+        };
+        (body, changed.into_iter().collect())
     }
 
     /// Builds the new body: reused entries as they are, new ones compiled
@@ -475,7 +581,7 @@ impl Store {
             for (i, e) in entries.iter().enumerate() {
                 index.insert(e.descriptor.exposed_name.clone(), i);
             }
-            for old in &cur.entries {
+            for old in cur.entries.iter() {
                 if !index.contains_key(&old.descriptor.exposed_name) {
                     changed.extend(old.descriptor.surfaces.iter().cloned());
                 }
@@ -485,16 +591,23 @@ impl Store {
         let by_surface = if same_names && same_visibility {
             Arc::clone(&cur.by_surface)
         } else {
-            let mut by_surface: HashMap<String, Vec<usize>> = HashMap::new();
-            for (i, e) in entries.iter().enumerate() {
-                if e.is_sound() {
-                    for s in &e.descriptor.surfaces {
-                        by_surface.entry(s.clone()).or_default().push(i);
-                    }
-                }
-            }
-            Arc::new(by_surface)
+            Arc::new(surface_lists(entries.iter()))
         };
+        let by_fingerprint: ByFingerprint = entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.descriptor.fingerprint.is_sealed())
+            .map(|(i, e)| (e.descriptor.fingerprint, i))
+            .collect();
+        let defects = entries
+            .iter()
+            .filter_map(|e| {
+                e.defect().map(|r| Defect {
+                    tool: e.descriptor.exposed_name.clone(),
+                    reason: r.to_owned(),
+                })
+            })
+            .collect();
         let change_seq = cur.change_seq + 1;
         let mut surface_epochs = cur.surface_epochs.clone();
         for s in &changed {
@@ -509,14 +622,97 @@ impl Store {
             w.schemas.retain(|k, _| live.contains(k));
         }
         let body = Body {
-            entries,
+            entries: Entries::from_vec(entries),
             index,
             by_surface,
+            by_fingerprint: Arc::new(by_fingerprint),
+            defects: Arc::new(defects),
             surface_epochs,
             change_seq,
         };
         (body, changed.into_iter().collect())
     }
+}
+
+/// surface -> indexes of the sound entries visible there, in order.
+fn surface_lists<'a>(
+    entries: impl IntoIterator<Item = &'a Arc<Entry>>,
+) -> HashMap<String, Vec<usize>> {
+    let mut by_surface: HashMap<String, Vec<usize>> = HashMap::new();
+    for (i, e) in entries.into_iter().enumerate() {
+        if e.is_sound() {
+            for s in &e.descriptor.surfaces {
+                by_surface.entry(s.clone()).or_default().push(i);
+            }
+        }
+    }
+    by_surface
+}
+
+/// What an offer will do to the current body.
+enum Plan {
+    /// The general case: every descriptor matched by name in order.
+    Full(Vec<Planned>),
+    /// The same names as now: entries replaced in place, by position.
+    Swap(Vec<(usize, Box<Descriptor>)>),
+}
+
+/// Descriptors of one offer that replace the current one of the same name,
+/// by (position now, index in the offer); `None` unless the offer names
+/// exactly the current tools, each once, all sealed, and changes few of
+/// them. Unchanged descriptors are found by fingerprint, in any order,
+/// without reading their content; with `installed`, an unchanged entry
+/// whose verdict would change sends the offer the general way.
+fn swap_plan(
+    cur: &Body,
+    tools: &[Descriptor],
+    installed: Option<&Installed>,
+) -> Option<Vec<(usize, usize)>> {
+    let n = tools.len();
+    if n == 0 || n != cur.entries.len() || cur.by_fingerprint.len() != n {
+        return None;
+    }
+    let mut taken = vec![false; n];
+    let mut unmatched = Vec::new();
+    for (k, d) in tools.iter().enumerate() {
+        if !d.fingerprint.is_sealed() {
+            return None;
+        }
+        match cur.by_fingerprint.get(&d.fingerprint) {
+            Some(&at) => {
+                let slot = taken.get_mut(at)?;
+                if std::mem::replace(slot, true) {
+                    return None;
+                }
+            }
+            None => {
+                unmatched.push(k);
+                // Many changes: the general path costs no more.
+                if unmatched.len() > 64 + n / 16 {
+                    return None;
+                }
+            }
+        }
+    }
+    let mut swaps = Vec::with_capacity(unmatched.len());
+    for k in unmatched {
+        let at = *cur.index.get(&tools.get(k)?.exposed_name)?;
+        if std::mem::replace(taken.get_mut(at)?, true) {
+            return None;
+        }
+        swaps.push((at, k));
+    }
+    if let Some(inst) = installed {
+        let swapped: HashSet<usize> = swaps.iter().map(|(at, _)| *at).collect();
+        for (at, e) in cur.entries.iter().enumerate() {
+            if !swapped.contains(&at)
+                && inst.verdict(&e.descriptor, &e.schema_digests) != e.withheld
+            {
+                return None;
+            }
+        }
+    }
+    Some(swaps)
 }
 
 /// Matches a normalized tool list against the current body: equal

@@ -28,6 +28,7 @@ fn tool(plugin: &str, local: &str, surfaces: &[&str], schema: Value) -> Descript
         aliases: BTreeMap::new(),
         unknown_arguments: UnknownArguments::Reject,
         reset_timeout_on_progress: false,
+        fingerprint: toolhost_catalog::Fingerprint::UNSEALED,
     }
 }
 
@@ -494,4 +495,116 @@ fn concurrent_offers_are_linearizable_and_readers_never_regress() {
         let c = s.current();
         assert_eq!((c.generation(), c.revision()), ("b", 1000));
     }
+}
+
+/// Names of the tools visible on `surface`, in order.
+fn visible(store: &Store, surface: &str) -> Vec<String> {
+    store
+        .current()
+        .visible(surface)
+        .map(|e| e.descriptor.exposed_name.clone())
+        .collect()
+}
+
+#[test]
+fn a_revision_of_the_same_names_in_any_order_replaces_only_what_changed() {
+    let store = Store::new("kandev");
+    assert_eq!(store.offer(snap("g", 1, base())).outcome, Outcome::Accepted);
+    let before = store.current();
+    // The same content, reversed: unchanged, nothing rebuilt.
+    let mut same = base();
+    same.reverse();
+    let r = store.offer(snap("g", 2, same));
+    assert_eq!(r.outcome, Outcome::Unchanged);
+    assert!(r.changed_surfaces.is_empty());
+    // One description changed, reversed: only its surfaces change, and the
+    // other entries are the very same.
+    let mut one = base();
+    one[1].description = "pings, now described".into();
+    one.reverse();
+    let r = store.offer(snap("g", 3, one));
+    assert_eq!(r.outcome, Outcome::Accepted);
+    assert_eq!(r.changed_surfaces, ["chat"]);
+    let now = store.current();
+    let ping = naming::exposed("kandev", "notes", "ping");
+    assert_eq!(
+        now.get(&ping).map(|e| e.descriptor.description.as_str()),
+        Some("pings, now described")
+    );
+    for (a, b) in before.entries().zip(now.entries()) {
+        assert_eq!(
+            Arc::ptr_eq(a, b),
+            a.descriptor.exposed_name != ping,
+            "{}",
+            a.descriptor.exposed_name
+        );
+    }
+    // A replaced tool that moves surfaces moves in the listings.
+    let mut moved = base();
+    moved[1].surfaces = vec!["task".into()];
+    let r = store.offer(snap("g", 4, moved));
+    assert_eq!(r.outcome, Outcome::Accepted);
+    assert!(!visible(&store, "chat").contains(&ping));
+    assert!(visible(&store, "task").contains(&ping));
+    // A replaced tool with a broken schema is withheld, and said so.
+    let mut broken = base();
+    broken[1].input_schema = json!({ "type": "object", "properties": { "x": { "type": 5 } } });
+    let r = store.offer(snap("g", 5, broken));
+    assert_eq!(r.outcome, Outcome::Accepted);
+    assert_eq!(r.defects.len(), 1);
+    assert_eq!(r.defects[0].tool, ping);
+    assert!(!visible(&store, "chat").contains(&ping));
+    // And fixed again.
+    let r = store.offer(snap("g", 6, base()));
+    assert!(r.defects.is_empty());
+    assert!(visible(&store, "chat").contains(&ping));
+}
+
+#[test]
+fn a_tool_listed_twice_is_refused_whatever_the_order() {
+    let store = Store::new("kandev");
+    assert_eq!(store.offer(snap("g", 1, base())).outcome, Outcome::Accepted);
+    // As many tools as now, one of them twice (and one missing).
+    let mut twice = base();
+    let dup = twice[0].clone();
+    twice[2] = dup;
+    twice.reverse();
+    let r = store.offer(snap("g", 2, twice));
+    assert_eq!(r.outcome, Outcome::Invalid, "{r:?}");
+    assert!(
+        r.reasons.iter().any(|x| x.contains("listed twice")),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn a_sealed_descriptor_equals_by_fingerprint_and_an_unsealed_one_by_content() {
+    let a = base().remove(0);
+    let mut b = a.clone();
+    assert_eq!(a, b);
+    b.description.push('!');
+    assert_ne!(a, b);
+    let (mut sa, mut sb) = (a.clone(), b.clone());
+    sa.seal();
+    sb.seal();
+    assert_ne!(sa.fingerprint, sb.fingerprint);
+    assert_ne!(sa, sb);
+    // Key order in a schema does not change the fingerprint.
+    let mut k1 = a.clone();
+    k1.input_schema = serde_json::from_str(r#"{"type":"object","properties":{"a":{},"b":{}}}"#)
+        .unwrap_or_default();
+    let mut k2 = a.clone();
+    k2.input_schema = serde_json::from_str(r#"{"properties":{"b":{},"a":{}},"type":"object"}"#)
+        .unwrap_or_default();
+    k1.seal();
+    k2.seal();
+    assert_eq!(k1.fingerprint, k2.fingerprint);
+    // An integer and the same number as a float are different schemas.
+    let mut n1 = a.clone();
+    n1.input_schema = json!({ "type": "object", "maxProperties": 1 });
+    let mut n2 = a;
+    n2.input_schema = json!({ "type": "object", "maxProperties": 1.0 });
+    n1.seal();
+    n2.seal();
+    assert_ne!(n1.fingerprint, n2.fingerprint);
 }
