@@ -165,6 +165,25 @@ impl Descriptor {
         if !self.surfaces.is_sorted() {
             self.surfaces.sort();
         }
+        // Every field by name: a field added to `Descriptor` does not
+        // compile here until it is part of the fingerprint (and of `eq`).
+        let Self {
+            plugin_id: _,
+            plugin_version: _,
+            local_name: _,
+            exposed_name: _,
+            title: _,
+            description: _,
+            surfaces: _,
+            input_schema: _,
+            output_schema: _,
+            annotations: _,
+            timeout_ms: _,
+            aliases: _,
+            unknown_arguments: _,
+            reset_timeout_on_progress: _,
+            fingerprint: _,
+        } = self;
         let mut c = Canonical(Sha256::new());
         for s in [
             &self.plugin_id,
