@@ -427,7 +427,7 @@ pub fn enforcement(policy: &SandboxPolicy) -> Vec<RuleStatus> {
             "processes",
             RuleState::Enforced,
             format!(
-                "{n} (RLIMIT_NPROC, which counts every process of the daemon's user; no pids cgroup: {why})"
+                "{n} more than the user runs at the plugin's start (RLIMIT_NPROC counts every process of the daemon's user; no pids cgroup: {why})"
             ),
         ),
         (Some(_), Err(why)) => push(
@@ -690,7 +690,12 @@ impl Prepared {
                     p.cgroup_procs = Some(cstring(&jail.dir.join("cgroup.procs"))?);
                     p.jail = Some(jail);
                 }
-                Err(_) if !k.root => p.rlimits.push((libc::RLIMIT_NPROC, n)),
+                // The limit counts every task of the user, the daemon's and
+                // the other plugins' included: the plugin's allowance is on
+                // top of what the user runs now.
+                Err(_) if !k.root => p
+                    .rlimits
+                    .push((libc::RLIMIT_NPROC, n.saturating_add(tasks_of_this_user()))),
                 Err(_) => {}
             }
         }
@@ -715,6 +720,34 @@ impl Prepared {
         let proc_self = self.proc_self;
         move || apply(&rlimits, procs.as_ref(), no_new_privs, ruleset, proc_self)
     }
+}
+
+/// Threads of every process of this daemon's real user (what
+/// `RLIMIT_NPROC` counts), from `/proc`.
+fn tasks_of_this_user() -> u64 {
+    let me = rustix::process::getuid().as_raw();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter_map(|e| std::fs::read_to_string(e.path().join("status")).ok())
+        .filter_map(|status| {
+            let field = |name: &str| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .and_then(|v| v.split_whitespace().next())
+                    .and_then(|v| v.parse::<u64>().ok())
+            };
+            (field("Uid:")? == u64::from(me)).then(|| field("Threads:").unwrap_or(1))
+        })
+        .sum()
 }
 
 fn cstring(p: &Path) -> std::io::Result<CString> {
@@ -970,6 +1003,11 @@ mod tests {
                 .filter(|r| r.rule != "cpu_per_call")
                 .all(|r| r.state == RuleState::Off)
         );
+    }
+
+    #[test]
+    fn this_user_runs_at_least_this_test() {
+        assert!(tasks_of_this_user() >= 1);
     }
 
     #[test]
