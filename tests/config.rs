@@ -88,6 +88,25 @@ async fn admin(root: &Path) -> AdminClient<tonic::transport::Channel> {
     .await
 }
 
+/// `SetPluginConfig`: `values` set, `unset` unset.
+async fn set_config(
+    a: &mut AdminClient<tonic::transport::Channel>,
+    id: &str,
+    values: &[(&str, &str)],
+    unset: &[&str],
+) -> Result<pb::SetPluginConfigResponse, tonic::Status> {
+    a.set_plugin_config(pb::SetPluginConfigRequest {
+        id: id.to_owned(),
+        values: values
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        unset: unset.iter().map(|n| (*n).to_owned()).collect(),
+    })
+    .await
+    .map(tonic::Response::into_inner)
+}
+
 async fn plugin(c: &mut AdminClient<tonic::transport::Channel>, id: &str) -> pb::PluginStatus {
     c.list_plugins(pb::ListPluginsRequest {})
         .await
@@ -194,12 +213,7 @@ async fn values_arrive_needs_config_withholds_and_secrets_reach_the_plugin_alone
     shown.push(format!("{st:?}"));
 
     // The admin API checks names and types, and never repeats a value.
-    let wrong = a
-        .set_plugin_config(pb::SetPluginConfigRequest {
-            id: "cfg".into(),
-            values: [("retries".to_owned(), not_a_number.to_owned())].into(),
-            unset: vec![],
-        })
+    let wrong = set_config(&mut a, "cfg", &[("retries", not_a_number)], &[])
         .await
         .expect_err("not an integer");
     assert_eq!(wrong.code(), tonic::Code::InvalidArgument);
@@ -209,12 +223,7 @@ async fn values_arrive_needs_config_withholds_and_secrets_reach_the_plugin_alone
         wrong.message()
     );
     shown.push(wrong.message().to_owned());
-    let unknown = a
-        .set_plugin_config(pb::SetPluginConfigRequest {
-            id: "needy".into(),
-            values: [("regoin".to_owned(), "eu".to_owned())].into(),
-            unset: vec![],
-        })
+    let unknown = set_config(&mut a, "needy", &[("regoin", "eu")], &[])
         .await
         .expect_err("undeclared");
     assert!(
@@ -228,16 +237,25 @@ async fn values_arrive_needs_config_withholds_and_secrets_reach_the_plugin_alone
         unknown.message()
     );
 
-    // One value at a time: still waiting for the other.
-    let r = a
-        .set_plugin_config(pb::SetPluginConfigRequest {
-            id: "needy".into(),
-            values: [("region".to_owned(), "eu-west".to_owned())].into(),
-            unset: vec![],
-        })
+    // A hostile admin caller: an oversized id or name is refused before
+    // anything is looked up, and not repeated.
+    let long = "x".repeat(10_000);
+    for (id, name) in [(long.as_str(), "region"), ("needy", long.as_str())] {
+        let e = set_config(&mut a, id, &[(name, "v")], &[])
+            .await
+            .expect_err("oversized");
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert!(!e.message().contains("xxxx"), "{}", e.message());
+    }
+    let e = set_config(&mut a, "nobody", &[("k", "v")], &[])
         .await
-        .expect("set region")
-        .into_inner();
+        .expect_err("not installed");
+    assert_eq!(e.code(), tonic::Code::NotFound);
+
+    // One value at a time: still waiting for the other.
+    let r = set_config(&mut a, "needy", &[("region", "eu-west")], &[])
+        .await
+        .expect("set region");
     assert_eq!(r.state, "needs_config");
     shown.push(format!("{r:?}"));
 
@@ -269,15 +287,9 @@ async fn values_arrive_needs_config_withholds_and_secrets_reach_the_plugin_alone
 
     // The admin API wins over the file; a change replaces the process.
     let pid_before = got["pid"].clone();
-    let r = a
-        .set_plugin_config(pb::SetPluginConfigRequest {
-            id: "needy".into(),
-            values: [("token".to_owned(), from_api.to_owned())].into(),
-            unset: vec![],
-        })
+    let r = set_config(&mut a, "needy", &[("token", from_api)], &[])
         .await
-        .expect("set token")
-        .into_inner();
+        .expect("set token");
     assert_eq!(r.state, "ready");
     shown.push(format!("{r:?}"));
     let got = config_of(&c, "kandev_needy_config", &["token"]).await;
@@ -286,15 +298,9 @@ async fn values_arrive_needs_config_withholds_and_secrets_reach_the_plugin_alone
 
     // Unsetting a required value withdraws the tools again.
     let before = c.service().list_changed.load(Ordering::SeqCst);
-    let r = a
-        .set_plugin_config(pb::SetPluginConfigRequest {
-            id: "needy".into(),
-            values: Default::default(),
-            unset: vec!["token".into()],
-        })
+    let r = set_config(&mut a, "needy", &[], &["token"])
         .await
-        .expect("unset")
-        .into_inner();
+        .expect("unset");
     assert_eq!(r.state, "needs_config");
     eventually(WAIT, "tools/list_changed", async || {
         (c.service().list_changed.load(Ordering::SeqCst) > before).then_some(())
@@ -429,15 +435,9 @@ async fn a_configuration_change_fails_no_call_under_a_call_loop() {
             (calls.load(Ordering::SeqCst) > seen + 20).then_some(())
         })
         .await;
-        let r = a
-            .set_plugin_config(pb::SetPluginConfigRequest {
-                id: "cfg".into(),
-                values: [("retries".to_owned(), retries.to_owned())].into(),
-                unset: vec![],
-            })
+        let r = set_config(&mut a, "cfg", &[("retries", retries)], &[])
             .await
-            .expect("set retries")
-            .into_inner();
+            .expect("set retries");
         assert_eq!(r.state, "ready");
     }
     let seen = calls.load(Ordering::SeqCst);

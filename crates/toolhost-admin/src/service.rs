@@ -343,6 +343,17 @@ impl Admin for AdminService {
         request: Request<pb::SetPluginConfigRequest>,
     ) -> Result<Response<pb::SetPluginConfigResponse>, Status> {
         let r = request.into_inner();
+        // Bounded before anything is looked up or named in an error: ids
+        // are at most 64 bytes, item names at most 64, and a plugin
+        // declares at most 64 items.
+        if r.id.len() > 64
+            || r.values.len() + r.unset.len() > 128
+            || r.values.keys().chain(&r.unset).any(|n| n.len() > 64)
+        {
+            return Err(Status::invalid_argument(
+                "id and item names are at most 64 bytes, and at most 128 items per call",
+            ));
+        }
         let set: std::collections::BTreeMap<String, String> = r.values.into_iter().collect();
         let (revision, items) = self
             .state
