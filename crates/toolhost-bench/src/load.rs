@@ -80,6 +80,24 @@ impl Session {
         Ok(req.send().await?)
     }
 
+    /// Ends the session as a well-behaved client does (`DELETE`), so that
+    /// memory measured after a load is the load's, not abandoned sessions
+    /// waiting for their idle timeout.
+    pub async fn close(self) {
+        let Some(id) = &self.id else {
+            return;
+        };
+        let mut req = self
+            .http
+            .delete(&self.ep.url)
+            .header("mcp-session-id", id)
+            .header("mcp-protocol-version", "2025-11-25");
+        if let Some(t) = &self.ep.token {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        let _ = req.send().await;
+    }
+
     /// One `tools/call` with any arguments; answers the outcome word: `ok`,
     /// the pipeline's error code, `unknown_tool`, or `http_<status>`.
     pub async fn outcome(&mut self, tool: &str, arguments: &Value) -> Result<String> {
@@ -162,13 +180,14 @@ impl Run {
 }
 
 /// Drives `concurrency` workers for `duration` with an async closure per
-/// call (so HTTP and gRPC share the loop).
+/// call (so HTTP and gRPC share the loop); answers what was measured and
+/// each worker's state, for the caller to close.
 pub async fn drive<F, Fut, S>(
     concurrency: usize,
     duration: Duration,
     mut make: impl FnMut() -> Fut,
     call: F,
-) -> Result<Run>
+) -> Result<(Run, Vec<S>)>
 where
     Fut: std::future::Future<Output = Result<S>>,
     S: Send + 'static,
@@ -201,13 +220,16 @@ where
                     }
                 }
             }
-            run
+            (run, state)
         });
     }
     let mut total = Run::default();
+    let mut states = Vec::with_capacity(concurrency);
     while let Some(r) = tasks.join_next().await {
-        total.merge(r?);
+        let (run, state) = r?;
+        total.merge(run);
+        states.push(state);
     }
     total.elapsed = start.elapsed();
-    Ok(total)
+    Ok((total, states))
 }

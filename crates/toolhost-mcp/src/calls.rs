@@ -26,12 +26,12 @@ use rmcp::model::{
 };
 use rmcp::{Peer, RoleServer};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 use toolhost_pipeline::{
     Answer, AnswerAction, AskFuture, CallResult, Caller, LogLevel, LogMessage, Progress, Question,
@@ -51,23 +51,67 @@ pub(crate) const QUESTION_KEY: &str = "question";
 /// The answer channel of one question.
 type Reply = oneshot::Sender<Result<Answer, Unanswered>>;
 
+/// What the plugin has sent that the driving request has not taken yet.
+/// One lock and one wake-up for all three kinds: a call to a plugin that
+/// sends none of them (every protocol-1 call) costs one small allocation,
+/// not three channels.
+#[derive(Default)]
+struct Pending {
+    /// The latest progress update; only the latest matters.
+    progress: Option<Progress>,
+    /// `progress` changed since the driver last looked.
+    progress_new: bool,
+    /// At most [`LOG_QUEUE`]; more are dropped.
+    logs: VecDeque<LogMessage>,
+    /// At most one question is out at a time.
+    question: Option<(Question, Reply)>,
+    /// The driving side is gone: nothing will be delivered.
+    closed: bool,
+}
+
+/// Shared by a call's [`Relay`] and its [`Events`].
+#[derive(Default)]
+struct Shared {
+    pending: Mutex<Pending>,
+    /// Wakes the driver when something arrives. A wake-up with nobody
+    /// waiting is kept, so none is lost between two looks.
+    arrived: Notify,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 /// The pipeline's side of a call's events.
 pub(crate) struct Relay {
     wants_progress: bool,
     log_level: Option<LogLevel>,
     can_ask: bool,
-    progress: watch::Sender<Option<Progress>>,
-    logs: mpsc::Sender<LogMessage>,
-    questions: mpsc::Sender<(Question, Reply)>,
+    shared: Arc<Shared>,
 }
 
 /// The driving request's side of a call's events.
 pub(crate) struct Events {
-    progress: watch::Receiver<Option<Progress>>,
+    shared: Arc<Shared>,
     /// The progress value of the last notification sent.
     sent: Option<f64>,
-    logs: mpsc::Receiver<LogMessage>,
-    questions: mpsc::Receiver<(Question, Reply)>,
+}
+
+impl Drop for Events {
+    fn drop(&mut self) {
+        // A question nobody will deliver is abandoned now (its asker learns
+        // at once), and later ones are refused.
+        let question = {
+            let mut p = self.shared.lock();
+            p.closed = true;
+            p.question.take()
+        };
+        drop(question);
+    }
 }
 
 /// What the caller can take, read from the request that started the call.
@@ -80,24 +124,15 @@ pub(crate) struct Wants {
 
 impl Relay {
     pub(crate) fn new(wants: Wants) -> (Self, Events) {
-        let (progress, progress_rx) = watch::channel(None);
-        let (logs, logs_rx) = mpsc::channel(LOG_QUEUE);
-        let (questions, questions_rx) = mpsc::channel(1);
+        let shared = Arc::new(Shared::default());
         (
             Self {
                 wants_progress: wants.progress,
                 log_level: wants.log_level,
                 can_ask: wants.can_ask,
-                progress,
-                logs,
-                questions,
+                shared: Arc::clone(&shared),
             },
-            Events {
-                progress: progress_rx,
-                sent: None,
-                logs: logs_rx,
-                questions: questions_rx,
-            },
+            Events { shared, sent: None },
         )
     }
 }
@@ -114,19 +149,40 @@ impl Caller for Relay {
     }
     fn progress(&self, update: Progress) {
         // Latest wins: the driver coalesces.
-        self.progress.send_replace(Some(update));
+        {
+            let mut p = self.shared.lock();
+            p.progress = Some(update);
+            p.progress_new = true;
+        }
+        self.shared.arrived.notify_one();
     }
     fn log(&self, message: LogMessage) {
         // A full queue drops: a slow client never holds up the plugin.
-        let _ = self.logs.try_send(message);
+        {
+            let mut p = self.shared.lock();
+            if p.logs.len() >= LOG_QUEUE {
+                return;
+            }
+            p.logs.push_back(message);
+        }
+        self.shared.arrived.notify_one();
     }
     fn ask(&self, question: Question) -> AskFuture<'_> {
         Box::pin(async move {
             let (reply, answer) = oneshot::channel();
-            self.questions
-                .send((question, reply))
-                .await
-                .map_err(|_| Unanswered::Failed("the caller went away".into()))?;
+            {
+                let mut p = self.shared.lock();
+                if p.closed {
+                    return Err(Unanswered::Failed("the caller went away".into()));
+                }
+                if p.question.is_some() {
+                    return Err(Unanswered::Failed(
+                        "a question is already waiting for its answer".into(),
+                    ));
+                }
+                p.question = Some((question, reply));
+            }
+            self.shared.arrived.notify_one();
             answer
                 .await
                 .map_err(|_| Unanswered::Failed("the question was abandoned".into()))?
@@ -209,33 +265,44 @@ pub(crate) enum Driven {
 pub(crate) async fn drive(running: &mut Running, out: &Outlet<'_>, stop: &Stop<'_>) -> Driven {
     let mut last_sent: Option<Instant> = None;
     let mut pending_progress = false;
+    let shared = Arc::clone(&running.events.shared);
     loop {
         let next_progress = last_sent.map_or_else(Instant::now, |t| t + PROGRESS_INTERVAL);
         tokio::select! {
             biased;
             r = &mut running.call => {
-                // The last update before the result is always delivered,
-                // then whatever log messages are still queued.
-                // (The relay is gone with the call, so "changed" cannot be
-                // asked: compare with what was sent.)
-                flush_progress(&mut running.events, out).await;
-                while let Ok(m) = running.events.logs.try_recv() {
+                // Whatever is still queued goes out before the result, in
+                // order: log messages, then the last progress update. (The
+                // relay is gone with the call, so compare the last update
+                // with what was sent.)
+                let logs = std::mem::take(&mut shared.lock().logs);
+                for m in logs {
                     send_log(m, out).await;
                 }
+                flush_progress(&mut running.events, out).await;
                 return Driven::Done(r);
             }
             () = stop.cancelled(), if !running.cancel.is_cancelled() => running.cancel.cancel(),
-            Some((q, reply)) = running.events.questions.recv() => {
-                flush_progress(&mut running.events, out).await;
-                return Driven::Asking(q, reply);
-            }
-            Some(m) = running.events.logs.recv() => send_log(m, out).await,
-            Ok(()) = running.events.progress.changed(), if !pending_progress => {
-                if Instant::now() >= next_progress {
-                    send_progress(&mut running.events, out).await;
-                    last_sent = Some(Instant::now());
-                } else {
-                    pending_progress = true;
+            () = shared.arrived.notified() => {
+                let (logs, question, progress_new) = {
+                    let mut p = shared.lock();
+                    let new = std::mem::take(&mut p.progress_new);
+                    (std::mem::take(&mut p.logs), p.question.take(), new)
+                };
+                for m in logs {
+                    send_log(m, out).await;
+                }
+                if let Some((q, reply)) = question {
+                    flush_progress(&mut running.events, out).await;
+                    return Driven::Asking(q, reply);
+                }
+                if progress_new && !pending_progress {
+                    if Instant::now() >= next_progress {
+                        send_progress(&mut running.events, out).await;
+                        last_sent = Some(Instant::now());
+                    } else {
+                        pending_progress = true;
+                    }
                 }
             }
             () = tokio::time::sleep_until(next_progress.into()), if pending_progress => {
@@ -250,8 +317,9 @@ pub(crate) async fn drive(running: &mut Running, out: &Outlet<'_>, stop: &Stop<'
 /// Sends the latest update if it has not been sent yet.
 async fn flush_progress(events: &mut Events, out: &Outlet<'_>) {
     let unsent = events
+        .shared
+        .lock()
         .progress
-        .borrow()
         .as_ref()
         .is_some_and(|p| Some(p.progress) != events.sent);
     if unsent {
@@ -260,7 +328,11 @@ async fn flush_progress(events: &mut Events, out: &Outlet<'_>) {
 }
 
 async fn send_progress(events: &mut Events, out: &Outlet<'_>) {
-    let latest = events.progress.borrow_and_update().clone();
+    let latest = {
+        let mut p = events.shared.lock();
+        p.progress_new = false;
+        p.progress.clone()
+    };
     let (Some(p), Some(token)) = (latest, out.progress_token.clone()) else {
         return;
     };

@@ -37,5 +37,5 @@ mod tools;
 pub use handler::{Handler, Identity, serve_stdio};
 pub use http::{HttpOptions, http_router};
 pub use hub::{DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_TOKEN, Hub, Refused};
-pub use listener::{ClientGone, ConnectionLimits, serve_http, take_large_request};
+pub use listener::{ClientGone, ConnectionLimits, requests_read, serve_http, take_large_request};
 pub use tokens::TokenTable;

@@ -76,6 +76,16 @@ pub fn take_large_request() -> bool {
     LARGE_REQUEST.swap(false, Ordering::Relaxed)
 }
 
+/// Requests read so far, by every listener: how the daemon tells a quiet
+/// moment after a load (when memory a load left behind can go back to the
+/// system) from a load still going on.
+static REQUESTS: AtomicU64 = AtomicU64::new(0);
+
+/// Requests read so far (it only grows).
+pub fn requests_read() -> u64 {
+    REQUESTS.load(Ordering::Relaxed)
+}
+
 /// Cancelled when the client of a request goes away: its connection closed,
 /// or its response stream was dropped. Found in the request's extensions.
 #[derive(Debug, Clone, Default)]
@@ -242,6 +252,7 @@ async fn handle(
         }
         Ok(Ok(collected)) => collected.to_bytes(),
     };
+    REQUESTS.fetch_add(1, Ordering::Relaxed);
     if bytes.len() >= LARGE_BODY {
         LARGE_REQUEST.store(true, Ordering::Relaxed);
     }

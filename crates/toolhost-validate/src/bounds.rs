@@ -36,12 +36,18 @@ pub fn bound(arguments: Option<Value>) -> Result<Map<String, Value>, BoundError>
         Some(Value::Object(map)) => map,
         Some(_) => return Err(BoundError::NotAnObject),
     };
-    let mut size = Bounds::default();
-    walk_object(&map, 1, &mut size)?;
-    if size.upper > MAX_ARGUMENT_BYTES {
-        measure(&map, MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH)?;
-    }
+    within(&map)?;
     Ok(map)
+}
+
+/// The size and depth limits of an argument object.
+pub fn within(map: &Map<String, Value>) -> Result<(), BoundError> {
+    let mut size = Bounds::default();
+    walk_object(map, 1, &mut size)?;
+    if size.upper > MAX_ARGUMENT_BYTES {
+        measure(map, MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH)?;
+    }
+    Ok(())
 }
 
 /// Lower and upper bounds of the serialized size.
@@ -62,7 +68,25 @@ impl Bounds {
     }
 }
 
-/// Recursion is safe: it stops at `MAX_ARGUMENT_DEPTH`.
+/// Bounds of one scalar's serialized size: `(lower, upper)`.
+#[inline]
+fn scalar_bounds(v: &Value) -> (usize, usize) {
+    match v {
+        Value::Null | Value::Bool(true) => (4, 4),
+        Value::Bool(false) => (5, 5),
+        Value::Number(_) => (1, 24),
+        Value::String(s) => (s.len() + 2, s.len().saturating_mul(6) + 2),
+        // Containers are walked, never passed here.
+        Value::Array(_) | Value::Object(_) => (0, 0),
+    }
+}
+
+/// Recursion is safe: it stops at `MAX_ARGUMENT_DEPTH`. A container's
+/// scalars are summed in locals and added to `size` once, when a nested
+/// container is entered and at the end: the walk is on every call's path,
+/// and this keeps its per-value work to a match and two additions. The
+/// lower bound is still checked per value, so an oversized container stops
+/// the walk at the first value past the limit.
 fn walk_object(
     map: &Map<String, Value>,
     depth: usize,
@@ -72,31 +96,63 @@ fn walk_object(
         return Err(BoundError::TooDeep);
     }
     let commas = map.len().saturating_sub(1);
-    size.add(2 + commas, 2 + commas)?;
+    let mut pending = Bounds {
+        lower: 2 + commas,
+        upper: 2 + commas,
+    };
     for (k, v) in map {
-        size.add(k.len() + 3, k.len().saturating_mul(6) + 3)?;
-        walk_value(v, depth + 1, size)?;
+        pending.lower += k.len() + 3;
+        pending.upper = pending.upper.saturating_add(k.len().saturating_mul(6) + 3);
+        walk_member(v, depth, size, &mut pending)?;
     }
-    Ok(())
+    size.add(pending.lower, pending.upper)
 }
 
-fn walk_value(v: &Value, depth: usize, size: &mut Bounds) -> Result<(), BoundError> {
+fn walk_array(items: &[Value], depth: usize, size: &mut Bounds) -> Result<(), BoundError> {
+    if depth > MAX_ARGUMENT_DEPTH {
+        return Err(BoundError::TooDeep);
+    }
+    let commas = items.len().saturating_sub(1);
+    let mut pending = Bounds {
+        lower: 2 + commas,
+        upper: 2 + commas,
+    };
+    for v in items {
+        walk_member(v, depth, size, &mut pending)?;
+    }
+    size.add(pending.lower, pending.upper)
+}
+
+/// One member of a container at `depth`: a scalar is added to the
+/// container's `pending` sums; a nested container first settles them into
+/// `size`, then is walked.
+#[inline]
+fn walk_member(
+    v: &Value,
+    depth: usize,
+    size: &mut Bounds,
+    pending: &mut Bounds,
+) -> Result<(), BoundError> {
     match v {
-        Value::Null | Value::Bool(true) => size.add(4, 4),
-        Value::Bool(false) => size.add(5, 5),
-        Value::Number(_) => size.add(1, 24),
-        Value::String(s) => size.add(s.len() + 2, s.len().saturating_mul(6) + 2),
         Value::Array(items) => {
-            if depth > MAX_ARGUMENT_DEPTH {
-                return Err(BoundError::TooDeep);
-            }
-            let commas = items.len().saturating_sub(1);
-            size.add(2 + commas, 2 + commas)?;
-            items
-                .iter()
-                .try_for_each(|i| walk_value(i, depth + 1, size))
+            size.add(pending.lower, pending.upper)?;
+            *pending = Bounds::default();
+            walk_array(items, depth + 1, size)
         }
-        Value::Object(map) => walk_object(map, depth, size),
+        Value::Object(map) => {
+            size.add(pending.lower, pending.upper)?;
+            *pending = Bounds::default();
+            walk_object(map, depth + 1, size)
+        }
+        scalar => {
+            let (l, u) = scalar_bounds(scalar);
+            pending.lower += l;
+            pending.upper = pending.upper.saturating_add(u);
+            if size.lower + pending.lower > MAX_ARGUMENT_BYTES {
+                return Err(BoundError::TooLarge);
+            }
+            Ok(())
+        }
     }
 }
 

@@ -74,16 +74,50 @@ pub fn check_arguments(
     policy: &ToolPolicy<'_>,
     arguments: Option<Value>,
 ) -> Result<Checked, ArgumentError> {
+    // Fast path, for valid arguments: when the compiled validator closes
+    // the root itself and no alias is in play, one `is_valid` decides the
+    // schema, and the bounds walk follows it over memory `is_valid` has
+    // just read. Only a refusal (or, under `report`, an unknown key) takes
+    // the long way below, in step order, which says why; so the verdict
+    // and its reasons are the same either way.
+    let mut schema_refused = false;
+    let arguments = match arguments {
+        Some(Value::Object(map))
+            if schema.closed_by_validator
+                && !policy.aliases.keys().any(|a| map.contains_key(a)) =>
+        {
+            let instance = Value::Object(map);
+            if schema.validator.is_valid(&instance) {
+                let map = into_object(instance);
+                if schema.bounded_by_schema {
+                    // The schema itself bounds what it accepts.
+                    return Ok(Checked {
+                        arguments: map,
+                        unknown_args: Vec::new(),
+                    });
+                }
+                return match bounds::within(&map) {
+                    Ok(()) => Ok(Checked {
+                        arguments: map,
+                        unknown_args: Vec::new(),
+                    }),
+                    Err(e) => Err(ArgumentError::new(vec![bound_violation(e)])),
+                };
+            }
+            schema_refused = true;
+            Some(instance)
+        }
+        other => other,
+    };
     // Step 2: bounds.
     let mut args =
         bounds::bound(arguments).map_err(|e| ArgumentError::new(vec![bound_violation(e)]))?;
     // Step 3: aliases.
     let mut violations = Vec::new();
     let renamed = rename_aliases(&mut args, policy, &mut violations);
-    // Fast path: when the compiled validator closes the root itself, one
-    // `is_valid` decides a valid call. Only a refusal (or, under `report`,
-    // an unknown key) takes the long way below, which says why.
-    if schema.closed_by_validator && violations.is_empty() {
+    // The same fast path, when aliases were renamed (the first one did not
+    // run).
+    if schema.closed_by_validator && violations.is_empty() && !schema_refused {
         let instance = Value::Object(args);
         if schema.validator.is_valid(&instance) {
             return Ok(Checked {

@@ -25,6 +25,7 @@
 
 pub mod bounds;
 mod check;
+mod extent;
 mod known;
 mod names;
 mod refs;

@@ -112,6 +112,10 @@ pub struct CompiledSchema {
     pub(crate) root: RootKeys,
     /// Whether `validator` itself closes the root (see [`closable`]).
     pub(crate) closed_by_validator: bool,
+    /// Whether every argument object the schema accepts is within the
+    /// bounds of step 2 (see [`crate::extent`]): then valid arguments need
+    /// no bounds walk.
+    pub(crate) bounded_by_schema: bool,
     /// The declared names, for masking violation locations.
     pub(crate) names: crate::names::Declared,
 }
@@ -235,6 +239,7 @@ impl CompiledSchema {
             validator,
             root,
             closed_by_validator,
+            bounded_by_schema: closed_by_validator && crate::extent::root_is_within_bounds(schema),
             names: crate::names::Declared::of(schema),
         })
     }

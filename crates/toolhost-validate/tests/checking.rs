@@ -322,6 +322,34 @@ fn bounds_come_first() {
     assert_eq!(e.violations[0].constraint, "maxDepth");
 }
 
+/// Arguments the schema accepts are still held to the bounds: the fast
+/// path (`is_valid` first) checks them after the schema, with the same
+/// answer as the steps in order.
+#[test]
+fn schema_valid_arguments_are_still_bounded() {
+    let s = compile(
+        json!({ "type": "object", "properties": { "blob": {}, "n": { "type": "integer" } } }),
+    );
+    let mut deep = json!("x");
+    for _ in 0..70 {
+        deep = json!([deep]);
+    }
+    let e = err(check(&s, Some(json!({ "blob": deep }))));
+    assert_eq!(e.violations[0].constraint, "maxDepth");
+    let big = "x".repeat(toolhost_validate::bounds::MAX_ARGUMENT_BYTES);
+    let e = err(check(&s, Some(json!({ "blob": big }))));
+    assert_eq!(e.violations[0].constraint, "maxSize");
+    // Both broken: the bounds are named, as when they were checked first.
+    let e = err(check(
+        &s,
+        Some(
+            json!({ "blob": "x".repeat(toolhost_validate::bounds::MAX_ARGUMENT_BYTES), "n": "no" }),
+        ),
+    ));
+    assert_eq!(e.violations.len(), 1);
+    assert_eq!(e.violations[0].constraint, "maxSize");
+}
+
 // ---- "the validator and the schema never drift" ----
 
 /// A property's type, with one way to satisfy it and one way to break it.
@@ -481,6 +509,31 @@ proptest! {
                 e.violations.iter().any(|v| v.location == loc && v.constraint == kw),
                 "expected {} at {:?}, got {:?}", kw, loc, e.violations
             ),
+        }
+    }
+
+    /// Whatever path decides, a closed schema's verdict is "within the
+    /// bounds and valid by the schema", and a refusal names the bounds
+    /// first when they are broken.
+    #[test]
+    fn the_verdict_is_bounds_then_schema(mut v in arb_any(), w in arb_any(), nest in 55usize..66) {
+        // Near the depth limit, on either side of it.
+        for _ in 0..nest {
+            v = json!([v]);
+        }
+        let s = compile(json!({ "type": "object", "properties": {
+            "any": {}, "list": { "type": "array", "items": { "type": ["string", "integer", "null", "boolean", "array", "object"] } }
+        } }));
+        let args = json!({ "any": v, "list": [w] });
+        let in_bounds = args.as_object().is_some_and(|m| toolhost_validate::bounds::within(m).is_ok());
+        let valid = s.is_valid_raw(&args);
+        match check(&s, Some(args)) {
+            Ok(_) => prop_assert!(in_bounds && valid),
+            Err(e) => {
+                prop_assert!(!(in_bounds && valid));
+                let bound = matches!(e.violations[0].constraint.as_str(), "maxSize" | "maxDepth");
+                prop_assert_eq!(bound, !in_bounds);
+            }
         }
     }
 
