@@ -683,7 +683,7 @@ fn goals(g: &Goals<'_>) {
     }
     let rev = g.revision.as_secs_f64() * 1000.0;
     println!(
-        "| one-tool revision of a 10,000-tool catalog, tools in another order | {rev:.2} ms | | | <= 2 ms | {} |",
+        "| one-tool revision of a 10,000-tool catalog, tools in another order (median of 5) | {rev:.2} ms | | | <= 2 ms | {} |",
         met(rev <= 2.0)
     );
     for c in g.checks {

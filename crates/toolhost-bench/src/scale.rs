@@ -86,24 +86,35 @@ pub async fn report(sessions: usize) -> Result<Duration> {
     let cold = t.elapsed();
     anyhow::ensure!(r.outcome == Outcome::Accepted, "{:?}", r.reasons);
     // Each snapshot is sealed before the clock starts, as a decoder seals
-    // what it decodes: applying it is what is timed.
-    let mut one = snapshot(10_000, 2);
-    one.tools[4321].description = "changed".into();
-    // Tools in an order other than the catalog's.
-    one.tools.reverse();
-    one.seal();
-    let t = Instant::now();
-    store.offer(one);
-    let one_tool = t.elapsed();
-    let mut sorted = snapshot(10_000, 3);
-    sorted.tools[4321].description = "changed again".into();
-    sorted
-        .tools
-        .sort_by(|a, b| a.exposed_name.cmp(&b.exposed_name));
-    sorted.seal();
-    let t = Instant::now();
-    store.offer(sorted);
-    let one_tool_sorted = t.elapsed();
+    // what it decodes: applying it is what is timed. Five revisions each,
+    // each changing another tool; the median is reported (one revision is
+    // a sub-millisecond event, easily caught by a stray scheduling delay).
+    let mut revision = 1;
+    let mut one_tool = Vec::new();
+    let mut one_tool_sorted = Vec::new();
+    for k in 0..5 {
+        for (sorted, times) in [(false, &mut one_tool), (true, &mut one_tool_sorted)] {
+            revision += 1;
+            let mut next = snapshot(10_000, revision);
+            next.tools[1000 + 997 * k + usize::from(sorted)].description =
+                format!("changed in revision {revision}");
+            if sorted {
+                next.tools
+                    .sort_by(|a, b| a.exposed_name.cmp(&b.exposed_name));
+            } else {
+                // Tools in an order other than the catalog's.
+                next.tools.reverse();
+            }
+            next.seal();
+            let t = Instant::now();
+            let r = store.offer(next);
+            times.push(t.elapsed());
+            anyhow::ensure!(r.outcome == Outcome::Accepted, "{:?}", r.reasons);
+        }
+    }
+    one_tool.sort();
+    one_tool_sorted.sort();
+    let (one_tool, one_tool_sorted) = (one_tool[2], one_tool_sorted[2]);
 
     let hub = Hub::new(Arc::new(Pipeline::new(
         Arc::clone(&store),
@@ -137,7 +148,7 @@ pub async fn report(sessions: usize) -> Result<Duration> {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     counter.0.store(0, Ordering::SeqCst);
-    let mut change = snapshot(10_000, 4);
+    let mut change = snapshot(10_000, revision + 1);
     change.tools.pop();
     change.seal();
     let t = Instant::now();
@@ -158,11 +169,11 @@ pub async fn report(sessions: usize) -> Result<Duration> {
         cold.as_secs_f64() * 1000.0
     );
     println!(
-        "| apply a revision changing one tool of 10,000, tools in another order | {:.2} ms | <= 2 ms |",
+        "| apply a revision changing one tool of 10,000, tools in another order (median of 5) | {:.2} ms | <= 2 ms |",
         one_tool.as_secs_f64() * 1000.0
     );
     println!(
-        "| the same, tools in name order | {:.2} ms | <= 2 ms |",
+        "| the same, tools in name order (median of 5) | {:.2} ms | <= 2 ms |",
         one_tool_sorted.as_secs_f64() * 1000.0
     );
     println!(

@@ -168,12 +168,23 @@ fn closed_object_at(s: &Map<String, Value>, nesting: usize) -> Option<Extent> {
     })
 }
 
-/// The extent of one literal value (from `enum` or `const`).
+/// The extent of one literal value (from `enum` or `const`). An instance
+/// equal to it serializes alike, except numbers: `1` and `1.0` are equal
+/// to a schema, so each number counts as the longest number.
 fn literal(v: &Value) -> Extent {
     let bytes = serde_json::to_string(v).map_or(usize::MAX, |t| t.len());
     Extent {
-        bytes,
+        bytes: bytes.saturating_add(numbers_in(v).saturating_mul(NUMBER_BYTES)),
         depth: depth_of(v),
+    }
+}
+
+fn numbers_in(v: &Value) -> usize {
+    match v {
+        Value::Number(_) => 1,
+        Value::Array(items) => items.iter().map(numbers_in).sum(),
+        Value::Object(m) => m.values().map(numbers_in).sum(),
+        _ => 0,
     }
 }
 
@@ -247,16 +258,22 @@ mod tests {
             f in any::<f64>().prop_filter("finite", |f| f.is_finite()),
             on in any::<bool>(),
         ) {
-            let schema = json!({ "properties": {
+            let schema = json!({ "type": "object", "properties": {
                 "text": { "type": "string", "maxLength": 8 },
                 "list": { "type": "array", "maxItems": 4, "items": { "type": "string", "maxLength": 3 } },
                 "n": { "type": "integer" }, "f": { "type": ["number", "null"] },
+                "one": { "enum": [1, "x"] }, "c": { "const": [2] },
                 "inner": { "type": "object", "additionalProperties": false, "properties": { "on": { "type": "boolean" } } }
             } });
             let bound = schema.as_object().and_then(closed_object);
             prop_assert!(bound.is_some());
             let bound = bound.map_or(0, |e| e.bytes);
-            let instance = json!({ "text": text, "list": items, "n": n, "f": f, "inner": { "on": on } });
+            // 1.0 equals the enum's 1, and [2.0] the const [2], and both
+            // serialize longer than the literal.
+            let instance = json!({ "text": text, "list": items, "n": n, "f": f, "inner": { "on": on },
+                "one": 1.0, "c": [2.0] });
+            let compiled = crate::CompiledSchema::compile(&schema);
+            prop_assert!(compiled.as_ref().is_ok_and(|c| c.is_valid_raw(&instance)), "the instance must be valid");
             let real = serde_json::to_string(&instance).map_or(usize::MAX, |t| t.len());
             prop_assert!(real <= bound, "{real} > {bound}");
         }
