@@ -157,6 +157,23 @@ pub(crate) struct Body {
     pub change_seq: u64,
 }
 
+impl Body {
+    /// The change sequence and surface epochs of the body that follows this
+    /// one, given the surfaces whose visible lists changed: the sequence
+    /// moves by one, and each changed surface's epoch moves to it.
+    pub(crate) fn next_epochs(
+        &self,
+        changed: &std::collections::BTreeSet<String>,
+    ) -> (HashMap<String, u64>, u64) {
+        let change_seq = self.change_seq + 1;
+        let mut surface_epochs = self.surface_epochs.clone();
+        for s in changed {
+            surface_epochs.insert(s.clone(), change_seq);
+        }
+        (surface_epochs, change_seq)
+    }
+}
+
 /// How one catalog's exposed names differ from an earlier one's: for logs
 /// and for anyone rebuilding a version's tool set from the versions before.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

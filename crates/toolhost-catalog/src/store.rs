@@ -495,11 +495,7 @@ impl Store {
             }
         }
         defects.sort_by(|a, b| a.tool.cmp(&b.tool));
-        let change_seq = cur.change_seq + 1;
-        let mut surface_epochs = cur.surface_epochs.clone();
-        for s in &changed {
-            surface_epochs.insert(s.clone(), change_seq);
-        }
+        let (surface_epochs, change_seq) = cur.next_epochs(&changed);
         let body = Body {
             entries,
             index: Arc::clone(&cur.index),
@@ -608,11 +604,7 @@ impl Store {
                 })
             })
             .collect();
-        let change_seq = cur.change_seq + 1;
-        let mut surface_epochs = cur.surface_epochs.clone();
-        for s in &changed {
-            surface_epochs.insert(s.clone(), change_seq);
-        }
+        let (surface_epochs, change_seq) = cur.next_epochs(&changed);
         // Keep the cache to what is live, once it has grown well past it.
         if w.schemas.len() > 2 * entries.len() + 64 {
             let live: HashSet<[u8; 32]> = entries

@@ -157,10 +157,12 @@ impl Caller for Relay {
         self.shared.arrived.notify_one();
     }
     fn log(&self, message: LogMessage) {
-        // A full queue drops: a slow client never holds up the plugin.
+        // A full queue drops: a slow client never holds up the plugin. So
+        // does a gone one: nothing would deliver the message, so nothing
+        // holds it for the rest of the call.
         {
             let mut p = self.shared.lock();
-            if p.logs.len() >= LOG_QUEUE {
+            if p.closed || p.logs.len() >= LOG_QUEUE {
                 return;
             }
             p.logs.push_back(message);
@@ -484,5 +486,99 @@ impl Parked {
                 .filter(|w| w.running.task.as_ref().is_none_or(|t| !t.is_finished()))
                 .count()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The relay as a hostile plugin plays it: more events than anyone
+    //! takes, a second question while one is out, events after the caller
+    //! has gone.
+
+    use super::*;
+    use toolhost_pipeline::LogLevel;
+
+    fn relay() -> (Relay, Events) {
+        Relay::new(Wants {
+            progress: true,
+            log_level: Some(LogLevel::Debug),
+            can_ask: true,
+        })
+    }
+
+    fn log(n: usize) -> LogMessage {
+        LogMessage {
+            level: LogLevel::Info,
+            logger: None,
+            message: format!("message {n}"),
+            data: None,
+        }
+    }
+
+    fn question() -> Question {
+        Question {
+            message: "which?".into(),
+            requested_schema: serde_json::Map::new(),
+        }
+    }
+
+    #[test]
+    fn a_log_flood_is_held_to_the_queue_and_progress_to_the_latest() {
+        let (relay, events) = relay();
+        for n in 0..10_000 {
+            relay.log(log(n));
+            relay.progress(Progress {
+                progress: n as f64,
+                total: None,
+                message: None,
+            });
+        }
+        let p = events.shared.lock();
+        assert_eq!(p.logs.len(), LOG_QUEUE);
+        assert_eq!(p.progress.as_ref().map(|p| p.progress), Some(9_999.0));
+    }
+
+    #[tokio::test]
+    async fn a_second_question_while_one_is_out_is_refused() {
+        let (relay, events) = relay();
+        let mut waiting = relay.ask(question());
+        assert!(
+            futures_poll_once(&mut waiting).await.is_none(),
+            "the first question waits for its answer"
+        );
+        let second = relay.ask(question()).await;
+        assert!(
+            matches!(second, Err(Unanswered::Failed(ref m)) if m.contains("already waiting")),
+            "{second:?}"
+        );
+        drop(events);
+        assert!(matches!(waiting.await, Err(Unanswered::Failed(_))));
+    }
+
+    #[tokio::test]
+    async fn after_the_caller_goes_nothing_is_held_and_questions_fail_at_once() {
+        let (relay, events) = relay();
+        let shared = Arc::clone(&events.shared);
+        drop(events);
+        for n in 0..100 {
+            relay.log(log(n));
+        }
+        assert!(shared.lock().logs.is_empty());
+        let answer = tokio::time::timeout(Duration::from_secs(5), relay.ask(question())).await;
+        assert!(
+            matches!(answer, Ok(Err(Unanswered::Failed(ref m))) if m.contains("went away")),
+            "{answer:?}"
+        );
+    }
+
+    /// Polls a future once: `Some` if it finished.
+    async fn futures_poll_once<F: Future + Unpin>(f: &mut F) -> Option<F::Output> {
+        std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(match Pin::new(&mut *f).poll(cx) {
+                std::task::Poll::Ready(v) => Some(v),
+                std::task::Poll::Pending => None,
+            })
+        })
+        .await
     }
 }
