@@ -411,38 +411,14 @@ async fn no_secret_reaches_a_response_a_log_line_or_a_metric() {
 // The figures printed here (`--nocapture`) are the ones in RELIABILITY.md.
 // ---------------------------------------------------------------------------
 
-/// One raw HTTP/1.1 exchange: (status, head, body).
+/// One raw HTTP/1.1 exchange on `/mcp`: (status, head, body).
 async fn exchange(
     base: &str,
     method: &str,
     headers: &[(&str, &str)],
     body: &str,
 ) -> (u16, String, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let authority = base.trim_start_matches("http://");
-    let Ok(mut stream) = tokio::net::TcpStream::connect(authority).await else {
-        return (0, String::new(), String::new());
-    };
-    let mut req = format!(
-        "{method} /mcp HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    req.push_str(body);
-    let _ = stream.write_all(req.as_bytes()).await;
-    let mut raw = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw)).await;
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    (status, head.to_owned(), body.to_owned())
+    toolhost_e2e::http_exchange(base, method, "/mcp", headers, body).await
 }
 
 fn session_id(head: &str) -> Option<String> {

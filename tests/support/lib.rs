@@ -498,10 +498,24 @@ pub async fn http_request(
     headers: &[(&str, &str)],
     body: &str,
 ) -> (u16, String) {
+    let (status, _, body) = http_exchange(base, method, path, headers, body).await;
+    (status, body)
+}
+
+/// A minimal HTTP/1.1 request over a fresh connection: (status, the head
+/// with its status line and headers, the body as sent). `Host` is the
+/// server's unless `headers` name one. Status 0: no connection or no answer.
+pub async fn http_exchange(
+    base: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let authority = base.trim_start_matches("http://");
     let Ok(mut stream) = tokio::net::TcpStream::connect(authority).await else {
-        return (0, String::new());
+        return (0, String::new(), String::new());
     };
     let mut req = format!(
         "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
@@ -519,22 +533,19 @@ pub async fn http_request(
         tokio::time::timeout(Duration::from_secs(10), stream.write_all(req.as_bytes())).await,
         Ok(Ok(()))
     ) {
-        return (0, String::new());
+        return (0, String::new(), String::new());
     }
     let mut raw = Vec::new();
     // A server that neither answers nor closes must not hang a test.
     let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw)).await;
     let text = String::from_utf8_lossy(&raw).into_owned();
-    let status = text
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
         .split(' ')
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    (status, body)
+    (status, head.to_owned(), body.to_owned())
 }
 
 /// An agent for the tests: counts the `tools/list_changed` notifications it

@@ -6,7 +6,9 @@
 //! Systems, all answering the same `echo` tool with a small schema:
 //! - `toolhost` -> a Rust plugin over gRPC (default HTTP mode, and stateless
 //!   JSON mode), and the same plugin declared for plugin protocol 2 (one
-//!   stream per call);
+//!   stream per call); and stateless JSON mode with `direct_calls = false`,
+//!   every request through rmcp, so what the direct path buys shows in the
+//!   same run;
 //! - `floor`: an in-process rmcp server answering the tool itself (default
 //!   and stateless JSON), the floor for any MCP server;
 //! - `grpc-direct`: the same plugin called directly over its socket, the
@@ -20,8 +22,8 @@
 //! `--progress STEPS` (progress forwarding only), `--sdks` (a call through
 //! each SDK's plugin only), `--scale` (the catalog at scale only),
 //! `--argcheck` (argument checking against jsonschema's `is_valid` only),
-//! and `--profile SECONDS [--json]` (one toolhost under load, its pid
-//! printed, for `perf record -p`).
+//! and `--profile SECONDS [--json [--through-rmcp]]` (one toolhost under
+//! load, its pid printed, for `perf record -p`).
 
 mod argcheck;
 mod load;
@@ -173,12 +175,20 @@ annotations = { read_only = true, open_world = false }
     Ok(p)
 }
 
-fn toolhost_config(dir: &Path, plugins: &Path, stateless: bool, managed: bool) -> Result<PathBuf> {
+/// `direct`: whether stateless JSON mode answers plain calls on toolhost's
+/// direct path (the default) or sends them through rmcp, for comparison.
+fn toolhost_config(
+    dir: &Path,
+    plugins: &Path,
+    stateless: bool,
+    direct: bool,
+    managed: bool,
+) -> Result<PathBuf> {
     let file = dir.join("toolhost.toml");
     std::fs::write(
         &file,
         format!(
-            "plugins = [{:?}]\nstate_dir = {:?}\n[log]\nlevel = \"warn\"\n[http]\nstateless_json = {stateless}\n[[http.tokens]]\ntoken = \"{TOKEN}\"\nsurface = \"chat\"\ntask_id = \"t\"\nsession_id = \"s\"\n[backend]\nmanaged = {managed}\n[plugin.bench]\npass_env = [\"TOKIO_WORKER_THREADS\"]\n",
+            "plugins = [{:?}]\nstate_dir = {:?}\n[log]\nlevel = \"warn\"\n[http]\nstateless_json = {stateless}\ndirect_calls = {direct}\n[[http.tokens]]\ntoken = \"{TOKEN}\"\nsurface = \"chat\"\ntask_id = \"t\"\nsession_id = \"s\"\n[backend]\nmanaged = {managed}\n[plugin.bench]\npass_env = [\"TOKIO_WORKER_THREADS\"]\n",
             plugins.display().to_string(),
             dir.join("state").display().to_string()
         ),
@@ -223,7 +233,7 @@ impl Spawned {
 
 /// Starts toolhost (HTTP on a free port) and waits for its serving line.
 fn spawn_toolhost(tag: &str, stateless: bool, managed: bool) -> Result<Spawned> {
-    spawn_toolhost_for(tag, stateless, managed, 1)
+    spawn_toolhost_for(tag, stateless, true, managed, 1)
 }
 
 /// Extra environment for the `toolhost` processes only, from
@@ -240,10 +250,16 @@ fn toolhost_env() -> Vec<(String, String)> {
 }
 
 /// [`spawn_toolhost`] with the bench plugin speaking `protocol`.
-fn spawn_toolhost_for(tag: &str, stateless: bool, managed: bool, protocol: u32) -> Result<Spawned> {
+fn spawn_toolhost_for(
+    tag: &str,
+    stateless: bool,
+    direct: bool,
+    managed: bool,
+    protocol: u32,
+) -> Result<Spawned> {
     let dir = scratch(tag)?;
     let plugins = plugin_dir_for(&dir, protocol)?;
-    let config = toolhost_config(&dir, &plugins, stateless, managed)?;
+    let config = toolhost_config(&dir, &plugins, stateless, direct, managed)?;
     let mut child = Command::new(exe_dir().join("toolhost"))
         .args(["serve", "--http", "127.0.0.1:0", "--config"])
         .arg(&config)
@@ -260,19 +276,21 @@ fn spawn_toolhost_for(tag: &str, stateless: bool, managed: bool, protocol: u32) 
     Ok(Spawned { dir, url, procs })
 }
 
-async fn start_toolhost(stateless: bool, protocol: u32) -> Result<System> {
+/// `direct: false` is stateless JSON mode with every request through rmcp:
+/// what the direct path buys, measured in the same run.
+async fn start_toolhost(stateless: bool, direct: bool, protocol: u32) -> Result<System> {
+    let (tag, name) = match (stateless, direct, protocol) {
+        (_, _, 2) => ("toolhost-v2", "toolhost, plugin protocol 2"),
+        (true, true, _) => ("toolhost-json", "toolhost (stateless JSON)"),
+        (true, false, _) => (
+            "toolhost-json-rmcp",
+            "toolhost (stateless JSON, direct_calls off: all through rmcp)",
+        ),
+        (false, _, _) => ("toolhost", "toolhost"),
+    };
     let Spawned {
         url, procs: guard, ..
-    } = spawn_toolhost_for(
-        match (stateless, protocol) {
-            (_, 2) => "toolhost-v2",
-            (true, _) => "toolhost-json",
-            (false, _) => "toolhost",
-        },
-        stateless,
-        false,
-        protocol,
-    )?;
+    } = spawn_toolhost_for(tag, stateless, direct, false, protocol)?;
     let ep = Endpoint {
         url,
         token: Some(TOKEN.into()),
@@ -284,11 +302,7 @@ async fn start_toolhost(stateless: bool, protocol: u32) -> Result<System> {
     let mut pids = vec![pid];
     pids.extend(procs::children(pid));
     Ok(System {
-        name: match (stateless, protocol) {
-            (_, 2) => "toolhost, plugin protocol 2",
-            (true, _) => "toolhost (stateless JSON)",
-            (false, _) => "toolhost",
-        },
+        name,
         target: Target::Http(ep),
         pids,
         main_pid: pid,
@@ -545,8 +559,13 @@ fn ms(d: Duration) -> f64 {
 /// at concurrency N (64 unless given) for SECONDS, its pids printed first,
 /// so a profiler can attach:
 /// `perf record -p PID -- sleep 20`.
-async fn profile_target(seconds: u64, stateless: bool, concurrency: usize) -> Result<()> {
-    let sys = start_toolhost(stateless, 1).await?;
+async fn profile_target(
+    seconds: u64,
+    stateless: bool,
+    direct: bool,
+    concurrency: usize,
+) -> Result<()> {
+    let sys = start_toolhost(stateless, direct, 1).await?;
     println!(
         "toolhost pid {}; server pids {:?}; driving concurrency {concurrency} for {seconds} s",
         sys.main_pid, sys.pids
@@ -728,6 +747,10 @@ struct Args {
     /// With --profile: stateless JSON mode.
     #[arg(long)]
     json: bool,
+    /// With --profile --json: every request through rmcp (`direct_calls =
+    /// false`), to compare with toolhost's direct path.
+    #[arg(long)]
+    through_rmcp: bool,
     /// With --profile: how many calls at once.
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
@@ -776,7 +799,7 @@ async fn main() -> Result<()> {
         return soak::run(seconds).await;
     }
     if let Some(seconds) = args.profile {
-        return profile_target(seconds, args.json, args.concurrency).await;
+        return profile_target(seconds, args.json, !args.through_rmcp, args.concurrency).await;
     }
     let quick = args.quick;
     let skip_peer = args.no_peer;
@@ -794,12 +817,13 @@ async fn main() -> Result<()> {
     );
 
     let mut systems = vec![
-        start_toolhost(false, 1).await?,
-        start_toolhost(true, 1).await?,
+        start_toolhost(false, true, 1).await?,
+        start_toolhost(true, true, 1).await?,
         start_floor(false).await?,
         start_floor(true).await?,
         start_direct_grpc().await?,
-        start_toolhost(false, 2).await?,
+        start_toolhost(false, true, 2).await?,
+        start_toolhost(true, false, 1).await?,
     ];
     if !skip_peer {
         match start_fastmcp().await {

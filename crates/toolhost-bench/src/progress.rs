@@ -51,7 +51,7 @@ async fn call(
 
 /// Prints the table.
 pub async fn report(steps: u64) -> Result<()> {
-    let daemon = crate::spawn_toolhost_for("progress", false, false, 2)?;
+    let daemon = crate::spawn_toolhost_for("progress", false, true, false, 2)?;
     let pid = daemon.pid();
     let ep = crate::load::Endpoint {
         url: daemon.url.clone(),

@@ -225,9 +225,41 @@ impl Running {
     }
 }
 
+/// Starts one call through the pipeline, not yet driven: what every path
+/// into a tool call (a session's, a 2026-07-28 request's, a plain
+/// stateless one's) shares.
+pub(crate) fn start(
+    hub: &Arc<crate::hub::Hub>,
+    binding: toolhost_pipeline::Binding,
+    name: &str,
+    arguments: Option<Value>,
+    wants: Wants,
+) -> Running {
+    let (relay, events) = Relay::new(wants);
+    let cancel = CancellationToken::new();
+    let call_hub = Arc::clone(hub);
+    let owned_name = name.to_owned();
+    let call_cancel = cancel.clone();
+    let expires = Instant::now() + hub.pipeline.max_timeout() + Duration::from_secs(5);
+    Running {
+        call: Box::pin(async move {
+            call_hub
+                .pipeline
+                .call_for(&binding, &owned_name, arguments, &relay, call_cancel)
+                .await
+        }),
+        events,
+        cancel,
+        expires,
+        task: None,
+    }
+}
+
 /// Where one driving request sends the call's notifications.
 pub(crate) struct Outlet<'a> {
-    pub(crate) peer: &'a Peer<RoleServer>,
+    /// `None` where nothing can reach the client before the result (a
+    /// plain stateless call): notifications are then dropped.
+    pub(crate) peer: Option<&'a Peer<RoleServer>>,
     pub(crate) progress_token: Option<ProgressToken>,
 }
 
@@ -342,17 +374,22 @@ async fn send_progress(events: &mut Events, out: &Outlet<'_>) {
     let mut param = ProgressNotificationParam::new(token, p.progress);
     param.total = p.total;
     param.message = p.message;
-    let _ = out.peer.notify_progress(param).await;
+    if let Some(peer) = out.peer {
+        let _ = peer.notify_progress(param).await;
+    }
 }
 
 async fn send_log(m: LogMessage, out: &Outlet<'_>) {
+    let Some(peer) = out.peer else {
+        return;
+    };
     let data = match m.data {
         Some(d) => serde_json::json!({ "message": m.message, "data": d }),
         None => Value::String(m.message),
     };
     let mut param = LoggingMessageNotificationParam::new(mcp_level(m.level), data);
     param.logger = m.logger;
-    let _ = out.peer.notify_logging_message(param).await;
+    let _ = peer.notify_logging_message(param).await;
 }
 
 pub(crate) fn mcp_level(l: LogLevel) -> LoggingLevel {

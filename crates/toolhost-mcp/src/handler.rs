@@ -8,7 +8,7 @@ use crate::hub::{Hub, Owner};
 use crate::listener::ClientGone;
 use crate::tokens::{TokenTable, bearer_token, digest};
 
-use crate::calls::{Driven, Outlet, QUESTION_KEY, Relay, Running, Waiting, Wants};
+use crate::calls::{Driven, Outlet, QUESTION_KEY, Running, Waiting, Wants};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, CustomRequest,
     CustomResult, ElicitRequest, ElicitResult, ElicitationCapability, FormElicitationCapability,
@@ -274,25 +274,7 @@ impl Handler {
         cx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let b = self.binding(&cx.extensions)?;
-        let (relay, events) = Relay::new(self.wants(cx));
-        let cancel = CancellationToken::new();
-        let hub = Arc::clone(&self.hub);
-        let owned_name = name.to_owned();
-        let call_cancel = cancel.clone();
-        let expires = std::time::Instant::now()
-            + self.hub.pipeline.max_timeout()
-            + std::time::Duration::from_secs(5);
-        let running = Running {
-            call: Box::pin(async move {
-                hub.pipeline
-                    .call_for(&b, &owned_name, arguments, &relay, call_cancel)
-                    .await
-            }),
-            events,
-            cancel,
-            expires,
-            task: None,
-        };
+        let running = crate::calls::start(&self.hub, b, name, arguments, self.wants(cx));
         self.drive_call(name, running, cx).await
     }
 
@@ -345,7 +327,7 @@ impl Handler {
     ) -> Result<CallToolResponse, McpError> {
         let modern = is_modern(cx);
         let out = Outlet {
-            peer: &cx.peer,
+            peer: Some(&cx.peer),
             progress_token: cx.meta.get_progress_token(),
         };
         // The client's connection dropping cancels the call as an explicit
@@ -424,7 +406,10 @@ impl Handler {
 /// The pipeline's result in MCP's terms. A 2026-07-28 client that cannot
 /// answer a question gets the protocol's missing-capability error instead
 /// of a tool result.
-fn result_of(r: toolhost_pipeline::CallResult, modern: bool) -> Result<CallToolResponse, McpError> {
+pub(crate) fn result_of(
+    r: toolhost_pipeline::CallResult,
+    modern: bool,
+) -> Result<CallToolResponse, McpError> {
     if modern && r.code == Some(toolhost_pipeline::ErrorCode::CannotAsk) {
         let mut elicitation = ElicitationCapability::new();
         elicitation.form = Some(FormElicitationCapability::default());

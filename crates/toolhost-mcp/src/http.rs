@@ -1,6 +1,7 @@
 //! Streamable HTTP at `/mcp`: bearer tokens, the DNS-rebinding guards, and
 //! rmcp's `StreamableHttpService`.
 
+use crate::direct::{Direct, plain_calls};
 use crate::handler::{Handler, Identity};
 use crate::hub::Hub;
 use crate::metrics::metrics;
@@ -28,6 +29,11 @@ pub struct HttpOptions {
     /// `json_response = true`): cheaper per call, no server-initiated
     /// notifications for legacy clients.
     pub stateless_json: bool,
+    /// In stateless JSON mode, answer a plain 2025-era `tools/call` (a name
+    /// and arguments, nothing else) directly instead of through rmcp's
+    /// per-request server (see `direct`): the same answer for much less
+    /// work. On by default; off sends every request through rmcp.
+    pub direct_calls: bool,
     /// Largest request body.
     pub max_body_bytes: usize,
     /// Stops the service (sessions end, new requests are refused).
@@ -52,6 +58,7 @@ impl Default for HttpOptions {
                 "http://[::1]:*".into(),
             ],
             stateless_json: false,
+            direct_calls: true,
             // Arguments may be 1 MiB serialized; leave room for the envelope.
             max_body_bytes: 2 * 1024 * 1024,
             shutdown: CancellationToken::new(),
@@ -85,6 +92,7 @@ async fn require_token(
 pub fn http_router(hub: Arc<Hub>, tokens: Arc<TokenTable>, options: HttpOptions) -> axum::Router {
     let hub_for_metrics = Arc::clone(&hub);
     let ready_hub = Arc::clone(&hub);
+    let allowed_hosts = options.allowed_hosts.clone();
     let mut config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(options.allowed_hosts)
         .with_allowed_origins(options.allowed_origins)
@@ -114,9 +122,19 @@ pub fn http_router(hub: Arc<Hub>, tokens: Arc<TokenTable>, options: HttpOptions)
         manager,
         config,
     );
-    let mcp = axum::Router::new()
+    let mut mcp = axum::Router::new()
         .fallback_service(service)
         .layer(axum::middleware::from_fn_with_state(sessions, own_sessions));
+    if options.stateless_json && options.direct_calls {
+        let direct = Arc::new(Direct::new(
+            Arc::clone(&hub_for_metrics),
+            Arc::clone(&tokens),
+            &allowed_hosts,
+            options.max_body_bytes,
+            options.shutdown.clone(),
+        ));
+        mcp = mcp.layer(axum::middleware::from_fn_with_state(direct, plain_calls));
+    }
     let metrics_hub = Arc::clone(&hub_for_metrics);
     let gated = axum::Router::new()
         .nest_service("/mcp", mcp)

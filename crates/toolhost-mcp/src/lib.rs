@@ -25,6 +25,7 @@
 
 mod calls;
 mod content;
+mod direct;
 mod handler;
 mod http;
 mod hub;

@@ -71,6 +71,17 @@ pub(crate) async fn metrics(hub: Arc<Hub>) -> impl IntoResponse {
     let _ = writeln!(out, "toolhost_mcp_listeners {}", hub.listener_count());
     family(
         &mut out,
+        "toolhost_http_direct_calls_total",
+        "counter",
+        "Stateless tools/call requests answered by toolhost's direct path rather than rmcp's.",
+    );
+    let _ = writeln!(
+        out,
+        "toolhost_http_direct_calls_total {}",
+        crate::direct::answered()
+    );
+    family(
+        &mut out,
         "toolhost_calls_awaiting_answer",
         "gauge",
         "Calls parked until a 2026-07-28 client answers the plugin's question.",

@@ -134,6 +134,9 @@ pub struct HttpConfig {
     pub allowed_origins: Option<Vec<String>>,
     #[serde(default)]
     pub stateless_json: bool,
+    /// Stateless JSON mode only: answer plain 2025-era `tools/call`
+    /// requests without rmcp's per-request server (default true).
+    pub direct_calls: Option<bool>,
     /// Most live MCP sessions and subscriptions.
     pub max_sessions: Option<usize>,
     /// Most live MCP sessions and subscriptions of one bearer token.
@@ -359,6 +362,7 @@ pub struct HttpSettings {
     pub allowed_hosts: Option<Vec<String>>,
     pub allowed_origins: Option<Vec<String>>,
     pub stateless_json: bool,
+    pub direct_calls: Option<bool>,
     pub session_idle_timeout: Option<Duration>,
     /// Before fitting under the open-file limit.
     pub max_connections: Option<usize>,
@@ -471,6 +475,7 @@ impl Config {
                 allowed_hosts: http_config.allowed_hosts.clone(),
                 allowed_origins: http_config.allowed_origins.clone(),
                 stateless_json: http_config.stateless_json,
+                direct_calls: http_config.direct_calls,
                 session_idle_timeout: ms(http_config.session_idle_timeout_ms),
                 max_connections: http_config.max_connections,
                 header_timeout: ms(http_config.header_timeout_ms),

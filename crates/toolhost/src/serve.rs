@@ -327,6 +327,7 @@ impl Daemon {
             max_body_bytes: s.max_request_bytes.unwrap_or(d.max_body_bytes),
             shutdown: self.shutdown.child_token(),
             stateless_json: h.stateless_json,
+            direct_calls: h.direct_calls.unwrap_or(d.direct_calls),
             session_idle_timeout: h.session_idle_timeout.unwrap_or(d.session_idle_timeout),
             allowed_hosts: h.allowed_hosts.clone().unwrap_or(d.allowed_hosts),
             allowed_origins: h.allowed_origins.clone().unwrap_or(d.allowed_origins),
