@@ -229,7 +229,7 @@ impl Running {
 /// into a tool call (a session's, a 2026-07-28 request's, a plain
 /// stateless one's) shares.
 pub(crate) fn start(
-    hub: &Arc<crate::hub::Hub>,
+    pipeline: &Arc<toolhost_pipeline::Pipeline>,
     binding: toolhost_pipeline::Binding,
     name: &str,
     arguments: Option<Value>,
@@ -237,14 +237,13 @@ pub(crate) fn start(
 ) -> Running {
     let (relay, events) = Relay::new(wants);
     let cancel = CancellationToken::new();
-    let call_hub = Arc::clone(hub);
+    let pipeline = Arc::clone(pipeline);
     let owned_name = name.to_owned();
     let call_cancel = cancel.clone();
-    let expires = Instant::now() + hub.pipeline.max_timeout() + Duration::from_secs(5);
+    let expires = Instant::now() + pipeline.max_timeout() + Duration::from_secs(5);
     Running {
         call: Box::pin(async move {
-            call_hub
-                .pipeline
+            pipeline
                 .call_for(&binding, &owned_name, arguments, &relay, call_cancel)
                 .await
         }),

@@ -149,7 +149,13 @@ async fn answer(
         can_ask: false,
     };
     let arguments = call.params.arguments.map(serde_json::Value::Object);
-    let running = crate::calls::start(&direct.hub, binding, &call.params.name, arguments, wants);
+    let running = crate::calls::start(
+        &direct.hub.pipeline,
+        binding,
+        &call.params.name,
+        arguments,
+        wants,
+    );
     let mut unfinished = Unfinished(Some(running));
     let out = Outlet {
         peer: None,

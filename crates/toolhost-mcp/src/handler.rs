@@ -274,7 +274,7 @@ impl Handler {
         cx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let b = self.binding(&cx.extensions)?;
-        let running = crate::calls::start(&self.hub, b, name, arguments, self.wants(cx));
+        let running = crate::calls::start(&self.hub.pipeline, b, name, arguments, self.wants(cx));
         self.drive_call(name, running, cx).await
     }
 
