@@ -9,6 +9,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     ];
     let fds = protox::compile(&files, [&root])?;
     tonic_prost_build::configure()
+        // prost's codec with small first buffers (src/codec.rs).
+        .codec_path("crate::codec::Codec")
         .build_server(true)
         .build_client(true)
         .compile_fds(fds)?;

@@ -357,12 +357,15 @@ fn host_allowed(uri: &Uri, headers: &HeaderMap, allowed: &[Authority]) -> bool {
     let Some(authority) = authority else {
         return false;
     };
-    let host = Authority::of(authority.host(), authority.port_u16());
+    // Compared in place, as `Authority::of` would normalize it: this runs
+    // on every request.
+    let host = authority.host().trim_matches('[').trim_matches(']');
+    let port = authority.port_u16();
     // An empty list lets every host in, as it does in rmcp.
     allowed.is_empty()
         || allowed
             .iter()
-            .any(|a| a.host == host.host && a.port.is_none_or(|p| host.port == Some(p)))
+            .any(|a| a.host.eq_ignore_ascii_case(host) && a.port.is_none_or(|p| port == Some(p)))
 }
 
 #[cfg(test)]

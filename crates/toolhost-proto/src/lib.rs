@@ -46,5 +46,6 @@ pub use toolhost::admin::v1 as admin;
 /// (docs/PROTOCOL.md §7), served by plugins that declare `protocol = 2`.
 pub use toolhost::plugin::v2 as plugin_v2;
 
+pub mod codec;
 pub mod contract;
 pub mod json;
