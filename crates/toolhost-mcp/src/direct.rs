@@ -31,7 +31,7 @@
 use crate::calls::{Driven, Outlet, Running, Stop, Wants};
 use crate::hub::Hub;
 use crate::listener::ClientGone;
-use crate::tokens::{TokenTable, bearer_token};
+use crate::tokens::{TokenTable, request_binding};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
@@ -120,7 +120,7 @@ pub(crate) async fn plain_calls(
     let plain = serde_json::from_slice::<PlainCall<'_>>(&bytes)
         .ok()
         .filter(|c| c.jsonrpc == "2.0" && c.method == "tools/call");
-    let binding = bearer_token(&parts.headers).and_then(|t| direct.tokens.resolve(t));
+    let binding = request_binding(&parts.headers, &parts.extensions, &direct.tokens);
     let (Some(call), Some(binding)) = (plain, binding) else {
         return next
             .run(Request::from_parts(parts, Body::from(bytes)))
@@ -321,10 +321,7 @@ struct Authority {
 impl Authority {
     fn of(host: &str, port: Option<u16>) -> Self {
         Self {
-            host: host
-                .trim_matches('[')
-                .trim_matches(']')
-                .to_ascii_lowercase(),
+            host: bare(host).to_ascii_lowercase(),
             port,
         }
     }
@@ -342,6 +339,11 @@ impl Authority {
     }
 }
 
+/// A host without the brackets of an IPv6 literal, as rmcp compares hosts.
+fn bare(host: &str) -> &str {
+    host.trim_matches('[').trim_matches(']')
+}
+
 /// rmcp's DNS-rebinding check on `Host` (or HTTP/2's `:authority`). Only a
 /// host rmcp would accept passes; a malformed one is rmcp's to refuse.
 fn host_allowed(uri: &Uri, headers: &HeaderMap, allowed: &[Authority]) -> bool {
@@ -357,9 +359,9 @@ fn host_allowed(uri: &Uri, headers: &HeaderMap, allowed: &[Authority]) -> bool {
     let Some(authority) = authority else {
         return false;
     };
-    // Compared in place, as `Authority::of` would normalize it: this runs
-    // on every request.
-    let host = authority.host().trim_matches('[').trim_matches(']');
+    // Compared in place (this runs on every request): the same
+    // normalization as `Authority::of`, without its allocation.
+    let host = bare(authority.host());
     let port = authority.port_u16();
     // An empty list lets every host in, as it does in rmcp.
     allowed.is_empty()

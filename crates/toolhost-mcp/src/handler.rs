@@ -6,7 +6,7 @@
 
 use crate::hub::{Hub, Owner};
 use crate::listener::ClientGone;
-use crate::tokens::{TokenTable, bearer_token, digest};
+use crate::tokens::{TokenTable, bearer_token, digest, request_binding};
 
 use crate::calls::{Driven, Outlet, QUESTION_KEY, Running, Waiting, Wants};
 use rmcp::model::{
@@ -64,8 +64,7 @@ impl Handler {
             Identity::Fixed(b) => Some(b.clone()),
             Identity::Tokens(table) => extensions
                 .get::<http::request::Parts>()
-                .and_then(|p| bearer_token(&p.headers))
-                .and_then(|t| table.resolve(t)),
+                .and_then(|p| request_binding(&p.headers, &p.extensions, table)),
         };
         found.ok_or_else(|| {
             McpError::invalid_request("this session has no valid binding (bearer token)", None)

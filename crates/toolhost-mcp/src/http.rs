@@ -6,7 +6,7 @@ use crate::handler::{Handler, Identity};
 use crate::hub::Hub;
 use crate::metrics::metrics;
 use crate::sessions::{Sessions, own_sessions};
-use crate::tokens::{TokenTable, bearer_token};
+use crate::tokens::{Authorized, TokenTable, bearer_token};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
@@ -69,11 +69,11 @@ impl Default for HttpOptions {
 
 async fn require_token(
     State(tokens): State<Arc<TokenTable>>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
-    let known = bearer_token(request.headers()).is_some_and(|t| tokens.resolve(t).is_some());
-    if known {
+    if let Some(binding) = bearer_token(request.headers()).and_then(|t| tokens.resolve(t)) {
+        request.extensions_mut().insert(Authorized(binding));
         return next.run(request).await;
     }
     let mut r = (

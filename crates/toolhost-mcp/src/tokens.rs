@@ -25,6 +25,25 @@ pub(crate) fn digest(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
+/// The binding the token gate resolved for this request, put in the
+/// request's extensions (which no client can set), so later layers do not
+/// hash and look the token up again.
+#[derive(Debug, Clone)]
+pub(crate) struct Authorized(pub(crate) Binding);
+
+/// This request's binding: the gate's, or (where no gate ran) the token's
+/// own lookup in `tokens`.
+pub(crate) fn request_binding(
+    headers: &HeaderMap,
+    extensions: &axum::http::Extensions,
+    tokens: &TokenTable,
+) -> Option<Binding> {
+    match extensions.get::<Authorized>() {
+        Some(Authorized(binding)) => Some(binding.clone()),
+        None => bearer_token(headers).and_then(|t| tokens.resolve(t)),
+    }
+}
+
 impl TokenTable {
     /// An empty table.
     #[must_use]
@@ -112,6 +131,32 @@ mod tests {
         assert_eq!(bearer_token(&h), None);
         h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer "));
         assert_eq!(bearer_token(&h), None);
+    }
+
+    #[test]
+    fn a_request_binding_is_the_gates_or_else_the_tokens() {
+        let t = TokenTable::new();
+        t.bind("secret", Binding::new("chat", "task-1", "s", None));
+        let mut with_token = HeaderMap::new();
+        with_token.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer secret"),
+        );
+        let none = axum::http::Extensions::new();
+        let found = request_binding(&with_token, &none, &t).map(|b| b.task_id);
+        assert_eq!(found.as_deref(), Some("task-1"), "no gate ran: the table");
+        assert!(
+            request_binding(&HeaderMap::new(), &none, &t).is_none(),
+            "no token"
+        );
+        let mut gated = axum::http::Extensions::new();
+        gated.insert(Authorized(Binding::new("chat", "task-2", "s", None)));
+        let found = request_binding(&with_token, &gated, &t).map(|b| b.task_id);
+        assert_eq!(
+            found.as_deref(),
+            Some("task-2"),
+            "the gate's verdict is used"
+        );
     }
 
     #[test]
