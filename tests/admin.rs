@@ -692,7 +692,11 @@ async fn a_push_may_narrow_a_declaration_but_never_loosen_it() {
         "{:?}",
         st.withheld
     );
-    assert!(d.logs().contains("pushed tool withheld"), "{}", d.logs());
+    // The daemon's stderr is collected as it comes: wait for the line.
+    eventually(WAIT, "the withheld warning in the log", async || {
+        d.logs().contains("pushed tool withheld").then_some(())
+    })
+    .await;
     d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
         .await;
     let c = agent(&d.url, TOKEN).await;
@@ -787,11 +791,11 @@ async fn one_bad_schema_withholds_one_tool_in_both_modes() {
             "{list:?}"
         );
         assert_eq!(d.metric("toolhost_catalog_defects").await, Some(1.0));
-        assert!(
-            d.logs().contains("ERROR") && d.logs().contains("withheld"),
-            "{}",
-            d.logs()
-        );
+        eventually(WAIT, "the withheld error in the log", async || {
+            let logs = d.logs();
+            (logs.contains("ERROR") && logs.contains("withheld")).then_some(())
+        })
+        .await;
         let _ = c.cancel().await;
     }
 }
