@@ -277,3 +277,386 @@ fn collect_text(dir: &Path, out: &mut Vec<PathBuf>) {
         }
     }
 }
+
+/// The names a crate root (`lib.rs`, `main.rs`) defines: anything but
+/// module declarations, imports and re-exports, and `fn main`.
+fn root_definitions(root: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(root).unwrap_or_default();
+    let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+    let mut found = Vec::new();
+    let mut depth = 0usize;
+    for line in code.lines() {
+        let l = line.trim();
+        if depth == 0 && !l.is_empty() && !l.starts_with("//") && !l.starts_with("#") {
+            let item = l
+                .trim_start_matches("pub(crate) ")
+                .trim_start_matches("pub ");
+            let allowed = item.starts_with("mod ")
+                || item.starts_with("use ")
+                || item.starts_with("fn main(")
+                || item.starts_with("async fn main(")
+                || item.starts_with('}');
+            if !allowed {
+                found.push(l.to_owned());
+            }
+        }
+        depth = (depth + l.matches(['{', '(', '[']).count())
+            .saturating_sub(l.matches(['}', ')', ']']).count());
+    }
+    found
+}
+
+/// Uses of `crate::<name>` (or `crate::{<name>, ...}`) in `code` where
+/// `<name>` is not one of `modules`: an import running back up to the
+/// crate root.
+fn imports_up(code: &str, modules: &BTreeSet<String>) -> Vec<String> {
+    let ident = |s: &str| -> String {
+        s.trim_start()
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut names = Vec::new();
+    for (i, _) in code.match_indices("crate::") {
+        let rest = &code[i + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let group = group.split('}').next().unwrap_or_default();
+            // Only the first segment of each path in the group.
+            let mut level = 0usize;
+            let mut start = true;
+            for part in group.split_inclusive([',', '{', '}']) {
+                if start && level == 0 {
+                    names.push(ident(part));
+                }
+                level += part.matches('{').count();
+                level = level.saturating_sub(part.matches('}').count());
+                start = part.ends_with(',');
+            }
+        } else {
+            names.push(ident(rest));
+        }
+    }
+    names
+        .into_iter()
+        .filter(|n| !n.is_empty() && n != "self" && !modules.contains(n))
+        .collect()
+}
+
+#[test]
+fn the_import_check_finds_names_from_the_root() {
+    let modules = BTreeSet::from(["store".to_owned(), "catalog".to_owned()]);
+    let code = "use crate::store::Store;\nuse crate::{catalog::Catalog, Fingerprint};\nlet x = crate::Snapshot::new();";
+    assert_eq!(imports_up(code, &modules), ["Fingerprint", "Snapshot"]);
+}
+
+/// Every source directory whose crate root may hold only modules and
+/// re-exports, with the root's file name.
+fn crate_roots() -> Vec<(PathBuf, &'static str)> {
+    let root = workspace_root();
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("src"))
+        .collect();
+    dirs.push(root.join("plugins-example/notes/src"));
+    dirs.sort();
+    let mut out = Vec::new();
+    for src in dirs.into_iter().filter(|s| s.is_dir()) {
+        for file in ["lib.rs", "main.rs"] {
+            if src.join(file).is_file() {
+                out.push((src.clone(), file));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn crate_roots_declare_modules_and_submodules_import_nothing_from_them() {
+    let mut wrong = Vec::new();
+    for (src, root_file) in crate_roots() {
+        let graph = module_graph(&src);
+        let modules: BTreeSet<String> = graph.keys().cloned().collect();
+        if modules.is_empty() {
+            continue; // a one-file binary: nothing can run back up to it
+        }
+        for d in root_definitions(&src.join(root_file)) {
+            wrong.push(format!("{}/{root_file} defines `{d}`", src.display()));
+        }
+        let mut files = Vec::new();
+        collect_rs(&src, &mut files);
+        for f in files {
+            let rel = f.strip_prefix(&src).unwrap_or(&f);
+            if rel == Path::new("lib.rs") || rel == Path::new("main.rs") || rel.starts_with("bin") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&f).unwrap_or_default();
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            for name in imports_up(code, &modules) {
+                wrong.push(format!(
+                    "{} imports crate::{name} from its crate root",
+                    f.display()
+                ));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "crate roots must only declare modules and re-export:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn every_crate_opens_with_a_doc_comment_saying_what_it_owns() {
+    let mut wrong = Vec::new();
+    for (src, root_file) in crate_roots() {
+        let text = std::fs::read_to_string(src.join(root_file)).unwrap_or_default();
+        let doc: Vec<&str> = text.lines().take_while(|l| l.starts_with("//!")).collect();
+        if doc.len() < 3 {
+            wrong.push(format!(
+                "{}/{root_file}: no opening doc comment",
+                src.display()
+            ));
+        }
+        // Libraries say what they must not do.
+        if root_file == "lib.rs"
+            && !doc
+                .iter()
+                .any(|l| l.contains("must not") || l.contains("must never"))
+        {
+            wrong.push(format!(
+                "{}/lib.rs: the doc does not say what the crate must not do",
+                src.display()
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn only_the_sandbox_crate_uses_unsafe_and_every_other_forbids_it() {
+    let mut wrong = Vec::new();
+    for (src, root_file) in crate_roots() {
+        let sandbox = src.ends_with("toolhost-sandbox/src");
+        let root_text = std::fs::read_to_string(src.join(root_file)).unwrap_or_default();
+        if !sandbox && !root_text.contains("#![forbid(unsafe_code)]") {
+            wrong.push(format!(
+                "{}/{root_file} does not forbid unsafe code",
+                src.display()
+            ));
+        }
+        let mut files = Vec::new();
+        collect_rs(&src, &mut files);
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            for (n, line) in lines.iter().enumerate() {
+                let code = line.split("//").next().unwrap_or_default();
+                if code.contains("unsafe ")
+                    || code.contains("unsafe{")
+                    || code.contains("allow(unsafe_code)")
+                {
+                    let noted = lines[n.saturating_sub(8)..n]
+                        .iter()
+                        .any(|l| l.contains("SAFETY:"));
+                    if !sandbox {
+                        wrong.push(format!("{}:{}: {line}", f.display(), n + 1));
+                    } else if code.contains("unsafe {") && !noted {
+                        wrong.push(format!(
+                            "{}:{}: unsafe without a SAFETY note",
+                            f.display(),
+                            n + 1
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// ARCHITECTURE.md's layer picture: crate (without the `toolhost-`
+/// prefix; the binary is `toolhost`) -> layer.
+fn layers() -> BTreeMap<String, u32> {
+    let text =
+        std::fs::read_to_string(workspace_root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let mut map = BTreeMap::new();
+    let mut in_picture = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("6  toolhost (binary)") {
+            in_picture = true;
+        }
+        if !in_picture {
+            continue;
+        }
+        if line.starts_with("```") {
+            break;
+        }
+        let mut words = line.split_whitespace();
+        let Some(layer) = words.next().and_then(|w| w.parse::<u32>().ok()) else {
+            continue;
+        };
+        for w in words.filter(|w| w.starts_with("toolhost")) {
+            map.insert(w.to_owned(), layer);
+        }
+    }
+    map
+}
+
+#[test]
+fn the_layer_picture_holds_every_library_and_dependencies_point_down() {
+    let deps = metadata_deps();
+    let layers = layers();
+    let beside = ["toolhost-bench", "toolhost-e2e", "notes-plugin"];
+    let mut wrong = Vec::new();
+    for (name, uses) in &deps {
+        if beside.contains(&name.as_str()) {
+            continue;
+        }
+        let Some(mine) = layers.get(name) else {
+            wrong.push(format!("{name} is not in the layer picture"));
+            continue;
+        };
+        for d in uses {
+            let dep = format!("toolhost-{d}");
+            match layers.get(&dep) {
+                Some(theirs) if theirs < mine => {}
+                Some(theirs) => wrong.push(format!(
+                    "{name} (layer {mine}) depends on {dep} (layer {theirs}): dependencies point down"
+                )),
+                None => wrong.push(format!("{dep} is not in the layer picture")),
+            }
+        }
+    }
+    for name in layers.keys() {
+        if !deps.contains_key(name) {
+            wrong.push(format!("{name} is in the picture but not in the workspace"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "ARCHITECTURE.md's layer picture has drifted:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// FNV-1a, 64 bits: stable across Rust versions and platforms, which is all
+/// a pin needs (it is no defence against anyone).
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The hash of the wire contract that docs/PROTOCOL.md describes: every
+/// file under `proto/` and the contract module, by path and content.
+fn wire_contract_hash() -> String {
+    let root = workspace_root();
+    let mut files = Vec::new();
+    collect_text(&root.join("proto"), &mut files);
+    files.push(root.join("crates/toolhost-proto/src/contract.rs"));
+    collect_rs(&root.join("crates/toolhost-proto/src/contract"), &mut files);
+    let mut named: Vec<(String, Vec<u8>)> = files
+        .iter()
+        .map(|f| {
+            let rel = f.strip_prefix(&root).unwrap_or(f).display().to_string();
+            (rel, std::fs::read(f).expect("a contract file"))
+        })
+        .collect();
+    named.sort();
+    let mut all = Vec::new();
+    for (name, bytes) in named {
+        all.extend_from_slice(name.as_bytes());
+        all.push(0);
+        // Line endings do not change a contract.
+        all.extend(bytes.into_iter().filter(|b| *b != b'\r'));
+        all.push(0);
+    }
+    format!("{:016x}", fnv1a64(&all))
+}
+
+/// In the manner of rust-analyzer's `check_lsp_extensions_docs`: a change
+/// to the wire contract fails this test until docs/PROTOCOL.md has been
+/// read against it and its pinned hash updated.
+#[test]
+fn protocol_md_is_pinned_to_the_wire_contract() {
+    let doc = std::fs::read_to_string(workspace_root().join("docs/PROTOCOL.md"))
+        .expect("docs/PROTOCOL.md");
+    let marker = "<!-- wire contract hash: ";
+    let pinned = doc
+        .lines()
+        .find_map(|l| l.strip_prefix(marker))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or("none");
+    let actual = wire_contract_hash();
+    assert_eq!(
+        pinned, actual,
+        "proto/ or crates/toolhost-proto/src/contract changed: check docs/PROTOCOL.md \
+         against the change, then set its last line to `{marker}{actual} -->`"
+    );
+}
+
+#[test]
+fn the_documents_cite_no_issue_numbers() {
+    // An issue number means nothing to a reader of the repository.
+    let root = workspace_root();
+    let mut found = Vec::new();
+    for f in [
+        "README.md",
+        "ARCHITECTURE.md",
+        "BENCHMARKS.md",
+        "RELIABILITY.md",
+        "docs/PROTOCOL.md",
+        "docs/CONTRACT.md",
+    ] {
+        let text = std::fs::read_to_string(root.join(f)).unwrap_or_default();
+        for (n, line) in text.lines().enumerate() {
+            let lower = line.to_ascii_lowercase();
+            let cites = lower.match_indices("issue ").any(|(i, _)| {
+                lower[i + "issue ".len()..].starts_with(|c: char| c.is_ascii_digit())
+            });
+            if cites {
+                found.push(format!("{f}:{}: {line}", n + 1));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "issue numbers cited:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn a_long_source_file_says_why_it_is_whole() {
+    let mut wrong = Vec::new();
+    for (src, _) in crate_roots() {
+        let mut files = Vec::new();
+        collect_rs(&src, &mut files);
+        // Test modules of their own (`foo/tests.rs`) read as documents.
+        for f in files.into_iter().filter(|f| !f.ends_with("tests.rs")) {
+            let text = std::fs::read_to_string(&f).unwrap_or_default();
+            let code_lines = text
+                .split("#[cfg(test)]")
+                .next()
+                .unwrap_or_default()
+                .lines()
+                .count();
+            let doc: String = text
+                .lines()
+                .take_while(|l| l.starts_with("//!"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            if code_lines > 650 && !doc.contains("Kept in one file on purpose") {
+                wrong.push(format!("{}: {code_lines} lines of code", f.display()));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "split these, or say in their opening comment why they are kept in one file:\n{}",
+        wrong.join("\n")
+    );
+}

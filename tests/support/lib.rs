@@ -6,6 +6,7 @@
 //! --bins`); a test that cannot find one says so instead of hanging.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
+#![forbid(unsafe_code)]
 
 pub mod asker;
 

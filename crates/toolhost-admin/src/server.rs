@@ -5,6 +5,7 @@ use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 use tonic::transport::{Channel, Endpoint};
+use toolhost_mcp::limits::{ConnectionLimits, limited};
 use toolhost_proto::admin::admin_client::AdminClient;
 use toolhost_proto::admin::admin_server::AdminServer;
 
@@ -45,20 +46,18 @@ pub enum AdminError {
 pub async fn serve_unix(
     path: &Path,
     service: AdminService,
-    limits: crate::ConnectionLimits,
+    limits: ConnectionLimits,
     shutdown: CancellationToken,
 ) -> Result<(), AdminError> {
     let listener = bind_private(path)?;
     // A plugin runs as the daemon's user, so the socket's mode does not
     // keep it out; its process does.
+    let plugins = service.plugins();
     let incoming = tokio_stream::StreamExt::filter(
         tokio_stream::wrappers::UnixListenerStream::new(listener),
         |accepted| match accepted {
             Ok(stream) => match stream.peer_cred().ok().and_then(|c| c.pid()) {
-                Some(pid)
-                    if pid > 0
-                        && toolhost_runtime::sandbox::is_plugin_process(pid.unsigned_abs()) =>
-                {
+                Some(pid) if pid > 0 && plugins.is_plugin_process(pid.unsigned_abs()) => {
                     tracing::warn!(pid, "refused an admin connection from a plugin's process");
                     false
                 }
@@ -67,7 +66,7 @@ pub async fn serve_unix(
             Err(_) => true,
         },
     );
-    let incoming = crate::limits::limited(incoming, limits);
+    let incoming = limited(incoming, limits, "admin socket");
     let result = builder(limits)
         .add_service(AdminServer::new(service))
         .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
@@ -116,7 +115,7 @@ fn bind_private(path: &Path) -> Result<tokio::net::UnixListener, AdminError> {
 /// The gRPC server with the admin API's connection settings: the server
 /// pings so that a live client (a `WatchEvents` stream, say) keeps its
 /// connection while a silent peer is closed by the idle timeout.
-fn builder(limits: crate::ConnectionLimits) -> tonic::transport::Server {
+fn builder(limits: ConnectionLimits) -> tonic::transport::Server {
     tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(limits.idle_timeout / 3))
         .http2_keepalive_timeout(Some(limits.idle_timeout / 3))
@@ -133,7 +132,7 @@ pub async fn serve_tcp(
     listener: tokio::net::TcpListener,
     token: &str,
     service: AdminService,
-    limits: crate::ConnectionLimits,
+    limits: ConnectionLimits,
     shutdown: CancellationToken,
 ) -> Result<(), AdminError> {
     let expected: [u8; 32] = Sha256::digest(token.as_bytes()).into();
@@ -151,9 +150,10 @@ pub async fn serve_tcp(
             )),
         }
     };
-    let incoming = crate::limits::limited(
+    let incoming = limited(
         tokio_stream::wrappers::TcpListenerStream::new(listener),
         limits,
+        "admin tcp",
     );
     builder(limits)
         .add_service(AdminServer::with_interceptor(service, check))

@@ -9,10 +9,10 @@ use tonic::{Request, Response, Status};
 use toolhost_catalog::{Installed, Outcome, Store};
 use toolhost_lifecycle::{Lifecycle, LifecycleError};
 use toolhost_mcp::{Hub, TokenTable};
-use toolhost_pipeline::{Binding, Plugins};
+use toolhost_pipeline::Binding;
 use toolhost_proto::admin as pb;
 use toolhost_proto::admin::admin_server::Admin;
-use toolhost_runtime::PluginHandle;
+use toolhost_runtime::{PluginHandle, Plugins};
 
 /// What the admin API works on: the daemon's shared state.
 #[derive(Debug)]
@@ -62,6 +62,11 @@ impl AdminService {
     #[must_use]
     pub fn new(state: Arc<AdminState>) -> Self {
         Self { state }
+    }
+
+    /// The running plugins, whose processes the Unix socket refuses.
+    pub(crate) fn plugins(&self) -> Arc<Plugins> {
+        Arc::clone(&self.state.plugins)
     }
 
     /// A lifecycle operation's answer: the revision it produced, in the
@@ -138,7 +143,7 @@ fn plugin_status(
         .sandbox
         .iter()
         .map(|r| pb::SandboxRule {
-            rule: r.rule.to_owned(),
+            rule: r.rule.as_str().to_owned(),
             state: r.state.as_str().to_owned(),
             detail: r.detail.clone(),
         })

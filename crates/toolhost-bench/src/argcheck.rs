@@ -122,10 +122,10 @@ pub fn measure(rounds: usize) -> anyhow::Result<Vec<Timed>> {
         }
         out.push(Timed {
             name,
-            is_valid_ns: crate::median(floor),
-            check_ns: crate::median(ours),
-            warm_is_valid_ns: crate::median(warm_floor),
-            warm_check_ns: crate::median(warm_ours),
+            is_valid_ns: crate::measure::median(floor),
+            check_ns: crate::measure::median(ours),
+            warm_is_valid_ns: crate::measure::median(warm_floor),
+            warm_check_ns: crate::measure::median(warm_ours),
         });
     }
     Ok(out)

@@ -2,4 +2,6 @@
 //! processes from /proc ([`procs`]). The harness itself is the
 //! `toolhost-bench` binary; it must not grow library code beyond this.
 
+#![forbid(unsafe_code)]
+
 pub mod procs;

@@ -29,7 +29,7 @@ async fn call(
         "name": "kandev_bench_steps", "arguments": {"steps": steps, "pause_ms": 1}, "_meta": meta}});
     let r = http
         .post(url)
-        .header("authorization", format!("Bearer {}", crate::TOKEN))
+        .header("authorization", format!("Bearer {}", crate::systems::TOKEN))
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2026-07-28")
@@ -51,15 +51,15 @@ async fn call(
 
 /// Prints the table.
 pub async fn report(steps: u64) -> Result<()> {
-    let daemon = crate::spawn_toolhost_for("progress", false, true, false, 2)?;
+    let daemon = crate::systems::spawn_toolhost_for("progress", false, true, false, 2)?;
     let pid = daemon.pid();
     let ep = crate::load::Endpoint {
         url: daemon.url.clone(),
-        token: Some(crate::TOKEN.into()),
+        token: Some(crate::systems::TOKEN.into()),
         tool: "kandev_bench_echo".into(),
         session: true,
     };
-    crate::ready_http(&ep).await?;
+    crate::systems::ready_http(&ep).await?;
     let plugin = procs::children(pid);
     let http = reqwest::Client::new();
     println!(

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use toolhost_catalog::{Descriptor, Outcome, Snapshot, Store};
 use toolhost_manifest::{Annotations, naming};
 use toolhost_mcp::{Handler, Hub, Identity};
-use toolhost_pipeline::{Binding, Limits, Pipeline, Plugins};
+use toolhost_pipeline::{Binding, Limits, Pipeline};
+use toolhost_runtime::Plugins;
 use toolhost_validate::UnknownArguments;
 
 fn tool(plugin: &str, i: usize) -> Descriptor {
@@ -116,11 +117,15 @@ pub async fn report(sessions: usize) -> Result<Duration> {
     one_tool_sorted.sort();
     let (one_tool, one_tool_sorted) = (one_tool[2], one_tool_sorted[2]);
 
-    let hub = Hub::new(Arc::new(Pipeline::new(
-        Arc::clone(&store),
-        Arc::new(Plugins::new()),
-        Limits::default(),
-    )));
+    let plugins = Arc::new(Plugins::new());
+    let hub = Hub::new(
+        Arc::new(Pipeline::new(
+            Arc::clone(&store),
+            Arc::clone(&plugins) as _,
+            Limits::default(),
+        )),
+        plugins,
+    );
     // Every session here has one identity: no per-token quota.
     hub.set_max_sessions_per_token(0);
     tokio::spawn(Arc::clone(&hub).run_notifier());
@@ -200,8 +205,8 @@ pub async fn report(sessions: usize) -> Result<Duration> {
 /// installed, so they are withheld but held, compiled, in the catalog), and
 /// reads its resident memory.
 pub async fn rss_with_tools(n: usize) -> Result<(usize, u64)> {
-    let daemon = crate::spawn_toolhost("rss", false, true)?;
-    let mut admin = crate::admin_client(&daemon.dir.join("state/admin.sock")).await?;
+    let daemon = crate::systems::spawn_toolhost("rss", false, true)?;
+    let mut admin = crate::systems::admin_client(&daemon.dir.join("state/admin.sock")).await?;
     let snap = toolhost_admin::snapshot_to_proto(&snapshot(n, 1));
     let pushed = admin
         .push_catalog(toolhost_admin::admin::PushCatalogRequest {

@@ -67,14 +67,14 @@ fn pid_in(parent: u32, dir: &Path) -> Option<u32> {
 
 /// Prints the table.
 pub async fn report(quick: bool) -> Result<()> {
-    let root = crate::root();
+    let root = crate::systems::root();
     let python = root.join(".venv/bin/python");
     let ts_sdk = root.join("sdk/typescript/dist/index.js");
     if !python.is_file() || !ts_sdk.is_file() {
         bail!("the SDKs are not set up: scripts/setup-python and scripts/setup-node");
     }
-    let dir = crate::scratch("sdks")?;
-    let rust = crate::plugin_dir_for(&dir, 2)?;
+    let dir = crate::systems::scratch("sdks")?;
+    let rust = crate::systems::plugin_dir_for(&dir, 2)?;
     let py = plugin(&dir, "py", "bin/plugin")?;
     std::fs::write(py.join("plugin.py"), PYTHON)?;
     write_exe(
@@ -106,14 +106,14 @@ pub async fn report(quick: bool) -> Result<()> {
             py.display().to_string(),
             ts.display().to_string(),
             dir.join("state").display().to_string(),
-            crate::TOKEN,
-            procs::sandbox_section(&root, crate::exe_dir().parent().unwrap_or(&root)),
+            crate::systems::TOKEN,
+            procs::sandbox_section(&root, crate::systems::exe_dir().parent().unwrap_or(&root)),
         ),
     )?;
-    let mut child = Command::new(crate::exe_dir().join("toolhost"))
+    let mut child = Command::new(crate::systems::exe_dir().join("toolhost"))
         .args(["serve", "--http", "127.0.0.1:0", "--config"])
         .arg(&config)
-        .env("TOKIO_WORKER_THREADS", crate::WORKERS)
+        .env("TOKIO_WORKER_THREADS", crate::systems::WORKERS)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -121,8 +121,8 @@ pub async fn report(quick: bool) -> Result<()> {
         .context("cannot start toolhost")?;
     let stderr = child.stderr.take().context("stderr")?;
     let daemon = child.id();
-    let _guard = crate::Procs(vec![child]);
-    let url = crate::wait_line(stderr, "toolhost: serving MCP on ")?;
+    let _guard = crate::systems::Procs(vec![child]);
+    let url = crate::systems::wait_line(stderr, "toolhost: serving MCP on ")?;
 
     let mut systems = Vec::new();
     for (name, id, plugin_dir) in [
@@ -132,18 +132,18 @@ pub async fn report(quick: bool) -> Result<()> {
     ] {
         let ep = crate::load::Endpoint {
             url: url.clone(),
-            token: Some(crate::TOKEN.into()),
+            token: Some(crate::systems::TOKEN.into()),
             tool: format!("kandev_{id}_echo"),
             session: true,
         };
-        crate::ready_http(&ep).await?;
+        crate::systems::ready_http(&ep).await?;
         let pid = pid_in(daemon, plugin_dir).with_context(|| format!("no process for {name}"))?;
-        systems.push(crate::System {
+        systems.push(crate::systems::System {
             name,
-            target: crate::Target::Http(ep),
+            target: crate::systems::Target::Http(ep),
             pids: vec![pid],
             main_pid: pid,
-            _procs: crate::Procs(Vec::new()),
+            _procs: crate::systems::Procs(Vec::new()),
         });
     }
     let http = reqwest::Client::builder()
@@ -155,7 +155,7 @@ pub async fn report(quick: bool) -> Result<()> {
     );
     for sys in &systems {
         for c in [1usize, 16] {
-            let m = crate::measure(sys, c, duration, &http).await?;
+            let m = crate::measure::measure(sys, c, duration, &http).await?;
             println!(
                 "| {} | {c} | {:.3} | {:.0} | {:.0} | {} |",
                 sys.name,

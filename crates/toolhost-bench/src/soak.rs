@@ -13,18 +13,18 @@ use std::time::{Duration, Instant};
 /// Kept whole on purpose: one soak run, read top to bottom as the sequence
 /// it drives and samples.
 pub async fn run(seconds: u64) -> Result<()> {
-    let daemon = crate::spawn_toolhost("soak", false, false)?;
+    let daemon = crate::systems::spawn_toolhost("soak", false, false)?;
     let (dir, url) = (daemon.dir.clone(), daemon.url.clone());
     let ep = Endpoint {
         url,
-        token: Some(crate::TOKEN.into()),
+        token: Some(crate::systems::TOKEN.into()),
         tool: "kandev_bench_echo".into(),
         session: true,
     };
-    crate::ready_http(&ep).await?;
+    crate::systems::ready_http(&ep).await?;
     let pid = daemon.pid();
     let sock = dir.join("state/admin.sock");
-    let mut admin = crate::admin_client(&sock).await?;
+    let mut admin = crate::systems::admin_client(&sock).await?;
     let rss_start = toolhost_bench::procs::rss_kib(pid);
 
     let stop = Arc::new(AtomicBool::new(false));

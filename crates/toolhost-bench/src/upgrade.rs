@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 /// A copy of the bench plugin as `kit` at `version`.
 fn kit(dir: &Path, version: &str) -> Result<std::path::PathBuf> {
-    let src = crate::plugin_dir(&dir.join(format!("src-{version}")))?;
+    let src = crate::systems::plugin_dir(&dir.join(format!("src-{version}")))?;
     let text = std::fs::read_to_string(src.join("plugin.toml"))?;
     let text = text
         .replace("id = \"bench\"", "id = \"kit\"")
@@ -25,9 +25,9 @@ fn kit(dir: &Path, version: &str) -> Result<std::path::PathBuf> {
 /// Kept whole on purpose: one live upgrade under load, read top to bottom
 /// as the sequence it times.
 pub async fn report() -> Result<()> {
-    let daemon = crate::spawn_toolhost("upgrade", false, false)?;
+    let daemon = crate::systems::spawn_toolhost("upgrade", false, false)?;
     let (dir, url) = (daemon.dir.clone(), daemon.url.clone());
-    let mut admin = crate::admin_client(&dir.join("state/admin.sock")).await?;
+    let mut admin = crate::systems::admin_client(&dir.join("state/admin.sock")).await?;
     let v1 = kit(&dir, "1.0.0")?;
     admin
         .install_plugin(toolhost_admin::admin::InstallPluginRequest {
@@ -36,11 +36,11 @@ pub async fn report() -> Result<()> {
         .await?;
     let ep = Endpoint {
         url,
-        token: Some(crate::TOKEN.into()),
+        token: Some(crate::systems::TOKEN.into()),
         tool: "kandev_kit_echo".into(),
         session: true,
     };
-    crate::ready_http(&ep).await?;
+    crate::systems::ready_http(&ep).await?;
 
     // (started at, latency, outcome) of every call.
     let log: Arc<Mutex<Vec<(Instant, Duration, String)>>> = Arc::default();

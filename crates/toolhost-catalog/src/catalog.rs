@@ -107,7 +107,7 @@ impl Entries {
     }
 }
 
-/// Hashes a [`crate::Fingerprint`], which is already a uniform digest, by
+/// Hashes a [`crate::descriptor::Fingerprint`], which is already a uniform digest, by
 /// taking 8 of its bytes: no need to hash a hash.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct FingerprintHasher(u64);
@@ -127,8 +127,11 @@ impl std::hash::Hasher for FingerprintHasher {
 }
 
 /// fingerprint -> position.
-pub(crate) type ByFingerprint =
-    HashMap<crate::Fingerprint, usize, std::hash::BuildHasherDefault<FingerprintHasher>>;
+pub(crate) type ByFingerprint = HashMap<
+    crate::descriptor::Fingerprint,
+    usize,
+    std::hash::BuildHasherDefault<FingerprintHasher>,
+>;
 
 /// The body of a catalog: shared between revisions whose content is equal,
 /// so recording a new revision of the same content copies nothing.
@@ -307,8 +310,8 @@ impl Catalog {
 
     /// The catalog as a snapshot (for `GetCatalog` and `toolhost tools`).
     #[must_use]
-    pub fn to_snapshot(&self) -> crate::Snapshot {
-        crate::Snapshot {
+    pub fn to_snapshot(&self) -> crate::descriptor::Snapshot {
+        crate::descriptor::Snapshot {
             generation: self.generation.clone(),
             epoch: self.epoch,
             revision: self.revision,

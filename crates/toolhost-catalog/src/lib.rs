@@ -23,6 +23,8 @@
 //! answers "what is declared, and is it sound", never "is it running" or
 //! "may this caller use it"; those are asked again at call time.
 
+#![forbid(unsafe_code)]
+
 mod catalog;
 mod descriptor;
 mod installed;

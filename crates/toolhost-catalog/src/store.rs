@@ -5,6 +5,12 @@
 //! they `load` the current [`Catalog`] from an `ArcSwap`. Each swap happens
 //! under the writer lock and only ever installs a newer version, so no reader
 //! can observe the version go backwards.
+//!
+//! Kept in one file on purpose (about 870 lines): an offer is one
+//! procedure under one lock (fence, version order, validation, the
+//! fingerprint diff, the swap, the reaper), and its correctness is the
+//! order of those steps; split across files, each would hold half of an
+//! invariant. Its model-based tests are in `tests/store.rs`.
 
 use crate::catalog::{Body, ByFingerprint, Catalog, Defect, Entries, Entry};
 use crate::descriptor::{Descriptor, Snapshot, canonical_digest};
@@ -19,6 +25,33 @@ use toolhost_validate::CompiledSchema;
 pub const MAX_TOOLS: usize = 100_000;
 
 /// What the store did with an offered snapshot.
+///
+/// ```
+/// use toolhost_catalog::{Outcome, Snapshot, Store};
+///
+/// let store = Store::new("kandev");
+/// let at = |generation: &str, epoch: u64, revision: u64| Snapshot {
+///     generation: generation.to_owned(),
+///     epoch,
+///     revision,
+///     tools: Vec::new(),
+/// };
+/// assert_eq!(store.offer(at("a", 10, 1)).outcome, Outcome::Accepted);
+/// // A retry of what is current is no failure, and notifies nobody.
+/// assert_eq!(store.offer(at("a", 10, 1)).outcome, Outcome::Unchanged);
+/// // The next revision, with the same tools: recorded, nothing rebuilt.
+/// assert_eq!(store.offer(at("a", 10, 2)).outcome, Outcome::Unchanged);
+/// assert_eq!(store.current().revision(), 2);
+/// // A delayed older revision is ignored.
+/// assert_eq!(store.offer(at("a", 10, 1)).outcome, Outcome::Stale);
+/// // A new generation needs a greater epoch: a dead backend's push loses,
+/// // and a second one claiming the same epoch is a conflict.
+/// assert_eq!(store.offer(at("b", 9, 1)).outcome, Outcome::Stale);
+/// assert_eq!(store.offer(at("c", 10, 1)).outcome, Outcome::Conflict);
+/// // A greater epoch takes over (with the same tools, nothing is rebuilt).
+/// assert_eq!(store.offer(at("d", 11, 1)).outcome, Outcome::Unchanged);
+/// assert_eq!(store.current().generation(), "d");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     /// It is now the current catalog; sessions whose lists changed are told.

@@ -18,8 +18,20 @@
 //! can be enabled and disabled, but not upgraded or removed (edit the
 //! configuration instead).
 //!
-//! What this crate must not do: bypass validation. Every install and upgrade
-//! is validated against everything installed, as `toolhost check` does.
+//! The operator's side of a plugin lives here too ([`settings`]): where
+//! each configuration value comes from (the admin API, the configuration
+//! file's inline values, `<name>_file` and `<name>_env`, the manifest's
+//! default), how values are checked and stored, and the sandbox policy that
+//! follows from the declared capabilities and the operator's grants. The
+//! binary only parses TOML into these types.
+//!
+//! What this crate must not do: bypass validation (every install and
+//! upgrade is validated against everything installed, as `toolhost check`
+//! does), put a configuration value into an error, a log line or a status,
+//! or apply a sandbox itself (it builds the policy; `toolhost-sandbox`
+//! applies it).
+
+#![forbid(unsafe_code)]
 
 mod files;
 mod lifecycle;

@@ -23,6 +23,6 @@ pub fn plugin_spec(m: &Manifest, data_root: &Path) -> PluginSpec {
         data_dir: absolute(&data_root.join(&m.id)),
         protocol: m.runtime.protocol,
         config: None,
-        sandbox: toolhost_runtime::sandbox::SandboxPolicy::default(),
+        sandbox: toolhost_sandbox::SandboxPolicy::default(),
     }
 }

@@ -274,9 +274,10 @@ pub(crate) fn capabilities(cx: &mut Ctx<'_>, root: &Table) -> Capabilities {
 /// What a plugin asks the operator for, one line each: its configuration
 /// (a secret's value is never in a manifest, so nothing is hidden here) and
 /// its capabilities.
-pub fn asks(m: &crate::Manifest) -> Vec<String> {
+/// (`Manifest::asks` calls it with its own declarations.)
+pub fn asks(config: &[ConfigDecl], caps: &Capabilities) -> Vec<String> {
     let mut out = Vec::new();
-    for c in &m.config {
+    for c in config {
         let mut what = vec![c.kind.as_str().to_owned()];
         if c.required {
             what.push("required".into());
@@ -291,7 +292,6 @@ pub fn asks(m: &crate::Manifest) -> Vec<String> {
             what.join(", ")
         ));
     }
-    let caps = &m.capabilities;
     for g in &caps.filesystem {
         let access = match g.access {
             Access::Read => "read",

@@ -10,6 +10,8 @@
 //! It must not start processes, hold state, or touch the network: it reads a
 //! directory and returns data or problems. Nothing here panics on any input.
 
+#![forbid(unsafe_code)]
+
 mod decl;
 pub mod grants;
 pub mod manifest;

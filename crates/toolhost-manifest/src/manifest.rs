@@ -18,6 +18,13 @@ pub use crate::rules::{
 };
 
 impl Manifest {
+    /// What the plugin asks the operator for, one line each: its
+    /// configuration items and its capabilities.
+    #[must_use]
+    pub fn asks(&self) -> Vec<String> {
+        crate::grants::asks(&self.config, &self.capabilities)
+    }
+
     /// Reads and validates `dir/plugin.toml` and the schema files it names.
     pub fn load(dir: &Path) -> Result<Self, Vec<Problem>> {
         let file = dir.join(MANIFEST_FILE);

@@ -55,6 +55,21 @@ pub fn id_hash8(plugin_id: &str) -> String {
 /// 64 characters, and the hash keeps two long ids that share a prefix apart.
 /// Inputs are assumed to satisfy the manifest rules (the prefix and local
 /// name patterns); callers validate them first.
+///
+/// ```
+/// use toolhost_manifest::naming::{exposed, id_hash8};
+///
+/// // Readable when it fits: every character a provider refuses becomes `_`.
+/// assert_eq!(exposed("kandev", "acme.notes", "add_note"), "kandev_acme_notes_add_note");
+///
+/// // Too long: the plugin's part is cut, and a hash of its whole id keeps
+/// // two ids that share a beginning apart. Exactly 64 characters.
+/// let id = "com.example.very-long-organisation-name.tools.search-and-replace";
+/// let name = exposed("kandev", id, "replace_all");
+/// assert_eq!(name, "kandev_com_example_very_long_organisation_n_replace_all_61ef8356");
+/// assert_eq!(name.len(), 64);
+/// assert!(name.ends_with(&id_hash8(id)));
+/// ```
 #[must_use]
 pub fn exposed(prefix: &str, plugin_id: &str, local: &str) -> String {
     let slug = slug(plugin_id);

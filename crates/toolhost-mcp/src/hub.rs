@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use toolhost_catalog::Store;
 use toolhost_pipeline::Pipeline;
+use toolhost_runtime::Plugins;
 
 /// How long one notification may take before that client is given up on
 /// for this change.
@@ -70,6 +71,8 @@ impl Listener {
 /// to notify.
 pub struct Hub {
     pub(crate) pipeline: Arc<Pipeline>,
+    /// The running plugins, for `/metrics`.
+    pub(crate) plugins: Arc<Plugins>,
     pub(crate) listings: ListingCache,
     /// Calls waiting for a 2026-07-28 client's answer to a question.
     pub(crate) parked: crate::calls::Parked,
@@ -92,12 +95,14 @@ impl std::fmt::Debug for Hub {
 }
 
 impl Hub {
-    /// A hub over this pipeline. Call [`Hub::run_notifier`] to start
-    /// delivering list changes.
+    /// A hub over this pipeline and these running plugins (the registry
+    /// the pipeline reaches them through). Call [`Hub::run_notifier`] to
+    /// start delivering list changes.
     #[must_use]
-    pub fn new(pipeline: Arc<Pipeline>) -> Arc<Self> {
+    pub fn new(pipeline: Arc<Pipeline>, plugins: Arc<Plugins>) -> Arc<Self> {
         Arc::new(Self {
             pipeline,
+            plugins,
             listings: ListingCache::default(),
             parked: crate::calls::Parked::default(),
             listeners: Mutex::new(Vec::new()),

@@ -23,12 +23,15 @@
 //! validation, authorization and dispatch are the pipeline's; this crate
 //! maps them onto the protocol.
 
+#![forbid(unsafe_code)]
+
 mod calls;
 mod content;
 mod direct;
 mod handler;
 mod http;
 mod hub;
+pub mod limits;
 mod listener;
 mod metrics;
 mod sessions;
@@ -38,5 +41,6 @@ mod tools;
 pub use handler::{Handler, Identity, serve_stdio};
 pub use http::{HttpOptions, http_router};
 pub use hub::{DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_TOKEN, Hub, Refused};
-pub use listener::{ClientGone, ConnectionLimits, requests_read, serve_http, take_large_request};
+pub use limits::ConnectionLimits;
+pub use listener::{ClientGone, requests_read, serve_http, take_large_request};
 pub use tokens::TokenTable;

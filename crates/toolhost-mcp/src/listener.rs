@@ -1,67 +1,35 @@
 //! The HTTP accept loop: connection-level limits that hold before any
 //! request is parsed, so a peer without a token cannot exhaust the daemon.
 //!
-//! `axum::serve` has none of these, which is why it is not used:
+//! `axum::serve` has none of these, which is why it is not used. The cap,
+//! the header and idle timeouts and the handling of accept errors are the
+//! daemon's one set of connection limits ([`crate::limits`]); what only an
+//! HTTP/1 listener can do is here:
 //!
-//! - **A cap on concurrent connections.** At the cap, the connection that
-//!   has been idle longest (no request in progress) is closed to make room,
-//!   so a flood of idle connections cannot lock out a fresh client. When
-//!   every connection is busy, the newcomer is closed at once.
-//! - **A header timeout.** A connection that has not completed its first
-//!   request's headers within `header_timeout` is closed, however slowly
-//!   it dribbles bytes.
-//! - **An idle timeout.** A keep-alive connection with no request in
-//!   progress for `idle_timeout` is closed.
+//! - **Idle means no request in progress.** A connection is busy from a
+//!   request's headers until its response body is done, and a busy one is
+//!   never evicted or timed out.
 //! - **A body timeout.** A request body must arrive whole within
 //!   `body_timeout`, and no larger than `max_body_bytes` (read here, before
 //!   MCP sees it).
 //! - **Disconnect cancels.** Every request carries a [`ClientGone`] token,
 //!   cancelled when its connection or its response stream is dropped, so a
 //!   tool call whose client left is cancelled and frees its slot at once.
-//! - **Accept errors** (`EMFILE` under descriptor pressure) pause the loop
-//!   briefly instead of spinning.
 
+use crate::limits::{AcceptErrors, Conn, ConnectionLimits, Registry};
 use axum::body::Body;
 use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
-
-/// Connection-level limits of one listener.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConnectionLimits {
-    /// Most connections open at once.
-    pub max_connections: usize,
-    /// A new connection must complete its first request's headers within this.
-    pub header_timeout: Duration,
-    /// A connection with no request in progress is closed after this.
-    pub idle_timeout: Duration,
-    /// A request body must arrive whole within this.
-    pub body_timeout: Duration,
-    /// Largest request body; larger ones get 413 before MCP reads them.
-    pub max_body_bytes: usize,
-}
-
-impl Default for ConnectionLimits {
-    fn default() -> Self {
-        Self {
-            max_connections: 512,
-            header_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(60),
-            body_timeout: Duration::from_secs(30),
-            max_body_bytes: 2 * 1024 * 1024,
-        }
-    }
-}
 
 /// Set when a large request body has been read since the last
 /// [`take_large_request`]: the daemon then gives freed memory back to the
@@ -90,73 +58,6 @@ pub fn requests_read() -> u64 {
 /// or its response stream was dropped. Found in the request's extensions.
 #[derive(Debug, Clone, Default)]
 pub struct ClientGone(pub CancellationToken);
-
-/// One open connection, as the cap and the timeouts see it.
-#[derive(Debug)]
-struct Conn {
-    /// Requests in progress (from headers parsed to response body dropped).
-    busy: AtomicUsize,
-    /// Requests started so far.
-    started: AtomicU64,
-    /// When the connection last went idle, in ms since `epoch`.
-    idle_since_ms: AtomicU64,
-    /// Closes the connection at once (eviction at the cap).
-    evict: CancellationToken,
-}
-
-/// The open connections of one listener.
-#[derive(Debug)]
-struct Registry {
-    epoch: Instant,
-    next_id: AtomicU64,
-    open: Mutex<HashMap<u64, Arc<Conn>>>,
-    max: usize,
-}
-
-impl Registry {
-    fn now_ms(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
-    }
-
-    /// Admits a connection, evicting the longest-idle one at the cap.
-    /// `None`: every connection is busy, so the newcomer is refused.
-    fn admit(&self) -> Option<(u64, Arc<Conn>)> {
-        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        if open.len() >= self.max {
-            let victim = open
-                .iter()
-                .filter(|(_, c)| c.busy.load(Ordering::SeqCst) == 0)
-                .min_by_key(|(_, c)| c.idle_since_ms.load(Ordering::SeqCst))
-                .map(|(id, _)| *id)?;
-            if let Some(c) = open.remove(&victim) {
-                c.evict.cancel();
-            }
-        }
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let conn = Arc::new(Conn {
-            busy: AtomicUsize::new(0),
-            started: AtomicU64::new(0),
-            idle_since_ms: AtomicU64::new(self.now_ms()),
-            evict: CancellationToken::new(),
-        });
-        open.insert(id, Arc::clone(&conn));
-        Some((id, conn))
-    }
-
-    fn remove(&self, id: u64) {
-        self.open
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&id);
-    }
-
-    fn len(&self) -> usize {
-        self.open
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
-    }
-}
 
 /// Marks a request in progress for as long as it lives (the service call,
 /// then the response body), and tells the call when the client is gone.
@@ -349,15 +250,9 @@ pub async fn serve_http(
     limits: ConnectionLimits,
     shutdown: CancellationToken,
 ) {
-    let registry = Arc::new(Registry {
-        epoch: Instant::now(),
-        next_id: AtomicU64::new(1),
-        open: Mutex::new(HashMap::new()),
-        max: limits.max_connections.max(1),
-    });
+    let registry = Registry::new(limits.max_connections);
     let mut refused: u64 = 0;
-    let mut failed_accepts: u64 = 0;
-    let mut last_accept_warning: Option<Instant> = None;
+    let mut accept_errors = AcceptErrors::default();
     loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => break,
@@ -366,16 +261,8 @@ pub async fn serve_http(
         let tcp = match accepted {
             Ok((tcp, _)) => tcp,
             Err(e) => {
-                // EMFILE/ENFILE/ENOBUFS: the connection stays in the backlog;
-                // pause so the loop does not spin while descriptors are
-                // short, and say so at most once a second.
-                failed_accepts += 1;
-                if last_accept_warning.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
-                    tracing::warn!(error = %e, open = registry.len(), failed_accepts, "cannot accept connections; pausing");
-                    last_accept_warning = Some(Instant::now());
-                    failed_accepts = 0;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                // EMFILE/ENFILE/ENOBUFS: the connection stays in the backlog.
+                accept_errors.pause(&e, registry.len(), "mcp").await;
                 continue;
             }
         };
@@ -413,12 +300,7 @@ mod tests {
     use super::*;
 
     fn registry(max: usize) -> Arc<Registry> {
-        Arc::new(Registry {
-            epoch: Instant::now(),
-            next_id: AtomicU64::new(1),
-            open: Mutex::new(HashMap::new()),
-            max,
-        })
+        Registry::new(max)
     }
 
     fn admit(r: &Registry) -> Arc<Conn> {
@@ -426,19 +308,6 @@ mod tests {
             Some((_, c)) => c,
             None => panic!("no room for a connection"),
         }
-    }
-
-    #[test]
-    fn at_the_cap_the_longest_idle_connection_makes_room() {
-        let r = registry(2);
-        let a = admit(&r);
-        let b = admit(&r);
-        a.idle_since_ms.store(5, Ordering::SeqCst);
-        b.idle_since_ms.store(1, Ordering::SeqCst);
-        let _c = admit(&r);
-        assert!(b.evict.is_cancelled(), "the longest idle goes first");
-        assert!(!a.evict.is_cancelled());
-        assert_eq!(r.len(), 2);
     }
 
     #[test]

@@ -93,7 +93,7 @@ pub(crate) async fn metrics(hub: Arc<Hub>) -> impl IntoResponse {
         "gauge",
         "1 for the state each plugin is in.",
     );
-    let plugins = pipeline.plugins().all();
+    let plugins = hub.plugins.all();
     for h in &plugins {
         let _ = writeln!(
             out,
@@ -102,7 +102,7 @@ pub(crate) async fn metrics(hub: Arc<Hub>) -> impl IntoResponse {
             h.state().phase.as_str()
         );
     }
-    let waiting = pipeline.plugins().needs_config();
+    let waiting = hub.plugins.needs_config();
     for id in waiting.keys() {
         let _ = writeln!(
             out,

@@ -16,11 +16,12 @@
 //! - 7: map the answer (`Call::map`);
 //! - 8: audit (`Pipeline::call`).
 
+use crate::authorize::Authorizer;
 use crate::binding::Binding;
 use crate::caller::{Caller, Silent};
 use crate::content::Block;
 use crate::counters::{CallStats, Counters};
-use crate::plugins::Plugins;
+use crate::port::{PluginLink, PluginPort};
 use crate::result::{CallResult, ErrorCode};
 use serde_json::Value;
 use std::sync::Arc;
@@ -29,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use toolhost_catalog::{Entry, Store};
 use toolhost_proto::json::{json_from_struct, struct_from_json};
 use toolhost_proto::plugin::{AgentToolContext, AgentToolRequest, AgentToolResponse};
-use toolhost_runtime::{CallSlot, InvokeError, PluginClient, log_safe};
+use toolhost_runtime::{CallSlot, InvokeError, PluginUnavailable, log_safe};
 use toolhost_validate::{Checked, ToolPolicy, Violation, check_arguments};
 use tracing::Instrument as _;
 
@@ -87,17 +88,18 @@ type CatalogVersion = (String, u64);
 #[derive(Debug)]
 pub struct Pipeline {
     store: Arc<Store>,
-    plugins: Arc<Plugins>,
+    plugins: Arc<dyn PluginPort>,
     pub(crate) limits: Limits,
     /// The backend's `Authorize`, when configured.
-    authorizer: Option<crate::Authorizer>,
+    authorizer: Option<Authorizer>,
     counters: Counters,
 }
 
 impl Pipeline {
-    /// A pipeline over this catalog and these plugins.
+    /// A pipeline over this catalog and these plugins (the daemon passes
+    /// the runtime's registry, `toolhost_runtime::Plugins`).
     #[must_use]
-    pub fn new(store: Arc<Store>, plugins: Arc<Plugins>, limits: Limits) -> Self {
+    pub fn new(store: Arc<Store>, plugins: Arc<dyn PluginPort>, limits: Limits) -> Self {
         Self {
             store,
             plugins,
@@ -109,7 +111,7 @@ impl Pipeline {
 
     /// Asks `authorizer` about every call, after the local checks.
     #[must_use]
-    pub fn with_authorizer(mut self, authorizer: crate::Authorizer) -> Self {
+    pub fn with_authorizer(mut self, authorizer: Authorizer) -> Self {
         self.authorizer = Some(authorizer);
         self
     }
@@ -130,12 +132,6 @@ impl Pipeline {
     #[must_use]
     pub fn store(&self) -> &Arc<Store> {
         &self.store
-    }
-
-    /// The plugins.
-    #[must_use]
-    pub fn plugins(&self) -> &Arc<Plugins> {
-        &self.plugins
     }
 
     /// Runs one `tools/call` for a caller that takes no progress, logs or
@@ -256,12 +252,12 @@ impl Call<'_> {
         self.authorize()?;
         let (client, deadline) = self.plugin().await?;
         self.ask_backend().await?;
-        let slot = self.reserve(&client)?;
+        let slot = self.reserve(&*client)?;
         let answered = if client.protocol() >= 2 {
-            self.dispatch_stream(&client, slot, &checked, deadline)
+            self.dispatch_stream(&*client, slot, &checked, deadline)
                 .await?
         } else {
-            let r = self.dispatch(&client, slot, &checked, deadline).await?;
+            let r = self.dispatch(&*client, slot, &checked, deadline).await?;
             Answered {
                 content: vec![Block::text(r.text)],
                 structured: r
@@ -338,21 +334,21 @@ impl Call<'_> {
     /// Step 5, the plugin: ready now, or waited for while it starts, within
     /// the call's own deadline. Returns the client and what is left of the
     /// deadline. After a wait the catalog and binding are checked again.
-    async fn plugin(&mut self) -> Step<(PluginClient, Duration)> {
+    async fn plugin(&mut self) -> Step<(Box<dyn PluginLink>, Duration)> {
         let d = &self.entry.descriptor;
         let p = self.pipeline;
         let deadline = Duration::from_millis(u64::from(d.timeout_ms)).min(p.limits.max_timeout);
-        if let Ok(c) = p.plugins.client(&d.plugin_id, &d.plugin_version) {
+        if let Ok(c) = p.plugins.ready(&d.plugin_id, &d.plugin_version) {
             return Ok((c, deadline));
         }
         let waiting = Instant::now();
         let waited = p
             .plugins
-            .client_within(&d.plugin_id, &d.plugin_version, deadline, &self.cancel)
+            .ready_within(&d.plugin_id, &d.plugin_version, deadline, &self.cancel)
             .await;
         let client = match waited {
             Ok(c) => c,
-            Err(crate::plugins::PluginUnavailable::Cancelled) => {
+            Err(PluginUnavailable::Cancelled) => {
                 return Err(CallFailure::new(
                     ErrorCode::Cancelled,
                     "the call was cancelled by the client",
@@ -394,7 +390,7 @@ impl Call<'_> {
 
     /// A place among the plugin's calls in flight: exact under any
     /// concurrency, failing fast rather than queueing.
-    fn reserve(&self, client: &PluginClient) -> Step<CallSlot> {
+    fn reserve(&self, client: &dyn PluginLink) -> Step<CallSlot> {
         let max = self.pipeline.limits.max_calls_per_plugin;
         client.try_reserve(max).ok_or_else(|| {
             CallFailure::new(
@@ -411,7 +407,7 @@ impl Call<'_> {
     /// invocation id and the binding's context. Cancellation drops it.
     async fn dispatch(
         &self,
-        client: &PluginClient,
+        client: &dyn PluginLink,
         slot: CallSlot,
         checked: &Checked,
         deadline: Duration,
@@ -423,7 +419,7 @@ impl Call<'_> {
             () = self.cancel.cancelled() => {
                 return Err(CallFailure::new(ErrorCode::Cancelled, "the call was cancelled by the client"));
             }
-            r = client.invoke_in(slot, request, deadline, max_answer) => r,
+            r = client.invoke(slot, request, deadline, max_answer) => r,
         };
         answer.map_err(|e| self.invoke_failure(e))
     }
@@ -566,3 +562,6 @@ fn invocation_id() -> String {
 fn truncate(name: &str) -> String {
     log_safe(name, 128).into_owned()
 }
+
+#[cfg(test)]
+mod tests;

@@ -25,13 +25,15 @@
 //! results onto the protocol), or put an argument or result value into an
 //! error, a log line or a metric.
 
+#![forbid(unsafe_code)]
+
 mod authorize;
 mod binding;
 mod call;
 mod caller;
 pub mod content;
 mod counters;
-mod plugins;
+pub mod port;
 mod question;
 mod result;
 mod stream;
@@ -44,6 +46,6 @@ pub use caller::{
     Unanswered,
 };
 pub use counters::{CallStats, DURATION_BUCKETS};
-pub use plugins::{PluginUnavailable, Plugins};
+pub use port::{EventStream, PluginLink, PluginPort};
 pub use question::{MAX_QUESTION_FIELDS, MAX_QUESTION_MESSAGE};
 pub use result::{CallResult, ErrorCode};

@@ -24,13 +24,14 @@ use crate::caller::{
     Answer, AnswerAction, AskFuture, LogMessage, Progress, Unanswered, level_from_wire,
 };
 use crate::content::blocks_from_wire;
+use crate::port::PluginLink;
 use crate::question::{CheckedQuestion, check_answer, check_question};
 use crate::result::ErrorCode;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 use toolhost_proto::json::{json_from_struct, struct_from_json};
 use toolhost_proto::plugin_v2::{self as wire, plugin_event::Event};
-use toolhost_runtime::{Bucket, CallSlot, PluginClient};
+use toolhost_runtime::{Bucket, CallSlot};
 use toolhost_validate::Checked;
 
 /// Log messages a call may send at once.
@@ -72,7 +73,7 @@ impl Call<'_> {
     /// the result, the deadline or cancellation.
     pub(crate) async fn dispatch_stream(
         &mut self,
-        client: &PluginClient,
+        client: &dyn PluginLink,
         slot: CallSlot,
         checked: &Checked,
         deadline: Duration,

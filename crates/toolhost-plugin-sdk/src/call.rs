@@ -2,7 +2,6 @@
 //! cancellation, and (protocol 2) its way back to the caller: progress,
 //! log messages and questions.
 
-use crate::DATA_DIR_KEY;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -10,6 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+use toolhost_proto::contract::DATA_DIR_KEY;
 use toolhost_proto::plugin::AgentToolContext;
 use toolhost_proto::plugin_v2::{self as wire, plugin_event::Event};
 

@@ -6,11 +6,15 @@
 //! one function per tool:
 //!
 //! - the handshake (docs/PROTOCOL.md §3 and §4, go-plugin's conventions): the magic
-//!   cookie is checked, a Unix socket is bound in the private directory
-//!   toolhost names in `KANDEV_PLUGIN_SOCKET_DIR`, and
-//!   `1|1|unix|<socket>|grpc` is printed on stdout;
-//! - the `kandev.plugin.v1.Plugin` service and the standard
-//!   `grpc.health.v1` service, reporting `plugin` as SERVING;
+//!   cookie is checked, the protocol version toolhost offers in
+//!   `PLUGIN_PROTOCOL_VERSIONS` (1 or 2, as the manifest declares) is
+//!   chosen, a Unix socket is bound in the private directory toolhost names
+//!   in `KANDEV_PLUGIN_SOCKET_DIR`, and `1|<version>|unix|<socket>|grpc` is
+//!   printed on stdout;
+//! - the services: `kandev.plugin.v1.Plugin` (protocol 1, one unary call
+//!   per tool call) and `toolhost.plugin.v2.Plugin` (protocol 2, one stream
+//!   per call), and the standard `grpc.health.v1` service, reporting
+//!   `plugin` as SERVING;
 //! - graceful shutdown on SIGTERM or SIGINT;
 //! - cancellation: when toolhost cancels a call (the agent gave up) or its
 //!   deadline passes, [`ToolCall::cancelled`] completes, so a handler can
@@ -72,94 +76,33 @@
 //! Run by hand, without toolhost, the plugin prints "this is a toolhost
 //! plugin, start it with toolhost" and exits with status 1.
 //!
+//! Under toolhost the plugin runs in a sandbox (docs/PROTOCOL.md §3): it can
+//! write only its data directory (`KANDEV_PLUGIN_DATA_DIR`) and its socket
+//! directory (also `TMPDIR`), read its own directory and the system's
+//! paths, and reach the network and the daemon's environment only as its
+//! manifest's `[capabilities]` declare and the operator grants. Nothing in
+//! this crate needs more.
+//!
 //! What this crate must not do: validate arguments (toolhost already did,
 //! against the manifest's schema) or retry anything. Arguments arrive exactly
 //! as the schema allows, with aliases already renamed.
 
+#![forbid(unsafe_code)]
+
 mod call;
 mod config;
 mod output;
+mod plugin;
 mod serve;
 
 pub use call::{Answer, AskError, LogLevel, Question, ToolCall};
 pub use config::{Config, Secret, config};
 pub use output::{Audience, Content, ToolError, ToolOutput};
+pub use plugin::Plugin;
 pub use serve::ServeError;
 pub use toolhost_proto::plugin::AgentToolContext as Context;
-
-use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
 
 pub use toolhost_proto::contract::{
     DATA_DIR_KEY, HEALTH_SERVICE, MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE, PROTOCOL_VERSION,
     PROTOCOL_VERSION_2, PROTOCOL_VERSIONS_KEY, SOCKET_DIR_KEY,
 };
-
-type BoxFuture = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send>>;
-pub(crate) type Handler = Arc<dyn Fn(ToolCall) -> BoxFuture + Send + Sync>;
-
-/// A plugin: a set of tool handlers by local name.
-#[derive(Default, Clone)]
-pub struct Plugin {
-    pub(crate) tools: HashMap<String, Handler>,
-}
-
-impl std::fmt::Debug for Plugin {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut names: Vec<&String> = self.tools.keys().collect();
-        names.sort();
-        f.debug_struct("Plugin").field("tools", &names).finish()
-    }
-}
-
-impl Plugin {
-    /// A plugin with no tools yet.
-    #[must_use]
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Registers the handler of the tool declared as `name` in the manifest.
-    #[must_use]
-    pub fn tool<F, Fut>(mut self, name: impl Into<String>, handler: F) -> Self
-    where
-        F: Fn(ToolCall) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
-    {
-        let handler: Handler = Arc::new(move |call| Box::pin(handler(call)));
-        self.tools.insert(name.into(), handler);
-        self
-    }
-
-    /// Serves until SIGTERM or SIGINT. Fails when not started by toolhost
-    /// (no magic cookie), when toolhost offers no protocol version this SDK
-    /// speaks, or when the socket cannot be served.
-    pub async fn serve(self) -> Result<(), ServeError> {
-        serve::serve(self).await
-    }
-
-    /// Builds a Tokio runtime, serves, and turns the outcome into an exit
-    /// status, printing any error on stderr: the whole `main` of a plugin.
-    #[must_use]
-    pub fn run(self) -> std::process::ExitCode {
-        let rt = match tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-        {
-            Ok(rt) => rt,
-            Err(e) => {
-                eprintln!("cannot start the async runtime: {e}");
-                return std::process::ExitCode::FAILURE;
-            }
-        };
-        match rt.block_on(self.serve()) {
-            Ok(()) => std::process::ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("{e}");
-                std::process::ExitCode::FAILURE
-            }
-        }
-    }
-}

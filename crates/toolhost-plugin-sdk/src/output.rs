@@ -304,8 +304,8 @@ impl From<std::io::Error> for ToolError {
     }
 }
 
-impl From<crate::AskError> for ToolError {
-    fn from(e: crate::AskError) -> Self {
+impl From<crate::call::AskError> for ToolError {
+    fn from(e: crate::call::AskError) -> Self {
         Self::new(e.to_string())
     }
 }

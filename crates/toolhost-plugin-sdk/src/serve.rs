@@ -1,11 +1,8 @@
 //! The plugin side of the handshake and the gRPC services.
 
 use crate::call::Link;
-use crate::{
-    HEALTH_SERVICE, Handler, MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE, PROTOCOL_VERSION,
-    PROTOCOL_VERSION_2, PROTOCOL_VERSIONS_KEY, Plugin, SOCKET_DIR_KEY, ToolCall, ToolError,
-    ToolOutput,
-};
+use crate::call::ToolCall;
+use crate::output::{ToolError, ToolOutput};
 use std::collections::HashMap;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -13,6 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_stream::wrappers::UnixListenerStream;
 use tokio_util::sync::CancellationToken;
+use toolhost_proto::contract::{
+    HEALTH_SERVICE, MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE, PROTOCOL_VERSION, PROTOCOL_VERSION_2,
+    PROTOCOL_VERSIONS_KEY, SOCKET_DIR_KEY,
+};
 use toolhost_proto::json::{json_from_struct, struct_from_json};
 use toolhost_proto::plugin::plugin_server::{Plugin as PluginService, PluginServer};
 use toolhost_proto::plugin::{AgentToolRequest, AgentToolResponse};
@@ -20,6 +21,13 @@ use toolhost_proto::plugin_v2::plugin_server::{
     Plugin as StreamService, PluginServer as StreamServer,
 };
 use toolhost_proto::plugin_v2::{self as wire, host_event, plugin_event};
+
+/// A tool's handler, boxed: what `Plugin::tool` stores.
+pub(crate) type Handler = Arc<dyn Fn(ToolCall) -> BoxFuture + Send + Sync>;
+
+/// A handler's answer, boxed.
+pub(crate) type BoxFuture =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<ToolOutput, ToolError>> + Send>>;
 
 /// Why a plugin could not serve.
 #[derive(Debug, thiserror::Error)]
@@ -286,13 +294,13 @@ async fn shutdown_signal() {
     }
 }
 
-pub(crate) async fn serve(plugin: Plugin) -> Result<(), ServeError> {
+pub(crate) async fn serve(tools: HashMap<String, Handler>) -> Result<(), ServeError> {
     if std::env::var(MAGIC_COOKIE_KEY).as_deref() != Ok(MAGIC_COOKIE_VALUE) {
         return Err(ServeError::NotUnderToolhost);
     }
     // Read (and delete) the configuration file now, before any handler or
     // child process could.
-    let _ = crate::config();
+    let _ = crate::config::config();
     // The highest version offered that this SDK speaks; toolhost offers
     // exactly the one the manifest declares.
     let offered = std::env::var(PROTOCOL_VERSIONS_KEY).unwrap_or_default();
@@ -313,7 +321,7 @@ pub(crate) async fn serve(plugin: Plugin) -> Result<(), ServeError> {
         .set_service_status(HEALTH_SERVICE, tonic_health::ServingStatus::Serving)
         .await;
     let service = Service {
-        tools: Arc::new(plugin.tools),
+        tools: Arc::new(tools),
     };
     let streaming = StreamServer::new(Service {
         tools: Arc::clone(&service.tools),

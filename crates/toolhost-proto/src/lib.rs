@@ -4,11 +4,17 @@
 //! connector); and the one conversion both sides of the plugin hop need:
 //! `google.protobuf.Struct` to and from JSON.
 //!
-//! This crate owns no behaviour. It must not grow logic beyond data
-//! conversion: the daemon's crates and the plugin SDK both depend on it, and
-//! anything here is paid for by every plugin author.
+//! Its one behaviour is the contract both ends of the plugin hop must read
+//! alike: [`contract`] parses and writes the handshake line and connects to
+//! a Unix socket, so the daemon and the SDK cannot disagree on either; and
+//! [`codec`] is the protobuf codec every generated client and server uses.
+//!
+//! What this crate must not do: grow logic beyond the wire contract and
+//! data conversion. The daemon's crates and the plugin SDK both depend on
+//! it, and anything here is paid for by every plugin author.
 
 #![allow(missing_docs)] // generated code carries the .proto comments, not rustdoc on every item
+#![forbid(unsafe_code)]
 
 // Generated code names other packages by relative paths
 // (`super::super::super::kandev::plugin::v1`), so each package lives at its

@@ -7,6 +7,8 @@
 //! Either way a call is one attempt: nothing here retries.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
@@ -30,30 +32,53 @@ pub struct PluginClient {
     /// Cancelled when the process this handle talks to has stopped.
     gone: CancellationToken,
     /// Calls in flight on this process (shared by every clone).
-    in_flight: Arc<std::sync::atomic::AtomicUsize>,
+    in_flight: CallSlots,
 }
 
-/// Counts a call in flight for as long as it lives.
-#[derive(Debug)]
-struct InFlight(Arc<std::sync::atomic::AtomicUsize>);
+/// The calls in flight on one plugin process, counted so that a cap on
+/// them is exact: the check and the count are one atomic step. Cheap to
+/// clone; clones share the count.
+#[derive(Clone, Debug, Default)]
+pub struct CallSlots(Arc<AtomicUsize>);
 
-/// A reserved place among a plugin's calls in flight
-/// ([`PluginClient::try_reserve`]); freed when dropped.
-#[derive(Debug)]
-pub struct CallSlot {
-    _in_flight: InFlight,
-}
+impl CallSlots {
+    /// Reserves a place if fewer than `max` are taken.
+    #[must_use]
+    pub fn try_reserve(&self, max: usize) -> Option<CallSlot> {
+        let n = &self.0;
+        let mut current = n.load(SeqCst);
+        loop {
+            if current >= max {
+                return None;
+            }
+            match n.compare_exchange_weak(current, current + 1, SeqCst, SeqCst) {
+                Ok(_) => return Some(CallSlot(Arc::clone(n))),
+                Err(now) => current = now,
+            }
+        }
+    }
 
-impl InFlight {
-    fn new(n: &Arc<std::sync::atomic::AtomicUsize>) -> Self {
-        n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        Self(Arc::clone(n))
+    /// Takes a place whatever the count.
+    fn take(&self) -> CallSlot {
+        self.0.fetch_add(1, SeqCst);
+        CallSlot(Arc::clone(&self.0))
+    }
+
+    /// Places taken now.
+    #[must_use]
+    pub fn taken(&self) -> usize {
+        self.0.load(SeqCst)
     }
 }
 
-impl Drop for InFlight {
+/// A reserved place among a plugin's calls in flight
+/// ([`CallSlots::try_reserve`]); freed when dropped.
+#[derive(Debug)]
+pub struct CallSlot(Arc<AtomicUsize>);
+
+impl Drop for CallSlot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.0.fetch_sub(1, SeqCst);
     }
 }
 
@@ -106,7 +131,7 @@ impl PluginClient {
             grpc_v2: GrpcV2::new(channel),
             protocol: 1,
             gone,
-            in_flight: Arc::default(),
+            in_flight: CallSlots::default(),
         }
     }
 
@@ -127,7 +152,7 @@ impl PluginClient {
     /// Calls in flight on this process right now.
     #[must_use]
     pub fn in_flight(&self) -> usize {
-        self.in_flight.load(std::sync::atomic::Ordering::SeqCst)
+        self.in_flight.taken()
     }
 
     /// The plugin id.
@@ -153,22 +178,7 @@ impl PluginClient {
     /// are one atomic step.
     #[must_use]
     pub fn try_reserve(&self, max: usize) -> Option<CallSlot> {
-        use std::sync::atomic::Ordering::SeqCst;
-        let n = &self.in_flight;
-        let mut current = n.load(SeqCst);
-        loop {
-            if current >= max {
-                return None;
-            }
-            match n.compare_exchange_weak(current, current + 1, SeqCst, SeqCst) {
-                Ok(_) => {
-                    return Some(CallSlot {
-                        _in_flight: InFlight(Arc::clone(n)),
-                    });
-                }
-                Err(now) => current = now,
-            }
-        }
+        self.in_flight.try_reserve(max)
     }
 
     /// Makes exactly one `InvokeAgentTool` call. The deadline travels as
@@ -180,9 +190,7 @@ impl PluginClient {
         request: AgentToolRequest,
         deadline: Duration,
     ) -> Result<AgentToolResponse, InvokeError> {
-        let slot = CallSlot {
-            _in_flight: InFlight::new(&self.in_flight),
-        };
+        let slot = self.in_flight.take();
         self.invoke_in(slot, request, deadline, DEFAULT_MAX_ANSWER_BYTES)
             .await
     }

@@ -1,6 +1,6 @@
 //! Starting one plugin process and stopping it again.
 
-use crate::sandbox::{Own, Prepared};
+use crate::leaders::{Leader, Leaders};
 use crate::sockets::SocketDir;
 use crate::spec::PluginSpec;
 use std::process::{ExitStatus, Stdio};
@@ -17,6 +17,7 @@ use toolhost_proto::contract::{
     CONFIG_FILE_KEY, DATA_DIR_KEY, HEALTH_SERVICE, MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE,
     PROTOCOL_VERSIONS_KEY, SOCKET_DIR_KEY,
 };
+use toolhost_sandbox::{Jail, Own, Prepared};
 
 /// Why a plugin did not become ready. Every message names what went wrong;
 /// the supervisor adds the plugin id.
@@ -143,7 +144,9 @@ pub(crate) struct Running {
     pub _sockets: SocketDir,
     /// Its pids cgroup, if the sandbox made one: every process left in it
     /// is killed when this is dropped.
-    pub jail: Option<crate::sandbox::Jail>,
+    pub jail: Option<Jail>,
+    /// Its place among the daemon's plugin processes, until dropped.
+    pub _leader: Leader,
 }
 
 /// Variables of the daemon's environment every plugin gets; everything
@@ -196,7 +199,10 @@ fn command(spec: &PluginSpec, sockets: &SocketDir, sandbox: &Prepared) -> Comman
     if spec.config.is_some() {
         cmd.env(CONFIG_FILE_KEY, sockets.path().join(CONFIG_FILE));
     }
-    before_exec(&mut cmd, sandbox);
+    // In the child between fork and exec: the parent-death signal (so even
+    // `kill -9 toolhost` leaves no plugin behind), no inherited descriptor
+    // but 0, 1 and 2, then the sandbox.
+    sandbox.confine(cmd.as_std_mut());
     cmd
 }
 
@@ -217,58 +223,9 @@ fn write_config(sockets: &SocketDir, config: &crate::spec::Delivered) -> std::io
     f.write_all(config.bytes())
 }
 
-/// Linux, in the child between fork and exec:
-///
-/// - the kernel sends SIGKILL to the plugin when the thread that forked it
-///   dies, so even `kill -9 toolhost` leaves no plugin behind (plugins are
-///   spawned from Tokio worker threads, which live as long as the runtime);
-/// - every descriptor from 3 up is marked close-on-exec, so the plugin
-///   inherits none of the daemon's (sockets, files, whatever a parent
-///   leaked to toolhost). Marked, not closed: the standard library's own
-///   exec-error pipe must stay open until exec;
-/// - then the sandbox ([`crate::sandbox`]): limits, cgroup,
-///   `no_new_privs`, Landlock.
-#[cfg(target_os = "linux")]
-#[allow(unsafe_code)]
-fn before_exec(cmd: &mut Command, sandbox: &Prepared) {
-    let mut confine = sandbox.in_child();
-    // SAFETY: the closure runs in the child between fork and exec, where only
-    // async-signal-safe calls are allowed; prctl(PR_SET_PDEATHSIG),
-    // close_range(2) and fcntl(2) are single system calls that allocate
-    // nothing and take no lock.
-    unsafe {
-        cmd.pre_exec(move || {
-            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
-                .map_err(std::io::Error::from)?;
-            let marked = libc::syscall(
-                libc::SYS_close_range,
-                3u32,
-                u32::MAX,
-                libc::CLOSE_RANGE_CLOEXEC,
-            );
-            if marked != 0 {
-                // Kernels before 5.11: one fcntl per possible descriptor.
-                let limit = libc::sysconf(libc::_SC_OPEN_MAX).clamp(3, 65_536);
-                for fd in 3..limit {
-                    #[allow(clippy::cast_possible_truncation)]
-                    let fd = fd as libc::c_int;
-                    let flags = libc::fcntl(fd, libc::F_GETFD);
-                    if flags >= 0 {
-                        libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
-                    }
-                }
-            }
-            confine()
-        });
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn before_exec(_: &mut Command, _: &Prepared) {}
-
 /// Starts the plugin and waits until it is healthy, or fails having killed
 /// and reaped whatever it started.
-pub(crate) async fn start(spec: &PluginSpec) -> Result<Running, StartError> {
+pub(crate) async fn start(spec: &PluginSpec, leaders: &Leaders) -> Result<Running, StartError> {
     data_dir(&spec.data_dir).map_err(|source| StartError::DataDir {
         dir: spec.data_dir.display().to_string(),
         source,
@@ -277,7 +234,7 @@ pub(crate) async fn start(spec: &PluginSpec) -> Result<Running, StartError> {
     if let Some(config) = &spec.config {
         write_config(&sockets, config).map_err(StartError::SocketDir)?;
     }
-    let mut sandbox = Prepared::new(
+    let sandbox = Prepared::new(
         &spec.sandbox,
         &Own {
             dir: &spec.dir,
@@ -289,15 +246,13 @@ pub(crate) async fn start(spec: &PluginSpec) -> Result<Running, StartError> {
     .map_err(StartError::Sandbox)?;
     let deadline = Instant::now() + spec.startup_timeout;
     let spawned = command(spec, &sockets, &sandbox).spawn();
-    let jail = sandbox.jail.take();
-    // The ruleset's descriptor is the child's now (it kept its copy).
-    drop(sandbox);
+    let jail = sandbox.into_jail();
     let mut child = spawned.map_err(|source| StartError::Spawn {
         command: spec.command.display().to_string(),
         source,
     })?;
     let pid = child.id().unwrap_or(0);
-    crate::sandbox::register_leader(pid);
+    let leader = leaders.enter(pid);
     match handshake_and_connect(spec, &sockets, &mut child, deadline).await {
         Ok(channel) => Ok(Running {
             child,
@@ -305,6 +260,7 @@ pub(crate) async fn start(spec: &PluginSpec) -> Result<Running, StartError> {
             channel,
             _sockets: sockets,
             jail,
+            _leader: leader,
         }),
         Err(e) => {
             stop(&mut child, pid, Duration::ZERO).await;
@@ -485,11 +441,6 @@ pub(crate) async fn stop_running(running: &mut Running, grace: Duration) {
 /// then SIGKILL; the child is always reaped. The group is killed even when
 /// the leader has already exited, so helpers it started go too.
 pub(crate) async fn stop(child: &mut Child, pid: u32, grace: Duration) {
-    stop_group(child, pid, grace).await;
-    crate::sandbox::forget_leader(pid);
-}
-
-async fn stop_group(child: &mut Child, pid: u32, grace: Duration) {
     let group = i32::try_from(pid)
         .ok()
         .and_then(rustix::process::Pid::from_raw);

@@ -34,7 +34,7 @@ pub struct PluginSpec {
     /// declares any.
     pub config: Option<Delivered>,
     /// The sandbox it runs in.
-    pub sandbox: crate::sandbox::SandboxPolicy,
+    pub sandbox: toolhost_sandbox::SandboxPolicy,
 }
 
 /// Configuration values and secrets for one plugin, as the JSON document

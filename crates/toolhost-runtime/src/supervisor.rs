@@ -1,6 +1,7 @@
 //! One task per plugin: start, watch, restart with backoff, give up, stop.
 
 use crate::client::PluginClient;
+use crate::leaders::Leaders;
 use crate::process::{self, Running};
 use crate::spec::PluginSpec;
 use std::collections::VecDeque;
@@ -170,9 +171,20 @@ impl PluginHandle {
     }
 }
 
-/// Starts supervising a plugin: its process starts at once.
+/// Starts supervising a plugin: its process starts at once. Its processes
+/// are counted among no registry's; a daemon supervises through
+/// `Plugins::supervise`.
 #[must_use]
 pub fn supervise(spec: PluginSpec, config: SupervisorConfig) -> PluginHandle {
+    supervise_among(spec, config, Leaders::default())
+}
+
+/// [`supervise`], recording each process it spawns among `leaders`.
+pub(crate) fn supervise_among(
+    spec: PluginSpec,
+    config: SupervisorConfig,
+    leaders: Leaders,
+) -> PluginHandle {
     let (tx, rx) = watch::channel(PluginState {
         phase: Phase::Starting,
         pid: None,
@@ -186,6 +198,7 @@ pub fn supervise(spec: PluginSpec, config: SupervisorConfig) -> PluginHandle {
         Supervisor {
             spec,
             config,
+            leaders,
             state: tx,
             commands: crx,
         }
@@ -202,6 +215,7 @@ pub fn supervise(spec: PluginSpec, config: SupervisorConfig) -> PluginHandle {
 struct Supervisor {
     spec: PluginSpec,
     config: SupervisorConfig,
+    leaders: Leaders,
     state: watch::Sender<PluginState>,
     commands: mpsc::UnboundedReceiver<Command>,
 }
@@ -247,7 +261,7 @@ impl Supervisor {
         loop {
             self.publish(Phase::Starting, None, None, None);
             let started = tokio::select! {
-                r = process::start(&self.spec) => r,
+                r = process::start(&self.spec, &self.leaders) => r,
                 cmd = self.commands.recv() => match cmd {
                     Some(Command::Start | Command::Restart) => continue,
                     Some(Command::Stop) | None => match self.stopped().await {

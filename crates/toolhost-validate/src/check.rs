@@ -69,6 +69,35 @@ fn bound_violation(e: BoundError) -> Violation {
 }
 
 /// Steps 2 to 4 of the pipeline. Total: any value in, a verdict out.
+///
+/// ```
+/// use serde_json::json;
+/// use std::collections::BTreeMap;
+/// use toolhost_validate::{CompiledSchema, ToolPolicy, UnknownArguments, check_arguments};
+///
+/// let schema = CompiledSchema::compile(&json!({
+///     "type": "object",
+///     "properties": { "text": { "type": "string", "maxLength": 100 } },
+///     "required": ["text"]
+/// }))
+/// .expect("a sound schema");
+/// let aliases = BTreeMap::from([("body".to_owned(), "text".to_owned())]);
+/// let policy = ToolPolicy { aliases: &aliases, unknown: UnknownArguments::Reject };
+///
+/// // A declared alias is renamed before the schema sees it.
+/// let checked = check_arguments(&schema, &policy, Some(json!({ "body": "hi" }))).unwrap();
+/// assert_eq!(checked.arguments["text"], "hi");
+///
+/// // The root is closed to unknown keys, and the error a model reads
+/// // names keys and rules, never a value.
+/// let refused = check_arguments(&schema, &policy, Some(json!({ "txet": "my secret" })));
+/// let error = refused.unwrap_err();
+/// assert!(error.message.contains("did you mean `text`"), "{}", error.message);
+/// assert!(!error.message.contains("my secret"));
+///
+/// // Not an object at all: refused before any schema work.
+/// assert!(check_arguments(&schema, &policy, Some(json!("text"))).is_err());
+/// ```
 pub fn check_arguments(
     schema: &CompiledSchema,
     policy: &ToolPolicy<'_>,

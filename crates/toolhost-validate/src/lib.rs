@@ -23,6 +23,8 @@
 //!
 //! Checking is total: any JSON value in, a result out, no panic.
 
+#![forbid(unsafe_code)]
+
 pub mod bounds;
 mod check;
 mod extent;

@@ -293,7 +293,7 @@ impl CompiledSchema {
     }
 
     /// `jsonschema`'s own verdict, for benchmarks that compare against the
-    /// floor. The pipeline uses [`crate::check_arguments`].
+    /// floor. The pipeline uses `check_arguments`.
     #[must_use]
     pub fn is_valid_raw(&self, instance: &Value) -> bool {
         self.validator.is_valid(instance)

@@ -1,6 +1,6 @@
 //! `toolhost check PATH...`: install validation without installing.
 
-use crate::Format;
+use crate::format::Format;
 use anyhow::Result;
 use serde_json::json;
 use std::path::PathBuf;
@@ -50,7 +50,7 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(2));
     }
     let paths = if args.paths.is_empty() {
-        crate::default_plugin_paths()
+        default_plugin_paths()
     } else {
         args.paths.clone()
     };
@@ -109,7 +109,7 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
                     println!("      surfaces: {}", t.surfaces.join(", "));
                     println!("      hints:    {}", hints(&t.annotations));
                 }
-                for line in toolhost_manifest::grants::asks(m) {
+                for line in m.asks() {
                     println!("  {line}");
                 }
             }
@@ -170,4 +170,9 @@ fn capabilities_json(m: &toolhost_manifest::Manifest) -> serde_json::Value {
         "open_files": caps.open_files,
         "processes": caps.processes,
     })
+}
+
+/// The directories a command reads plugins from, when none are given.
+fn default_plugin_paths() -> Vec<PathBuf> {
+    vec![PathBuf::from("plugins")]
 }

@@ -5,9 +5,7 @@ use anyhow::{Context as _, Result, bail};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use toolhost_lifecycle::settings::{
-    FileValues, Grant, Operator, SANDBOX_RULES, SandboxConfig, Source, Supplied,
-};
+use toolhost_lifecycle::settings::{Operator, OperatorFile, RawValue, SandboxConfig};
 use toolhost_runtime::SupervisorConfig;
 
 #[derive(Debug, Default, Deserialize)]
@@ -309,15 +307,7 @@ impl TokenConfig {
     pub fn secret(&self) -> Result<String> {
         match (&self.token, &self.token_file) {
             (Some(t), None) if !t.trim().is_empty() => Ok(t.trim().to_owned()),
-            (None, Some(f)) => {
-                let text = std::fs::read_to_string(f)
-                    .with_context(|| format!("cannot read token file {}", f.display()))?;
-                let t = text.lines().next().unwrap_or_default().trim().to_owned();
-                if t.is_empty() {
-                    bail!("token file {} is empty", f.display());
-                }
-                Ok(t)
-            }
+            (None, Some(f)) => read_secret(f),
             _ => bail!("each [[http.tokens]] needs exactly one of `token` or `token_file`"),
         }
     }
@@ -561,92 +551,29 @@ impl SandboxFile {
 }
 
 impl PluginConfig {
-    /// The operator's decisions for plugin `id`, with secrets read from
-    /// their files and variables. A secret that cannot be read is a
-    /// problem of the plugin (shown in its status), not of the daemon.
+    /// The operator's decisions for plugin `id`, every value read from its
+    /// source by the lifecycle's rules (`toolhost_lifecycle::settings::sources`).
     fn operator(&self, id: &str) -> Result<Operator> {
-        let mut grant = std::collections::BTreeSet::new();
-        for g in &self.grant {
-            match Grant::parse(g) {
-                Some(g) => {
-                    grant.insert(g);
-                }
-                None => {
-                    bail!("[plugin.{id:?}] grant: {g:?} is not one of filesystem, network, env")
-                }
-            }
-        }
-        for rule in &self.sandbox_off {
-            if !SANDBOX_RULES.contains(&rule.as_str()) {
-                bail!(
-                    "[plugin.{id:?}] sandbox_off: {rule:?} is not one of {}",
-                    SANDBOX_RULES.join(", ")
-                );
-            }
-        }
-        let mut values = FileValues::default();
-        for (key, v) in &self.config {
-            let (name, supplied) = if let Some(name) = key.strip_suffix("_file") {
-                let Some(path) = v.as_str() else {
-                    bail!("[plugin.{id:?}.config] {key} must be a file path");
-                };
-                match std::fs::read_to_string(path) {
-                    Ok(text) => {
-                        let text = text
-                            .strip_suffix('\n')
-                            .map(|t| t.strip_suffix('\r').unwrap_or(t))
-                            .unwrap_or(&text);
-                        (
-                            name,
-                            Some((Supplied::Text(text.to_owned()), Source::SecretFile)),
-                        )
-                    }
-                    Err(e) => {
-                        values
-                            .problems
-                            .push(format!("`{name}`: cannot read {path}: {e}"));
-                        (name, None)
-                    }
-                }
-            } else if let Some(name) = key.strip_suffix("_env") {
-                let Some(var) = v.as_str() else {
-                    bail!("[plugin.{id:?}.config] {key} must name an environment variable");
-                };
-                match std::env::var(var) {
-                    Ok(text) => (name, Some((Supplied::Text(text), Source::Env))),
-                    Err(_) => {
-                        values.problems.push(format!(
-                            "`{name}`: the environment variable {var} is not set (or not UTF-8)"
-                        ));
-                        (name, None)
-                    }
-                }
-            } else {
-                let supplied = match v {
-                    toml::Value::String(s) => Supplied::Text(s.clone()),
-                    toml::Value::Integer(n) => Supplied::Integer(*n),
-                    toml::Value::Boolean(b) => Supplied::Boolean(*b),
-                    _ => bail!(
-                        "[plugin.{id:?}.config] {key} must be a string, an integer or a boolean"
-                    ),
-                };
-                (key.as_str(), Some((supplied, Source::File)))
-            };
-            if let Some(s) = supplied
-                && values.values.insert(name.to_owned(), s).is_some()
-            {
-                bail!(
-                    "[plugin.{id:?}.config] gives `{name}` twice (inline, _file or _env: pick one)"
-                );
-            }
-        }
-        Ok(Operator {
+        let file = OperatorFile {
             pass_env: self.pass_env.clone(),
-            config: values,
-            grant,
-            sandbox_off: self.sandbox_off.iter().cloned().collect(),
+            config: self
+                .config
+                .iter()
+                .map(|(key, v)| {
+                    let raw = match v {
+                        toml::Value::String(s) => RawValue::Text(s.clone()),
+                        toml::Value::Integer(n) => RawValue::Integer(*n),
+                        toml::Value::Boolean(b) => RawValue::Boolean(*b),
+                        _ => RawValue::Other,
+                    };
+                    (key.clone(), raw)
+                })
+                .collect(),
+            grant: self.grant.clone(),
+            sandbox_off: self.sandbox_off.clone(),
             read: self.read.clone(),
-        })
+        };
+        Ok(Operator::from_file(id, &file)?)
     }
 }
 

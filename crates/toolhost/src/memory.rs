@@ -46,20 +46,7 @@ pub async fn trim_after_bursts(stop: CancellationToken) {
         seen = now;
         if load_ended || last_large.is_some_and(|t| t.elapsed() <= Duration::from_secs(10)) {
             // Off the async workers: a trim walks every arena.
-            let _ = tokio::task::spawn_blocking(trim).await;
+            let _ = tokio::task::spawn_blocking(toolhost_sandbox::trim_heap).await;
         }
     }
 }
-
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-#[allow(unsafe_code)]
-fn trim() {
-    // SAFETY: malloc_trim takes no pointers and only walks the allocator's
-    // own state under its locks; it is safe to call from any thread.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn trim() {}

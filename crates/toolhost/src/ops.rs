@@ -1,8 +1,8 @@
 //! Operator commands that talk to a running daemon over its admin socket:
 //! `status`, `tools`, `catalog show|push`, `plugins restart`.
 
-use crate::Format;
 use crate::config::Config;
+use crate::format::Format;
 use anyhow::{Context as _, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -257,7 +257,9 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
         let open: Vec<&str> = p
             .sandbox
             .iter()
-            .filter(|r| r.state != "enforced" && r.rule != "cpu_per_call")
+            .filter(|r| {
+                r.state != "enforced" && r.rule != toolhost_sandbox::Rule::CpuPerCall.as_str()
+            })
             .map(|r| r.rule.as_str())
             .collect();
         if !open.is_empty() {

@@ -15,7 +15,8 @@ use toolhost_mcp::{
 
 /// Descriptors kept back from HTTP connections by default.
 const DEFAULT_RESERVED_FDS: u64 = 128;
-use toolhost_pipeline::{Authorizer, AuthorizerAddress, Binding, Limits, Pipeline, Plugins};
+use toolhost_pipeline::{Authorizer, AuthorizerAddress, Binding, Limits, Pipeline};
+use toolhost_runtime::Plugins;
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -189,7 +190,10 @@ impl Daemon {
                 store.restore_fence(fence);
             }
         }
-        let hub = Hub::new(Arc::new(pipeline(s, &store, &plugins)?));
+        let hub = Hub::new(
+            Arc::new(pipeline(s, &store, &plugins)?),
+            Arc::clone(&plugins),
+        );
         if let Some(max) = s.max_sessions {
             hub.set_max_sessions(max);
         }
@@ -229,11 +233,11 @@ impl Daemon {
     async fn serve(self, s: &Settings, fd_limit: u64) -> Result<()> {
         tokio::spawn(Arc::clone(&self.hub).run_notifier());
         tokio::spawn(shutdown_signal(self.shutdown.clone()));
-        let admin_limits = toolhost_admin::ConnectionLimits {
+        let admin_limits = ConnectionLimits {
             max_connections: s
                 .admin_max_connections
-                .unwrap_or(toolhost_admin::ConnectionLimits::default().max_connections),
-            ..toolhost_admin::ConnectionLimits::default()
+                .unwrap_or(ConnectionLimits::admin().max_connections),
+            ..ConnectionLimits::admin()
         };
         self.serve_admin(s, admin_limits).await?;
         let http_task = match &s.http {
@@ -260,7 +264,7 @@ impl Daemon {
             tracing::warn!("some plugins did not stop in time");
         }
         toolhost_runtime::remove_run_dir();
-        toolhost_runtime::sandbox::remove_cgroup_root();
+        toolhost_sandbox::remove_cgroup_root();
         if let Some(t) = http_task {
             let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
         }
@@ -268,11 +272,7 @@ impl Daemon {
     }
 
     /// The admin API: a 0600 Unix socket, and TCP with a token if asked.
-    async fn serve_admin(
-        &self,
-        s: &Settings,
-        limits: toolhost_admin::ConnectionLimits,
-    ) -> Result<()> {
+    async fn serve_admin(&self, s: &Settings, limits: ConnectionLimits) -> Result<()> {
         let (admin, stop, socket) = (
             self.admin.clone(),
             self.shutdown.clone(),
@@ -313,7 +313,7 @@ impl Daemon {
         s: &Settings,
         h: &HttpSettings,
         fd_limit: u64,
-        admin: toolhost_admin::ConnectionLimits,
+        admin: ConnectionLimits,
     ) -> Result<tokio::task::JoinHandle<()>> {
         let listener = tokio::net::TcpListener::bind(&h.listen)
             .await
@@ -378,7 +378,7 @@ fn pipeline(s: &Settings, store: &Arc<Store>, plugins: &Arc<Plugins>) -> Result<
             .unwrap_or(d.max_calls_per_plugin)
             .max(1),
     };
-    let mut pipeline = Pipeline::new(Arc::clone(store), Arc::clone(plugins), limits);
+    let mut pipeline = Pipeline::new(Arc::clone(store), Arc::clone(plugins) as _, limits);
     if let Some((addr, timeout)) = &s.authorize {
         let address = AuthorizerAddress::parse(addr)?;
         pipeline = pipeline.with_authorizer(Authorizer::new(&address, *timeout)?);

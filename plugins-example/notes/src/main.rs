@@ -11,6 +11,8 @@
 //! `tidy_tags` reports progress, and `delete_notes` asks the user before it
 //! deletes anything.
 
+#![forbid(unsafe_code)]
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;

@@ -34,6 +34,8 @@
 //! the data directory, one line each, so tests can count what the plugin
 //! really saw.
 
+#![forbid(unsafe_code)]
+
 use serde_json::{Map, Value, json};
 use std::io::Write as _;
 use std::process::ExitCode;

@@ -5,6 +5,8 @@
 //! `floor [--json]`: `--json` serves session-less JSON responses (rmcp's
 //! `legacy_session_mode = false`, `json_response = true`).
 
+#![forbid(unsafe_code)]
+
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,

@@ -1,14 +1,25 @@
-//! The running plugins, as the pipeline sees them at call time.
+//! The running-plugin registry: which plugin processes this daemon
+//! supervises, in which state, and which processes are theirs.
+//!
+//! The lifecycle writes it (a plugin started, replaced, removed, or held
+//! back for configuration); the pipeline reads it at call time; the admin
+//! socket asks it whether a peer is a plugin's process.
 //!
 //! During an upgrade two versions of a plugin run side by side: calls
 //! authorized against the old declaration go to the old process, calls
 //! against the new one to the new, so the switch fails no call the rules do
 //! not say must fail. Hence the registry is keyed by id *and* version.
+//!
+//! Readers never lock: the maps are replaced whole on every change. The
+//! set of process-group leaders ([`Leaders`]) is the registry's too.
 
+use crate::client::PluginClient;
+use crate::leaders::Leaders;
+use crate::spec::PluginSpec;
+use crate::supervisor::{Phase, PluginHandle, SupervisorConfig};
 use arc_swap::ArcSwap;
 use std::collections::HashMap;
 use std::sync::Arc;
-use toolhost_runtime::{Phase, PluginClient, PluginHandle};
 
 /// Why no client for a plugin could be had. Each message is written for
 /// the model.
@@ -55,6 +66,9 @@ pub struct Plugins {
     map: ArcSwap<HashMap<String, Vec<Arc<PluginHandle>>>>,
     /// Plugins held back for missing configuration: id -> missing items.
     needs_config: ArcSwap<std::collections::BTreeMap<String, Vec<String>>>,
+    /// The process-group leaders of every process supervised through
+    /// [`Plugins::supervise`].
+    leaders: Leaders,
 }
 
 impl Plugins {
@@ -62,6 +76,25 @@ impl Plugins {
     #[must_use]
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Starts supervising a plugin whose processes count as this
+    /// registry's ([`Plugins::is_plugin_process`]). The handle is not
+    /// registered: [`Plugins::insert`] does that when it should take calls.
+    #[must_use]
+    pub fn supervise(&self, spec: PluginSpec, config: SupervisorConfig) -> Arc<PluginHandle> {
+        Arc::new(crate::supervisor::supervise_among(
+            spec,
+            config,
+            self.leaders.clone(),
+        ))
+    }
+
+    /// Whether `pid` is a process of one of these plugins, or one such a
+    /// process started: the admin socket refuses such peers.
+    #[must_use]
+    pub fn is_plugin_process(&self, pid: u32) -> bool {
+        self.leaders.is_plugin_process(pid)
     }
 
     /// Adds a handle, replacing one of the same id and version.
@@ -191,5 +224,31 @@ impl Plugins {
             (Phase::Stopped, _) => Err(PluginUnavailable::Stopped(id)),
             (Phase::Failed, _) => Err(PluginUnavailable::Failed(id)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plugin_without_a_process_says_why() {
+        let plugins = Plugins::new();
+        assert_eq!(
+            plugins.client("notes", "1.0.0").err(),
+            Some(PluginUnavailable::NotRunning("notes".into()))
+        );
+        plugins.set_needs_config("notes", &["token".to_owned()]);
+        assert_eq!(
+            plugins.client("notes", "1.0.0").err(),
+            Some(PluginUnavailable::NeedsConfig("notes".into()))
+        );
+        assert_eq!(
+            plugins.needs_config().get("notes"),
+            Some(&vec!["token".to_owned()])
+        );
+        plugins.set_needs_config("notes", &[]);
+        assert!(plugins.needs_config().is_empty());
+        assert!(plugins.all().is_empty());
     }
 }

@@ -1,466 +1,40 @@
-//! The lifecycle operations and the embedded authority.
+//! The operations: install, upgrade, enable, disable, remove, and
+//! configuration changes. One runs at a time (`Lifecycle::ops`); each ends
+//! in a new catalog revision that connected agents learn through
+//! `tools/list_changed`, and neither toolhost nor any session restarts.
+//!
+//! In managed mode every one is refused: the backend owns what is active.
+//!
+//! Kept in one file on purpose (about 550 lines of code, then its tests):
+//! the operations share their steps (stage, validate against the set,
+//! place, start, wait, switch, drain), and `upgrade` and `set_config` are
+//! each one ordered sequence.
 
-use crate::files::{ArchiveLimits, StateFile, private_dir, stage, staging_dir, version_dir};
-use crate::settings::{self, ItemStatus, Operator, Resolved, SandboxConfig, Stored};
-use arc_swap::ArcSwap;
+use super::records::{Inner, Origin, Record};
+use super::{Lifecycle, LifecycleError, invalid, io};
+use crate::files::{stage, staging_dir, version_dir};
+use crate::settings::{self, ItemStatus};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
-use toolhost_catalog::{Installed, Outcome, Snapshot, Store};
-use toolhost_manifest::{Manifest, check_set, expand_plugin_dirs, naming};
-use toolhost_pipeline::Plugins;
-use toolhost_runtime::sandbox::RuleStatus;
-use toolhost_runtime::{Phase, PluginHandle, PluginSpec, SupervisorConfig, supervise};
-
-/// Where things live and how plugins run.
-#[derive(Debug, Clone)]
-pub struct LifecycleConfig {
-    /// Exposed-name prefix.
-    pub prefix: String,
-    /// `plugins.json`, `plugins/` (installed) and `data/` live here.
-    pub state_dir: PathBuf,
-    /// The configuration's plugin paths (static plugins).
-    pub static_paths: Vec<PathBuf>,
-    /// How plugins are supervised.
-    pub supervisor: SupervisorConfig,
-    /// A backend owns the catalog: lifecycle operations are refused, and no
-    /// embedded snapshots are published.
-    pub managed: bool,
-    /// How long an upgrade waits for the old process's calls to finish.
-    pub drain_timeout: Duration,
-    /// Caps on what an installed archive may unpack to.
-    pub archive_limits: ArchiveLimits,
-    /// Per plugin id, what the operator decided: environment, values,
-    /// grants, sandbox rules turned off.
-    pub operators: BTreeMap<String, Operator>,
-    /// The sandbox's daemon-wide settings.
-    pub sandbox: SandboxConfig,
-}
-
-/// Why an operation was refused or failed. Each message says what to do.
-#[derive(Debug, thiserror::Error)]
-pub enum LifecycleError {
-    /// The plugin does not validate: every problem, one per line.
-    #[error("{}", problems.join("\n"))]
-    Invalid {
-        /// Each problem, naming its file, tool and rule.
-        problems: Vec<String>,
-    },
-    /// The source could not be read (a missing directory, a bad archive).
-    #[error("cannot read {path}: {source}")]
-    Unreadable {
-        /// What was to be installed.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// No installed plugin by that id.
-    #[error("no plugin {id:?} is installed{hint}")]
-    NotFound {
-        /// The id asked for.
-        id: String,
-        /// What to do instead (may be empty).
-        hint: &'static str,
-    },
-    /// Managed mode: the backend owns the catalog.
-    #[error(
-        "toolhost is in managed mode: the backend owns the catalog, so plugins are installed and \
-         switched by editing the configuration and restarting, and activated by the backend's pushes"
-    )]
-    Managed,
-    /// The plugin comes from the configuration's `plugins` paths.
-    #[error("plugin {id} comes from the configuration's plugins paths; {what} it there")]
-    Static {
-        /// The plugin.
-        id: String,
-        /// What to do there ("upgrade", "remove").
-        what: &'static str,
-    },
-    /// Already installed (install), or already at that version (upgrade).
-    #[error("plugin {id} is already {state}")]
-    AlreadyThere {
-        /// The plugin.
-        id: String,
-        /// "installed (version 1.0.0); use upgrade", "at version 1.0.0".
-        state: String,
-    },
-    /// A required configuration value is missing: the plugin is not
-    /// started until it is set.
-    #[error(
-        "plugin {id} needs configuration before it can start: set {} (toolhost plugins config {id} NAME=VALUE, or [plugin.\"{id}\".config] in the configuration file)",
-        missing.join(", ")
-    )]
-    NeedsConfig {
-        /// The plugin.
-        id: String,
-        /// The required items without a value.
-        missing: Vec<String>,
-    },
-    /// The plugin did not become ready.
-    #[error("{reason}")]
-    StartFailed {
-        /// The plugin.
-        id: String,
-        /// Why, and what still holds (the old version keeps serving, ...).
-        reason: String,
-    },
-    /// File system trouble.
-    #[error("{what} ({path}): {source}")]
-    Io {
-        /// What was being done.
-        what: &'static str,
-        /// Where.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-}
-
-/// One plugin, for listings.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PluginInfo {
-    /// Id.
-    pub id: String,
-    /// Version.
-    pub version: String,
-    /// Enabled.
-    pub enabled: bool,
-    /// `installed` (managed by toolhost) or `static` (from the configuration).
-    pub origin: &'static str,
-    /// Required configuration items without a value (it is not started).
-    pub needs_config: Vec<String>,
-    /// Each declared configuration item's state (never a value).
-    pub config: Vec<ItemStatus>,
-    /// What its manifest asks for, one line each.
-    pub asks: Vec<String>,
-    /// Declared capabilities the operator has not granted.
-    pub ungranted: Vec<String>,
-    /// Each sandbox rule and whether it holds on this kernel.
-    pub sandbox: Vec<RuleStatus>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Origin {
-    Static,
-    Installed,
-}
-
-#[derive(Debug)]
-struct Record {
-    manifest: Manifest,
-    origin: Origin,
-    enabled: bool,
-    handle: Option<Arc<PluginHandle>>,
-    /// Its configuration, resolved; a plugin with a required item missing
-    /// is not started.
-    resolved: Resolved,
-    /// Its tools may be listed: it was present at start-up, or has been ready
-    /// since it was installed or enabled.
-    listable: bool,
-}
-
-#[derive(Debug)]
-struct Inner {
-    records: BTreeMap<String, Record>,
-    file: StateFile,
-    generation: String,
-    revision: u64,
-    /// (id, version) of the plugins in the last published snapshot.
-    listed: Option<Vec<(String, String)>>,
-}
-
-/// The installed plugins and what happens to them.
-#[derive(Debug)]
-pub struct Lifecycle {
-    cfg: LifecycleConfig,
-    store: Arc<Store>,
-    plugins: Arc<Plugins>,
-    installed: Arc<ArcSwap<Installed>>,
-    /// One operation at a time.
-    ops: tokio::sync::Mutex<()>,
-    inner: Mutex<Inner>,
-    recompute: mpsc::UnboundedSender<()>,
-    stored: Stored,
-}
-
-/// An I/O error while doing `what` at `path`.
-fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> LifecycleError {
-    let path = path.to_path_buf();
-    move |source| LifecycleError::Io { what, path, source }
-}
-
-fn invalid(problems: &[toolhost_manifest::Problem]) -> LifecycleError {
-    LifecycleError::Invalid {
-        problems: problems.iter().map(ToString::to_string).collect(),
-    }
-}
+use toolhost_manifest::{Manifest, naming};
+use toolhost_runtime::{Phase, PluginHandle};
 
 impl Lifecycle {
-    fn install_dir(&self) -> PathBuf {
-        self.cfg.state_dir.join("plugins")
-    }
-
-    fn state_file(&self) -> PathBuf {
-        self.cfg.state_dir.join("plugins.json")
-    }
-
-    fn data_root(&self) -> PathBuf {
-        self.cfg.state_dir.join("data")
-    }
-
-    /// Loads what is installed, removes what an interrupted operation left
-    /// behind, starts every enabled plugin, and (embedded mode) publishes the
-    /// first catalog revision. Returns the lifecycle and the problems of
-    /// plugins that were not loaded.
-    ///
-    /// Kept whole on purpose: start-up is one ordered sequence (read the state,
-    /// clean leftovers, validate the set, start, publish), and each step
-    /// feeds the next.
-    pub fn open(
-        cfg: LifecycleConfig,
-        store: Arc<Store>,
-        plugins: Arc<Plugins>,
-    ) -> Result<(Arc<Self>, Vec<String>), LifecycleError> {
-        // Plugin data holds agent text: nobody else may read the state.
-        private_dir(&cfg.state_dir)
-            .map_err(io("cannot create the state directory", &cfg.state_dir))?;
-        let state_path = cfg.state_dir.join("plugins.json");
-        let file = StateFile::load(&state_path)
-            .map_err(io("cannot read the plugin state", &state_path))?;
-        let install_dir = cfg.state_dir.join("plugins");
-        clean(&install_dir, &file);
-
-        let (static_dirs, mut problems) = expand_plugin_dirs(&cfg.static_paths);
-        let installed_dirs: Vec<PathBuf> = file
-            .installed
-            .iter()
-            .map(|(id, v)| version_dir(&install_dir, id, v))
-            .collect();
-        let all: Vec<PathBuf> = static_dirs
-            .iter()
-            .cloned()
-            .chain(installed_dirs.iter().cloned())
-            .collect();
-        let set = check_set(&cfg.prefix, &all);
-        // A configured or installed plugin with a broken schema serves its
-        // other tools; the broken one is withheld by the catalog.
-        for m in &set.plugins {
-            for d in &m.defects {
-                tracing::error!(plugin = %m.id, "tool withheld: {d}");
-            }
-        }
-        let mut warnings: Vec<String> = problems
-            .drain(..)
-            .chain(set.problems)
-            .map(|p| p.to_string())
-            .collect();
-        let mut records = BTreeMap::new();
-        for m in set.plugins {
-            let origin = if installed_dirs.contains(&m.dir) {
-                Origin::Installed
-            } else {
-                Origin::Static
-            };
-            let enabled = !file.disabled.contains(&m.id);
-            let resolved = resolve_for(&cfg, &m, &mut warnings);
-            records.insert(
-                m.id.clone(),
-                Record {
-                    manifest: m,
-                    origin,
-                    enabled,
-                    handle: None,
-                    resolved,
-                    listable: true,
-                },
-            );
-        }
-        for id in file.installed.keys() {
-            if !records.contains_key(id) {
-                warnings.push(format!("installed plugin {id} could not be loaded"));
-            }
-        }
-        let installed = Arc::new(ArcSwap::from_pointee(Installed::from_manifests(
-            records.values().map(|r| &r.manifest),
-        )));
-        let (tx, rx) = mpsc::unbounded_channel();
-        let lc_state_dir = cfg.state_dir.clone();
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis());
-        let lc = Arc::new(Self {
-            inner: Mutex::new(Inner {
-                records,
-                file,
-                generation: format!("embedded-{now}-{}", std::process::id()),
-                revision: 0,
-                listed: None,
-            }),
-            cfg,
-            store,
-            plugins,
-            installed,
-            ops: tokio::sync::Mutex::new(()),
-            recompute: tx,
-            stored: Stored::new(&lc_state_dir),
-        });
-        {
-            let mut inner = lc.lock();
-            let ids: Vec<String> = inner
-                .records
-                .iter()
-                .filter(|(_, r)| r.enabled)
-                .map(|(id, _)| id.clone())
-                .collect();
-            for id in ids {
-                if let Some(r) = inner.records.get_mut(&id) {
-                    if r.resolved.missing.is_empty() {
-                        r.handle = Some(lc.start(&r.manifest, &r.resolved));
-                    } else {
-                        tracing::warn!(plugin = %id, missing = ?r.resolved.missing, "plugin not started: it needs configuration");
-                        lc.plugins.set_needs_config(&id, &r.resolved.missing);
-                    }
-                }
-            }
-        }
-        if !lc.cfg.managed {
-            lc.publish();
-            tokio::spawn(authority(Arc::clone(&lc), rx));
-        }
-        Ok((lc, warnings))
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The installed declarations (for checking pushes in managed mode).
-    #[must_use]
-    pub fn installed(&self) -> Arc<ArcSwap<Installed>> {
-        Arc::clone(&self.installed)
-    }
-
-    fn operator(&self, id: &str) -> Operator {
-        self.cfg.operators.get(id).cloned().unwrap_or_default()
-    }
-
-    /// What the runtime runs for `m`: its environment, configuration and
-    /// sandbox.
-    fn spec(&self, m: &Manifest, resolved: &Resolved) -> PluginSpec {
-        let op = self.operator(&m.id);
-        let mut spec = crate::spec::plugin_spec(m, &self.data_root());
-        spec.pass_env = settings::pass_env(m, &op);
-        spec.config.clone_from(&resolved.delivered);
-        spec.sandbox = settings::sandbox_policy(m, &op, &self.cfg.sandbox);
-        spec
-    }
-
-    /// Starts supervising a plugin and registers it; its state changes feed
-    /// the authority.
-    fn start(&self, m: &Manifest, resolved: &Resolved) -> Arc<PluginHandle> {
-        let handle = self.spawn(m, resolved);
-        self.plugins.set_needs_config(&m.id, &[]);
-        self.plugins.insert(Arc::clone(&handle));
-        handle
-    }
-
-    /// Starts supervising a plugin without registering it (a replacement
-    /// that must be ready before it takes over); its state changes feed
-    /// the authority.
-    fn spawn(&self, m: &Manifest, resolved: &Resolved) -> Arc<PluginHandle> {
-        toolhost_runtime::sandbox::log_kernel_gaps();
-        let handle = Arc::new(supervise(
-            self.spec(m, resolved),
-            self.cfg.supervisor.clone(),
-        ));
-        let mut w = handle.subscribe();
-        let tx = self.recompute.clone();
-        tokio::spawn(async move {
-            while w.changed().await.is_ok() {
-                if tx.send(()).is_err() {
-                    break;
-                }
-            }
-        });
-        handle
-    }
-
-    /// Publishes a new revision if the set of listed plugins changed, and
-    /// returns the current revision. Embedded mode only.
-    fn publish(&self) -> u64 {
-        if self.cfg.managed {
-            return self.store.current().revision();
-        }
-        let mut inner = self.lock();
-        for r in inner.records.values_mut() {
-            if r.handle
-                .as_ref()
-                .is_some_and(|h| h.state().phase == Phase::Ready)
-            {
-                r.listable = true;
-            }
-        }
-        let listed: Vec<&Manifest> = inner
-            .records
-            .values()
-            .filter(|r| {
-                r.enabled
-                    && r.listable
-                    && r.handle
-                        .as_ref()
-                        .is_some_and(|h| !matches!(h.state().phase, Phase::Failed | Phase::Stopped))
-            })
-            .map(|r| &r.manifest)
-            .collect();
-        let key: Vec<(String, String)> = listed
-            .iter()
-            .map(|m| (m.id.clone(), m.version.to_string()))
-            .collect();
-        if inner.listed.as_ref() == Some(&key) {
-            return inner.revision;
-        }
-        let revision = inner.revision + 1;
-        let snapshot =
-            Snapshot::from_manifests(&self.cfg.prefix, inner.generation.clone(), revision, listed);
-        let r = self.store.offer(snapshot);
-        if matches!(r.outcome, Outcome::Accepted | Outcome::Unchanged) {
-            tracing::info!(generation = %inner.generation, revision, plugins = key.len(), "catalog revision");
-        } else {
-            tracing::error!(outcome = r.outcome.as_str(), reasons = ?r.reasons, "the embedded catalog was refused");
-        }
-        for d in &r.defects {
-            tracing::error!(tool = %d.tool, reason = %d.reason, "tool withheld");
-        }
-        inner.revision = revision;
-        inner.listed = Some(key);
-        revision
-    }
-
-    fn refuse_if_managed(&self) -> Result<(), LifecycleError> {
+    pub(super) fn refuse_if_managed(&self) -> Result<(), LifecycleError> {
         if self.cfg.managed {
             return Err(LifecycleError::Managed);
         }
         Ok(())
     }
 
-    fn save(&self, inner: &Inner) -> Result<(), LifecycleError> {
-        inner
-            .file
-            .save(&self.state_file())
-            .map_err(io("cannot write the plugin state", &self.state_file()))
-    }
-
-    fn refresh_installed(&self, inner: &Inner) {
-        self.installed.store(Arc::new(Installed::from_manifests(
-            inner.records.values().map(|r| &r.manifest),
-        )));
-    }
-
     /// Stages `source` (a plugin directory or a `.tar.gz` of one), loads and
     /// validates it. The staging directory is removed on failure.
-    fn stage_and_load(&self, source: &Path) -> Result<(PathBuf, Manifest), LifecycleError> {
+    pub(super) fn stage_and_load(
+        &self,
+        source: &Path,
+    ) -> Result<(PathBuf, Manifest), LifecycleError> {
         let staging = staging_dir(&self.install_dir())
             .map_err(io("cannot stage the plugin", &self.install_dir()))?;
         let loaded = stage(source, &staging, self.cfg.archive_limits)
@@ -487,7 +61,7 @@ impl Lifecycle {
     }
 
     /// Exposed-name collisions between `m` and every other installed plugin.
-    fn collisions(&self, inner: &Inner, m: &Manifest) -> Result<(), LifecycleError> {
+    pub(super) fn collisions(&self, inner: &Inner, m: &Manifest) -> Result<(), LifecycleError> {
         let mut pairs: Vec<(&str, &str)> = inner
             .records
             .values()
@@ -517,7 +91,7 @@ impl Lifecycle {
     }
 
     /// Moves a staged plugin into `<id>@<version>` and reloads it from there.
-    fn place(&self, staging: &Path, m: &Manifest) -> Result<Manifest, LifecycleError> {
+    pub(super) fn place(&self, staging: &Path, m: &Manifest) -> Result<Manifest, LifecycleError> {
         let target = version_dir(&self.install_dir(), &m.id, &m.version.to_string());
         if target.exists() {
             let _ = std::fs::remove_dir_all(&target);
@@ -527,7 +101,11 @@ impl Lifecycle {
         Manifest::load(&target).map_err(|p| invalid(&p))
     }
 
-    async fn wait_ready(&self, h: &PluginHandle, m: &Manifest) -> Result<(), LifecycleError> {
+    pub(super) async fn wait_ready(
+        &self,
+        h: &PluginHandle,
+        m: &Manifest,
+    ) -> Result<(), LifecycleError> {
         let mut rx = h.subscribe();
         let limit = Duration::from_millis(m.runtime.startup_timeout_ms) + Duration::from_secs(2);
         let waited = tokio::time::timeout(
@@ -775,7 +353,7 @@ impl Lifecycle {
         self.disable_locked(id).await
     }
 
-    async fn disable_locked(&self, id: &str) -> Result<u64, LifecycleError> {
+    pub(super) async fn disable_locked(&self, id: &str) -> Result<u64, LifecycleError> {
         let handle = {
             let mut inner = self.lock();
             let Some(r) = inner.records.get_mut(id) else {
@@ -843,20 +421,9 @@ impl Lifecycle {
         Ok(self.publish())
     }
 
-    /// Resolves `m`'s configuration now, logging what is wrong with the
-    /// file's values.
-    fn resolve_logged(&self, m: &Manifest) -> Resolved {
-        let mut warnings = Vec::new();
-        let r = resolve_for(&self.cfg, m, &mut warnings);
-        for w in warnings {
-            tracing::warn!("{w}");
-        }
-        r
-    }
-
     /// Lets the calls already on `old` finish (up to the drain timeout),
     /// then stops it.
-    async fn drain_and_stop(&self, old: &PluginHandle) {
+    pub(super) async fn drain_and_stop(&self, old: &PluginHandle) {
         if let Some(client) = old.client() {
             let deadline = tokio::time::Instant::now() + self.cfg.drain_timeout;
             while client.in_flight() > 0 && tokio::time::Instant::now() < deadline {
@@ -993,86 +560,96 @@ impl Lifecycle {
         }
         Ok((revision, items))
     }
-
-    /// Every plugin, by id.
-    #[must_use]
-    pub fn list(&self) -> Vec<PluginInfo> {
-        self.lock()
-            .records
-            .values()
-            .map(|r| {
-                let op = self.operator(&r.manifest.id);
-                PluginInfo {
-                    id: r.manifest.id.clone(),
-                    version: r.manifest.version.to_string(),
-                    enabled: r.enabled,
-                    origin: match r.origin {
-                        Origin::Static => "static",
-                        Origin::Installed => "installed",
-                    },
-                    needs_config: r.resolved.missing.clone(),
-                    config: r.resolved.items.clone(),
-                    asks: toolhost_manifest::grants::asks(&r.manifest),
-                    ungranted: settings::ungranted(&r.manifest, &op),
-                    sandbox: toolhost_runtime::sandbox::enforcement(&settings::sandbox_policy(
-                        &r.manifest,
-                        &op,
-                        &self.cfg.sandbox,
-                    )),
-                }
-            })
-            .collect()
-    }
-
-    /// Stops every plugin (daemon shutdown).
-    pub async fn shutdown(&self) {
-        let handles = self.plugins.all();
-        futures::future::join_all(handles.iter().map(|h| h.stop())).await;
-    }
 }
 
-/// Resolves `m`'s configuration from its stored values and the file's,
-/// adding what is wrong with them to `warnings`.
-fn resolve_for(cfg: &LifecycleConfig, m: &Manifest, warnings: &mut Vec<String>) -> Resolved {
-    let stored = Stored::new(&cfg.state_dir).load(&m.id).unwrap_or_else(|e| {
-        warnings.push(format!(
-            "plugin {}: its stored configuration is unreadable and ignored: {e}",
-            m.id
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
+
+    use super::super::fixture::{Scratch, config, disabled_static_plugin, open, plugin};
+    use super::*;
+
+    #[tokio::test]
+    async fn managed_mode_refuses_every_operation() {
+        let state = Scratch::new("ops-managed");
+        let mut cfg = config(&state.0);
+        cfg.managed = true;
+        let (lc, _, _) = open(cfg);
+        let source = plugin(&state.0, "tp", "1.0.0");
+        assert!(matches!(
+            lc.install(&source).await,
+            Err(LifecycleError::Managed)
         ));
-        BTreeMap::new()
-    });
-    let file = cfg
-        .operators
-        .get(&m.id)
-        .map(|o| o.config.clone())
-        .unwrap_or_default();
-    warnings.extend(settings::check_file(m, &file));
-    settings::resolve(m, &stored, &settings::without_inline_secrets(m, &file))
-}
+        assert!(matches!(
+            lc.upgrade(&source).await,
+            Err(LifecycleError::Managed)
+        ));
+        assert!(matches!(
+            lc.enable("tp").await,
+            Err(LifecycleError::Managed)
+        ));
+        assert!(matches!(
+            lc.disable("tp").await,
+            Err(LifecycleError::Managed)
+        ));
+        assert!(matches!(
+            lc.remove("tp", false).await,
+            Err(LifecycleError::Managed)
+        ));
+    }
 
-/// Removes staging directories and installed versions the state file does
-/// not name: the leftovers of an interrupted install or upgrade.
-fn clean(install_dir: &Path, file: &StateFile) {
-    let Ok(entries) = std::fs::read_dir(install_dir) else {
-        return;
-    };
-    for e in entries.filter_map(Result::ok) {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let keep = name
-            .split_once('@')
-            .is_some_and(|(id, v)| file.installed.get(id).is_some_and(|iv| iv == v));
-        if !keep {
-            tracing::warn!(leftover = %name, "removing what an interrupted install or upgrade left behind");
-            let _ = std::fs::remove_dir_all(e.path());
+    #[tokio::test]
+    async fn an_unknown_plugin_is_not_found_by_any_operation() {
+        let state = Scratch::new("ops-unknown");
+        let (lc, _, _) = open(config(&state.0));
+        for r in [
+            lc.enable("nope").await,
+            lc.disable("nope").await,
+            lc.remove("nope", true).await,
+        ] {
+            assert!(matches!(r, Err(LifecycleError::NotFound { ref id, .. }) if id == "nope"));
         }
     }
-}
 
-/// Publishes a revision whenever a plugin's state changes in a way that
-/// changes what is listed.
-async fn authority(lc: Arc<Lifecycle>, mut rx: mpsc::UnboundedReceiver<()>) {
-    while rx.recv().await.is_some() {
-        while rx.try_recv().is_ok() {}
-        lc.publish();
+    #[tokio::test]
+    async fn an_invalid_plugin_is_refused_whole_and_leaves_nothing_behind() {
+        let state = Scratch::new("ops-invalid");
+        let (lc, store, _) = open(config(&state.0));
+        let source = plugin(&state.0, "tp", "1.0.0");
+        std::fs::write(source.join("plugin.toml"), "id = \"tp\"\nversion = \"x\"\n").unwrap();
+        let Err(LifecycleError::Invalid { problems }) = lc.install(&source).await else {
+            panic!("accepted an invalid plugin");
+        };
+        assert!(!problems.is_empty());
+        let left: Vec<_> = std::fs::read_dir(state.0.join("plugins"))
+            .map(|d| d.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "left behind: {left:?}");
+        assert_eq!(store.current().revision(), 1, "no revision for a refusal");
+        assert!(lc.list().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_static_plugin_is_neither_upgraded_nor_removed_here() {
+        let state = Scratch::new("ops-static");
+        let cfg = disabled_static_plugin(&state.0);
+        let (lc, _, _) = open(cfg);
+        let newer = plugin(&state.0, "tp", "2.0.0");
+        assert!(matches!(
+            lc.upgrade(&newer).await,
+            Err(LifecycleError::Static {
+                what: "upgrade",
+                ..
+            })
+        ));
+        assert!(matches!(
+            lc.remove("tp", false).await,
+            Err(LifecycleError::Static {
+                what: "remove (or disable)",
+                ..
+            })
+        ));
+        // Disabling an already disabled plugin changes nothing and fails nothing.
+        assert!(lc.disable("tp").await.is_ok());
     }
 }

@@ -1,182 +1,18 @@
-//! A plugin's configuration values and the operator's grants: where they
-//! come from, how they are checked against what the manifest declares, and
-//! what the plugin is given.
+//! Each declared configuration item resolved from its sources (the admin
+//! API's stored value, then the file's, then the manifest's default),
+//! typed and checked against its declaration; and the admin-set values'
+//! storage.
 //!
-//! Values come from three places; for each item the first that has one
-//! wins:
-//!
-//! 1. set through the admin API (`SetPluginConfig`, `toolhost plugins
-//!    config`), kept in `<state_dir>/config/<id>.json` (0600, in a 0700
-//!    directory, written whole and renamed into place);
-//! 2. the configuration file's `[plugin.<id>.config]` (plain values inline,
-//!    secrets only from `<name>_file` or `<name>_env`);
-//! 3. the manifest's default.
-//!
-//! A required item with none of them is *missing*: the plugin is not
-//! started (it `needs_config`) and its tools are withheld.
-//!
-//! What this module must not do: put a value in an error, a log line or a
-//! status. Problems name the item and the rule, never what was supplied.
+//! Nothing here puts a value in an error, a log line or a status: problems
+//! name the item and the rule.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use toolhost_manifest::Manifest;
-use toolhost_manifest::grants::{Access, ConfigDecl, ConfigType, ConfigValue, Network};
+use toolhost_manifest::grants::{ConfigDecl, ConfigType, ConfigValue};
 use toolhost_runtime::Delivered;
-use toolhost_runtime::sandbox::{FsAccess, FsRule, NetPolicy, SandboxPolicy};
 
-/// Where a supplied value came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
-    /// The admin API.
-    Admin,
-    /// Inline in the configuration file.
-    File,
-    /// A file named by the configuration file (`<name>_file`).
-    SecretFile,
-    /// An environment variable of the daemon (`<name>_env`).
-    Env,
-    /// The manifest's default.
-    Default,
-}
-
-impl Source {
-    /// For status output.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Admin => "admin",
-            Self::File => "config file",
-            Self::SecretFile => "secret file",
-            Self::Env => "environment",
-            Self::Default => "default",
-        }
-    }
-}
-
-/// One value as the operator supplied it: text to be parsed against the
-/// declared type, or already typed (TOML).
-#[derive(Clone, PartialEq, Eq)]
-pub enum Supplied {
-    /// Text (admin API, files, environment, TOML strings).
-    Text(String),
-    /// A TOML integer.
-    Integer(i64),
-    /// A TOML boolean.
-    Boolean(bool),
-}
-
-impl std::fmt::Debug for Supplied {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Supplied(redacted)")
-    }
-}
-
-/// The configuration file's values for one plugin, already read from their
-/// files and environment variables, or why one could not be.
-#[derive(Debug, Clone, Default)]
-pub struct FileValues {
-    /// By item name.
-    pub values: BTreeMap<String, (Supplied, Source)>,
-    /// Problems found while reading them (naming items, never values).
-    pub problems: Vec<String>,
-}
-
-/// Capabilities a plugin declared that the operator may grant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Grant {
-    /// Its declared paths.
-    Filesystem,
-    /// Its declared network access.
-    Network,
-    /// Its declared environment variables.
-    Env,
-}
-
-impl Grant {
-    /// Parses `filesystem`, `network` or `env`.
-    #[must_use]
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "filesystem" => Some(Self::Filesystem),
-            "network" => Some(Self::Network),
-            "env" => Some(Self::Env),
-            _ => None,
-        }
-    }
-
-    /// The name used in configuration.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Filesystem => "filesystem",
-            Self::Network => "network",
-            Self::Env => "env",
-        }
-    }
-}
-
-/// Sandbox rules an operator may turn off for one plugin.
-pub const SANDBOX_RULES: [&str; 6] = [
-    "no_new_privs",
-    "memory",
-    "open_files",
-    "processes",
-    "filesystem",
-    "network",
-];
-
-/// What the operator decided about one plugin (`[plugin.<id>]`).
-#[derive(Debug, Clone, Default)]
-pub struct Operator {
-    /// Variables of the daemon's environment it also gets.
-    pub pass_env: Vec<String>,
-    /// Configuration values.
-    pub config: FileValues,
-    /// Declared capabilities granted.
-    pub grant: BTreeSet<Grant>,
-    /// Sandbox rules turned off (names from [`SANDBOX_RULES`]).
-    pub sandbox_off: BTreeSet<String>,
-    /// More paths it may read and execute (an interpreter, say).
-    pub read: Vec<PathBuf>,
-}
-
-/// The sandbox's daemon-wide settings (`[sandbox]`).
-#[derive(Debug, Clone)]
-pub struct SandboxConfig {
-    /// Off for every plugin (the operator's choice; status says so).
-    pub enabled: bool,
-    /// Address space when a manifest asks for none, MiB.
-    pub default_memory_mb: u64,
-    /// The most any plugin gets, MiB.
-    pub max_memory_mb: u64,
-    /// Open files when a manifest asks for none.
-    pub default_open_files: u64,
-    /// The most any plugin gets.
-    pub max_open_files: u64,
-    /// Processes and threads when a manifest asks for none.
-    pub default_processes: u64,
-    /// The most any plugin gets.
-    pub max_processes: u64,
-    /// Paths every plugin may read and execute: interpreters and libraries
-    /// outside the system paths.
-    pub read: Vec<PathBuf>,
-}
-
-impl Default for SandboxConfig {
-    fn default() -> Self {
-        Self {
-            enabled: true,
-            default_memory_mb: 4096,
-            max_memory_mb: 16_384,
-            default_open_files: 1024,
-            max_open_files: 65_536,
-            default_processes: 256,
-            max_processes: 4096,
-            read: Vec::new(),
-        }
-    }
-}
+use super::sources::{FileValues, Source, Supplied};
 
 /// One item's state, for status: never its value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -399,107 +235,6 @@ pub fn without_inline_secrets(m: &Manifest, file: &FileValues) -> FileValues {
     kept
 }
 
-/// The environment names a plugin gets from the daemon: the operator's
-/// `pass_env`, plus its declared `env` capability when granted.
-#[must_use]
-pub fn pass_env(m: &Manifest, op: &Operator) -> Vec<String> {
-    let mut names = op.pass_env.clone();
-    if op.grant.contains(&Grant::Env) {
-        names.extend(m.capabilities.env.iter().cloned());
-    }
-    names.sort();
-    names.dedup();
-    names
-}
-
-/// The sandbox for `m`: limits from the manifest capped by the operator,
-/// paths and network as declared *and* granted, rules the operator turned
-/// off left out.
-#[must_use]
-pub fn sandbox_policy(m: &Manifest, op: &Operator, cfg: &SandboxConfig) -> SandboxPolicy {
-    if !cfg.enabled {
-        return SandboxPolicy::default();
-    }
-    let on = |rule: &str| !op.sandbox_off.contains(rule);
-    let caps = &m.capabilities;
-    let limit = |rule: &str, asked: Option<u64>, default: u64, max: u64| {
-        on(rule).then(|| asked.unwrap_or(default).min(max))
-    };
-    let filesystem = on("filesystem").then(|| {
-        let mut rules: Vec<FsRule> = cfg
-            .read
-            .iter()
-            .chain(&op.read)
-            .map(|p| FsRule {
-                path: p.clone(),
-                access: FsAccess::ReadExec,
-            })
-            .collect();
-        if op.grant.contains(&Grant::Filesystem) {
-            rules.extend(caps.filesystem.iter().map(|g| FsRule {
-                path: g.path.clone(),
-                access: match g.access {
-                    Access::Read => FsAccess::ReadExec,
-                    Access::Write => FsAccess::ReadWrite,
-                },
-            }));
-        }
-        rules
-    });
-    let network = on("network").then(|| {
-        if op.grant.contains(&Grant::Network) {
-            match &caps.network {
-                Network::None => NetPolicy::Deny,
-                Network::Connect(ports) => NetPolicy::Connect(ports.clone()),
-                Network::Any => NetPolicy::Any,
-            }
-        } else {
-            NetPolicy::Deny
-        }
-    });
-    SandboxPolicy {
-        no_new_privs: on("no_new_privs"),
-        memory_bytes: limit(
-            "memory",
-            caps.memory_mb,
-            cfg.default_memory_mb,
-            cfg.max_memory_mb,
-        )
-        .map(|mb| mb.saturating_mul(1 << 20)),
-        open_files: limit(
-            "open_files",
-            caps.open_files,
-            cfg.default_open_files,
-            cfg.max_open_files,
-        ),
-        processes: limit(
-            "processes",
-            caps.processes,
-            cfg.default_processes,
-            cfg.max_processes,
-        ),
-        filesystem,
-        network,
-    }
-}
-
-/// Which declared capabilities were asked for and not granted, in words.
-#[must_use]
-pub fn ungranted(m: &Manifest, op: &Operator) -> Vec<String> {
-    let caps = &m.capabilities;
-    let mut out = Vec::new();
-    if !caps.filesystem.is_empty() && !op.grant.contains(&Grant::Filesystem) {
-        out.push("filesystem".to_owned());
-    }
-    if caps.network != Network::None && !op.grant.contains(&Grant::Network) {
-        out.push("network".to_owned());
-    }
-    if !caps.env.is_empty() && !op.grant.contains(&Grant::Env) {
-        out.push("env".to_owned());
-    }
-    out
-}
-
 /// The admin-set values of every plugin, one file each under
 /// `<state_dir>/config/`.
 #[derive(Debug)]
@@ -572,45 +307,7 @@ impl Stored {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn manifest() -> Manifest {
-        let text = r#"
-id = "acme.jira"
-version = "1.0.0"
-name = "Jira"
-
-[runtime]
-command = "/bin/sh"
-
-[[config]]
-name = "base_url"
-description = "The site."
-type = "string"
-default = "https://jira.example.com"
-
-[[config]]
-name = "token"
-description = "An API token."
-type = "string"
-required = true
-secret = true
-
-[[config]]
-name = "page_size"
-description = "Per page."
-type = "integer"
-
-[capabilities]
-network = { connect = [443] }
-filesystem = [{ path = "/srv/shared", access = "write" }]
-env = ["HTTPS_PROXY"]
-memory_mb = 100000
-"#;
-        match Manifest::parse(Path::new("/"), text) {
-            Ok(m) => m,
-            Err(p) => panic!("{p:#?}"),
-        }
-    }
+    use crate::settings::sample::manifest;
 
     #[test]
     fn a_missing_required_item_is_named_and_withheld_from_the_delivery() {
@@ -665,31 +362,5 @@ memory_mb = 100000
         assert!(all.contains("`page_size` must be an integer"), "{all}");
         assert!(all.contains("declares no config item `nope`"), "{all}");
         assert!(!all.contains("lots-of-secret-text"));
-    }
-
-    #[test]
-    fn capabilities_apply_only_when_granted_and_limits_are_capped() {
-        let m = manifest();
-        let cfg = SandboxConfig::default();
-        let none = sandbox_policy(&m, &Operator::default(), &cfg);
-        assert_eq!(none.network, Some(NetPolicy::Deny));
-        assert_eq!(none.filesystem, Some(Vec::new()));
-        assert_eq!(none.memory_bytes, Some(cfg.max_memory_mb << 20));
-        assert_eq!(pass_env(&m, &Operator::default()), Vec::<String>::new());
-        let op = Operator {
-            grant: [Grant::Network, Grant::Filesystem, Grant::Env].into(),
-            sandbox_off: ["processes".to_owned()].into(),
-            ..Operator::default()
-        };
-        let granted = sandbox_policy(&m, &op, &cfg);
-        assert_eq!(granted.network, Some(NetPolicy::Connect(vec![443])));
-        assert_eq!(
-            granted.filesystem.map(|f| f.len()),
-            Some(1),
-            "the declared path"
-        );
-        assert_eq!(granted.processes, None);
-        assert_eq!(pass_env(&m, &op), ["HTTPS_PROXY"]);
-        assert_eq!(ungranted(&m, &Operator::default()).len(), 3);
     }
 }

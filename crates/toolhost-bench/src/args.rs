@@ -1,0 +1,44 @@
+//! The harness's command line.
+
+/// The modes and their options.
+#[derive(Debug, clap::Parser)]
+#[command(about = "toolhost's costs next to the floor and a peer, in one run")]
+pub(crate) struct Args {
+    /// The CI form: one short round.
+    #[arg(long)]
+    pub(crate) quick: bool,
+    /// Leave out the FastMCP peer.
+    #[arg(long)]
+    pub(crate) no_peer: bool,
+    /// Only a live upgrade under load.
+    #[arg(long)]
+    pub(crate) upgrade: bool,
+    /// Only a soak of this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    pub(crate) soak: Option<u64>,
+    /// Only one toolhost under load for this many seconds, for a profiler.
+    #[arg(long, value_name = "SECONDS")]
+    pub(crate) profile: Option<u64>,
+    /// With --profile: stateless JSON mode.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// With --profile --json: every request through rmcp (`direct_calls =
+    /// false`), to compare with toolhost's direct path.
+    #[arg(long)]
+    pub(crate) through_rmcp: bool,
+    /// With --profile: how many calls at once.
+    #[arg(long, default_value_t = 64)]
+    pub(crate) concurrency: usize,
+    /// Only progress forwarding, with this many updates.
+    #[arg(long, value_name = "STEPS")]
+    pub(crate) progress: Option<u64>,
+    /// Only a call's cost through each SDK's plugin.
+    #[arg(long)]
+    pub(crate) sdks: bool,
+    /// Only the catalog at scale (revisions, listing, fan-out).
+    #[arg(long)]
+    pub(crate) scale: bool,
+    /// Only argument checking against jsonschema's `is_valid`.
+    #[arg(long)]
+    pub(crate) argcheck: bool,
+}

@@ -1,0 +1,110 @@
+//! The embedded catalog authority (docs/CONTRACT.md §1): without a
+//! backend, toolhost builds its catalog from the installed plugins. A
+//! plugin's tools are listed while it is enabled and its process is
+//! neither failed nor stopped, once it has been ready (or was present at
+//! start-up); each change of that set is one new revision, offered to the
+//! store like any other.
+
+use super::Lifecycle;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use toolhost_catalog::{Outcome, Snapshot};
+use toolhost_manifest::Manifest;
+use toolhost_runtime::Phase;
+
+impl Lifecycle {
+    /// Publishes a new revision if the set of listed plugins changed, and
+    /// returns the current revision. Embedded mode only.
+    pub(super) fn publish(&self) -> u64 {
+        if self.cfg.managed {
+            return self.store.current().revision();
+        }
+        let mut inner = self.lock();
+        for r in inner.records.values_mut() {
+            if r.handle
+                .as_ref()
+                .is_some_and(|h| h.state().phase == Phase::Ready)
+            {
+                r.listable = true;
+            }
+        }
+        let listed: Vec<&Manifest> = inner
+            .records
+            .values()
+            .filter(|r| {
+                r.enabled
+                    && r.listable
+                    && r.handle
+                        .as_ref()
+                        .is_some_and(|h| !matches!(h.state().phase, Phase::Failed | Phase::Stopped))
+            })
+            .map(|r| &r.manifest)
+            .collect();
+        let key: Vec<(String, String)> = listed
+            .iter()
+            .map(|m| (m.id.clone(), m.version.to_string()))
+            .collect();
+        if inner.listed.as_ref() == Some(&key) {
+            return inner.revision;
+        }
+        let revision = inner.revision + 1;
+        let snapshot =
+            Snapshot::from_manifests(&self.cfg.prefix, inner.generation.clone(), revision, listed);
+        let r = self.store.offer(snapshot);
+        if matches!(r.outcome, Outcome::Accepted | Outcome::Unchanged) {
+            tracing::info!(generation = %inner.generation, revision, plugins = key.len(), "catalog revision");
+        } else {
+            tracing::error!(outcome = r.outcome.as_str(), reasons = ?r.reasons, "the embedded catalog was refused");
+        }
+        for d in &r.defects {
+            tracing::error!(tool = %d.tool, reason = %d.reason, "tool withheld");
+        }
+        inner.revision = revision;
+        inner.listed = Some(key);
+        revision
+    }
+}
+
+/// Publishes a revision whenever a plugin's state changes in a way that
+/// changes what is listed.
+pub(super) async fn run(lc: Arc<Lifecycle>, mut rx: mpsc::UnboundedReceiver<()>) {
+    while rx.recv().await.is_some() {
+        while rx.try_recv().is_ok() {}
+        lc.publish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
+
+    use super::super::fixture::{Scratch, config, disabled_static_plugin, open};
+
+    #[tokio::test]
+    async fn the_first_revision_is_published_at_start_and_an_unchanged_set_publishes_nothing() {
+        let state = Scratch::new("authority");
+        let (lc, store, _) = open(config(&state.0));
+        assert_eq!(store.current().revision(), 1);
+        assert!(store.current().generation().starts_with("embedded-"));
+        assert_eq!(lc.publish(), 1, "nothing changed: no new revision");
+        assert_eq!(store.current().revision(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_disabled_plugin_is_not_listed() {
+        let state = Scratch::new("authority-disabled");
+        let cfg = disabled_static_plugin(&state.0);
+        let (_lc, store, _) = open(cfg);
+        assert_eq!(store.current().len(), 0);
+    }
+
+    #[tokio::test]
+    async fn in_managed_mode_the_authority_publishes_nothing() {
+        let state = Scratch::new("authority-managed");
+        let mut cfg = config(&state.0);
+        cfg.managed = true;
+        let (lc, store, _) = open(cfg);
+        assert_eq!(store.current().revision(), 0);
+        assert_eq!(lc.publish(), 0);
+    }
+}

@@ -1,0 +1,216 @@
+//! The capabilities a plugin declared that the operator granted, and the
+//! sandbox policy that follows: limits from the manifest capped by the
+//! operator's `[sandbox]`, paths and network as declared *and* granted,
+//! and rules the operator turned off left out. Only the operator turns a
+//! rule off.
+
+use std::path::PathBuf;
+use toolhost_manifest::Manifest;
+use toolhost_manifest::grants::{Access, Network};
+use toolhost_sandbox::{FsAccess, FsRule, NetPolicy, Rule, SandboxPolicy};
+
+use super::sources::Operator;
+
+/// Capabilities a plugin declared that the operator may grant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Grant {
+    /// Its declared paths.
+    Filesystem,
+    /// Its declared network access.
+    Network,
+    /// Its declared environment variables.
+    Env,
+}
+
+impl Grant {
+    /// Parses `filesystem`, `network` or `env`.
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "filesystem" => Some(Self::Filesystem),
+            "network" => Some(Self::Network),
+            "env" => Some(Self::Env),
+            _ => None,
+        }
+    }
+
+    /// The name used in configuration.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Filesystem => "filesystem",
+            Self::Network => "network",
+            Self::Env => "env",
+        }
+    }
+}
+
+/// The sandbox's daemon-wide settings (`[sandbox]`).
+#[derive(Debug, Clone)]
+pub struct SandboxConfig {
+    /// Off for every plugin (the operator's choice; status says so).
+    pub enabled: bool,
+    /// Address space when a manifest asks for none, MiB.
+    pub default_memory_mb: u64,
+    /// The most any plugin gets, MiB.
+    pub max_memory_mb: u64,
+    /// Open files when a manifest asks for none.
+    pub default_open_files: u64,
+    /// The most any plugin gets.
+    pub max_open_files: u64,
+    /// Processes and threads when a manifest asks for none.
+    pub default_processes: u64,
+    /// The most any plugin gets.
+    pub max_processes: u64,
+    /// Paths every plugin may read and execute: interpreters and libraries
+    /// outside the system paths.
+    pub read: Vec<PathBuf>,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            default_memory_mb: 4096,
+            max_memory_mb: 16_384,
+            default_open_files: 1024,
+            max_open_files: 65_536,
+            default_processes: 256,
+            max_processes: 4096,
+            read: Vec::new(),
+        }
+    }
+}
+
+/// The environment names a plugin gets from the daemon: the operator's
+/// `pass_env`, plus its declared `env` capability when granted.
+#[must_use]
+pub fn pass_env(m: &Manifest, op: &Operator) -> Vec<String> {
+    let mut names = op.pass_env.clone();
+    if op.grant.contains(&Grant::Env) {
+        names.extend(m.capabilities.env.iter().cloned());
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The sandbox for `m`: limits from the manifest capped by the operator,
+/// paths and network as declared *and* granted, rules the operator turned
+/// off left out.
+#[must_use]
+pub fn sandbox_policy(m: &Manifest, op: &Operator, cfg: &SandboxConfig) -> SandboxPolicy {
+    if !cfg.enabled {
+        return SandboxPolicy::default();
+    }
+    let on = |rule: Rule| !op.sandbox_off.contains(&rule);
+    let caps = &m.capabilities;
+    let limit = |rule: Rule, asked: Option<u64>, default: u64, max: u64| {
+        on(rule).then(|| asked.unwrap_or(default).min(max))
+    };
+    let filesystem = on(Rule::Filesystem).then(|| {
+        let mut rules: Vec<FsRule> = cfg
+            .read
+            .iter()
+            .chain(&op.read)
+            .map(|p| FsRule {
+                path: p.clone(),
+                access: FsAccess::ReadExec,
+            })
+            .collect();
+        if op.grant.contains(&Grant::Filesystem) {
+            rules.extend(caps.filesystem.iter().map(|g| FsRule {
+                path: g.path.clone(),
+                access: match g.access {
+                    Access::Read => FsAccess::ReadExec,
+                    Access::Write => FsAccess::ReadWrite,
+                },
+            }));
+        }
+        rules
+    });
+    let network = on(Rule::Network).then(|| {
+        if op.grant.contains(&Grant::Network) {
+            match &caps.network {
+                Network::None => NetPolicy::Deny,
+                Network::Connect(ports) => NetPolicy::Connect(ports.clone()),
+                Network::Any => NetPolicy::Any,
+            }
+        } else {
+            NetPolicy::Deny
+        }
+    });
+    SandboxPolicy {
+        no_new_privs: on(Rule::NoNewPrivs),
+        memory_bytes: limit(
+            Rule::Memory,
+            caps.memory_mb,
+            cfg.default_memory_mb,
+            cfg.max_memory_mb,
+        )
+        .map(|mb| mb.saturating_mul(1 << 20)),
+        open_files: limit(
+            Rule::OpenFiles,
+            caps.open_files,
+            cfg.default_open_files,
+            cfg.max_open_files,
+        ),
+        processes: limit(
+            Rule::Processes,
+            caps.processes,
+            cfg.default_processes,
+            cfg.max_processes,
+        ),
+        filesystem,
+        network,
+    }
+}
+
+/// Which declared capabilities were asked for and not granted, in words.
+#[must_use]
+pub fn ungranted(m: &Manifest, op: &Operator) -> Vec<String> {
+    let caps = &m.capabilities;
+    let mut out = Vec::new();
+    if !caps.filesystem.is_empty() && !op.grant.contains(&Grant::Filesystem) {
+        out.push("filesystem".to_owned());
+    }
+    if caps.network != Network::None && !op.grant.contains(&Grant::Network) {
+        out.push("network".to_owned());
+    }
+    if !caps.env.is_empty() && !op.grant.contains(&Grant::Env) {
+        out.push("env".to_owned());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::sample::manifest;
+
+    #[test]
+    fn capabilities_apply_only_when_granted_and_limits_are_capped() {
+        let m = manifest();
+        let cfg = SandboxConfig::default();
+        let none = sandbox_policy(&m, &Operator::default(), &cfg);
+        assert_eq!(none.network, Some(NetPolicy::Deny));
+        assert_eq!(none.filesystem, Some(Vec::new()));
+        assert_eq!(none.memory_bytes, Some(cfg.max_memory_mb << 20));
+        assert_eq!(pass_env(&m, &Operator::default()), Vec::<String>::new());
+        let op = Operator {
+            grant: [Grant::Network, Grant::Filesystem, Grant::Env].into(),
+            sandbox_off: [Rule::Processes].into(),
+            ..Operator::default()
+        };
+        let granted = sandbox_policy(&m, &op, &cfg);
+        assert_eq!(granted.network, Some(NetPolicy::Connect(vec![443])));
+        assert_eq!(
+            granted.filesystem.map(|f| f.len()),
+            Some(1),
+            "the declared path"
+        );
+        assert_eq!(granted.processes, None);
+        assert_eq!(pass_env(&m, &op), ["HTTPS_PROXY"]);
+        assert_eq!(ungranted(&m, &Operator::default()).len(), 3);
+    }
+}

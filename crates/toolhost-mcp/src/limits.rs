@@ -1,0 +1,426 @@
+//! Connection limits, for every listener of the daemon: the MCP HTTP
+//! listener (the listener module) and the admin API's Unix socket and TCP
+//! port (which hand [`limited`] to tonic).
+//!
+//! The rules are the same everywhere, so a peer without credentials cannot
+//! exhaust the daemon through any door:
+//!
+//! - **A cap on open connections.** At the cap, the connection idle
+//!   longest (no request in progress and, for a byte stream, nothing read
+//!   for longest) is closed to make room, so a flood of idle connections
+//!   never locks a fresh client out. When every connection is busy, the
+//!   newcomer is closed at once.
+//! - **A header timeout.** A new connection must say something within
+//!   `header_timeout`: its first request's headers (HTTP/1), or the first
+//!   [`PREFACE_BYTES`] bytes (the HTTP/2 preface and settings), however
+//!   slowly they dribble in.
+//! - **An idle timeout.** A connection with nothing going on for
+//!   `idle_timeout` is closed. The admin server pings its peers more often
+//!   than that, so a live client answers and stays.
+//! - **Accept errors** (`EMFILE` under descriptor pressure) pause the
+//!   accept loop briefly instead of spinning, and are logged at most once a
+//!   second ([`AcceptErrors`]).
+//!
+//! HTTP/1 also bounds each request's body (size and time); that is the
+//! listener's, since only it sees requests.
+
+use futures::Stream;
+use futures::StreamExt as _;
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+
+/// Bytes a byte-stream connection must send within the header timeout.
+pub const PREFACE_BYTES: u64 = 64;
+
+/// Connection-level limits of one listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// Most connections open at once.
+    pub max_connections: usize,
+    /// A new connection must complete its first request's headers (or
+    /// send [`PREFACE_BYTES`]) within this.
+    pub header_timeout: Duration,
+    /// A connection with nothing in progress is closed after this.
+    pub idle_timeout: Duration,
+    /// HTTP/1 only: a request body must arrive whole within this.
+    pub body_timeout: Duration,
+    /// HTTP/1 only: the largest request body; larger ones get 413 before
+    /// MCP reads them.
+    pub max_body_bytes: usize,
+}
+
+impl Default for ConnectionLimits {
+    /// The MCP listener's.
+    fn default() -> Self {
+        Self {
+            max_connections: 512,
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            body_timeout: Duration::from_secs(30),
+            max_body_bytes: 2 * 1024 * 1024,
+        }
+    }
+}
+
+impl ConnectionLimits {
+    /// An admin listener's: operators and backends open few connections.
+    #[must_use]
+    pub fn admin() -> Self {
+        Self {
+            max_connections: 64,
+            ..Self::default()
+        }
+    }
+}
+
+/// One open connection, as the cap and the timeouts see it.
+#[derive(Debug)]
+pub(crate) struct Conn {
+    /// Requests in progress (HTTP/1: from headers parsed to response body
+    /// dropped; byte streams have none).
+    pub(crate) busy: AtomicUsize,
+    /// Requests started so far.
+    pub(crate) started: AtomicU64,
+    /// When the connection last went idle (or last read a byte), in ms
+    /// since the registry's epoch.
+    pub(crate) idle_since_ms: AtomicU64,
+    /// Closes the connection at once (eviction at the cap).
+    pub(crate) evict: CancellationToken,
+}
+
+/// The open connections of one listener.
+#[derive(Debug)]
+pub(crate) struct Registry {
+    pub(crate) epoch: Instant,
+    next_id: AtomicU64,
+    open: Mutex<HashMap<u64, Arc<Conn>>>,
+    pub(crate) max: usize,
+}
+
+impl Registry {
+    pub(crate) fn new(max: usize) -> Arc<Self> {
+        Arc::new(Self {
+            epoch: Instant::now(),
+            next_id: AtomicU64::new(1),
+            open: Mutex::new(HashMap::new()),
+            max: max.max(1),
+        })
+    }
+
+    pub(crate) fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Admits a connection, evicting the longest-idle one at the cap.
+    /// `None`: every connection is busy, so the newcomer is refused.
+    pub(crate) fn admit(&self) -> Option<(u64, Arc<Conn>)> {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        if open.len() >= self.max {
+            let victim = open
+                .iter()
+                .filter(|(_, c)| c.busy.load(Ordering::SeqCst) == 0)
+                .min_by_key(|(_, c)| c.idle_since_ms.load(Ordering::SeqCst))
+                .map(|(id, _)| *id)?;
+            if let Some(c) = open.remove(&victim) {
+                c.evict.cancel();
+            }
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let conn = Arc::new(Conn {
+            busy: AtomicUsize::new(0),
+            started: AtomicU64::new(0),
+            idle_since_ms: AtomicU64::new(self.now_ms()),
+            evict: CancellationToken::new(),
+        });
+        open.insert(id, Arc::clone(&conn));
+        Some((id, conn))
+    }
+
+    pub(crate) fn remove(&self, id: u64) {
+        self.open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+}
+
+/// An accept loop's failures: each one pauses the loop (the connection
+/// stays in the backlog while descriptors are short), and a warning goes
+/// out at most once a second.
+#[derive(Debug, Default)]
+pub(crate) struct AcceptErrors {
+    failed: u64,
+    last_warning: Option<Instant>,
+}
+
+impl AcceptErrors {
+    /// Counts `error`, warns if due, and pauses.
+    pub(crate) async fn pause(&mut self, error: &std::io::Error, open: usize, listener: &str) {
+        self.failed += 1;
+        if self
+            .last_warning
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
+        {
+            tracing::warn!(%error, open, failed_accepts = self.failed, listener, "cannot accept connections; pausing");
+            self.last_warning = Some(Instant::now());
+            self.failed = 0;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// One admitted byte-stream connection (an admin listener's): its place in
+/// the registry, and the silence timer.
+pub struct Limited<T> {
+    inner: T,
+    registry: Arc<Registry>,
+    id: u64,
+    conn: Arc<Conn>,
+    evicted: Pin<Box<WaitForCancellationFutureOwned>>,
+    read: u64,
+    timer: Pin<Box<Sleep>>,
+    idle_timeout: Duration,
+}
+
+impl<T> std::fmt::Debug for Limited<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Limited")
+            .field("id", &self.id)
+            .field("read", &self.read)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> Drop for Limited<T> {
+    fn drop(&mut self) {
+        self.registry.remove(self.id);
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Limited<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if self.evicted.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionAborted,
+                "closed for a newer connection at the connection limit",
+            )));
+        }
+        let before = buf.filled().len();
+        match Pin::new(&mut self.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                let n = (buf.filled().len() - before) as u64;
+                let had_preface = self.read >= PREFACE_BYTES;
+                self.read = self.read.saturating_add(n);
+                // Until the preface is in, the deadline does not move.
+                if n > 0 && (had_preface || self.read >= PREFACE_BYTES) {
+                    let next = Instant::now() + self.idle_timeout;
+                    self.timer.as_mut().reset(next);
+                    let now = self.registry.now_ms();
+                    self.conn.idle_since_ms.store(now, Ordering::SeqCst);
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => match self.timer.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "connection silent too long",
+                ))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Limited<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+impl<T: tonic::transport::server::Connected> tonic::transport::server::Connected for Limited<T> {
+    type ConnectInfo = T::ConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.inner.connect_info()
+    }
+}
+
+/// Admits byte-stream connections from `incoming` within `limits` (for
+/// tonic's `serve_with_incoming`). `listener` names it in log lines.
+pub fn limited<T, E>(
+    incoming: impl Stream<Item = Result<T, E>>,
+    limits: ConnectionLimits,
+    listener: &'static str,
+) -> impl Stream<Item = Result<Limited<T>, E>>
+where
+    E: std::fmt::Display,
+{
+    let registry = Registry::new(limits.max_connections);
+    let errors = Arc::new(tokio::sync::Mutex::new(AcceptErrors::default()));
+    let at_cap = Arc::new(AtomicU64::new(0));
+    let for_errors = Arc::clone(&registry);
+    incoming
+        .then(move |accepted| {
+            let (errors, registry) = (Arc::clone(&errors), Arc::clone(&for_errors));
+            async move {
+                // tonic retries a failed accept at once; under descriptor
+                // pressure (EMFILE) that would spin.
+                if let Err(e) = &accepted {
+                    let e = std::io::Error::other(e.to_string());
+                    errors.lock().await.pause(&e, registry.len(), listener).await;
+                }
+                accepted
+            }
+        })
+        .filter_map(move |accepted| {
+            let admitted = match accepted {
+                Err(e) => Some(Err(e)),
+                Ok(io) => match registry.admit() {
+                    Some((id, conn)) => Some(Ok(Limited {
+                        inner: io,
+                        registry: Arc::clone(&registry),
+                        id,
+                        evicted: Box::pin(conn.evict.clone().cancelled_owned()),
+                        conn,
+                        read: 0,
+                        timer: Box::pin(tokio::time::sleep(limits.header_timeout)),
+                        idle_timeout: limits.idle_timeout,
+                    })),
+                    None => {
+                        let refused = at_cap.fetch_add(1, Ordering::Relaxed) + 1;
+                        if refused.is_power_of_two() {
+                            tracing::warn!(
+                                limit = limits.max_connections,
+                                refused,
+                                listener,
+                                "connection limit reached and every connection is busy; refusing connections"
+                            );
+                        }
+                        None
+                    }
+                },
+            };
+            futures::future::ready(admitted)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn admit(r: &Registry) -> Arc<Conn> {
+        match r.admit() {
+            Some((_, c)) => c,
+            None => panic!("no room for a connection"),
+        }
+    }
+
+    #[test]
+    fn at_the_cap_the_longest_idle_connection_makes_room() {
+        let r = Registry::new(2);
+        let a = admit(&r);
+        let b = admit(&r);
+        a.idle_since_ms.store(5, Ordering::SeqCst);
+        b.idle_since_ms.store(1, Ordering::SeqCst);
+        let _c = admit(&r);
+        assert!(b.evict.is_cancelled(), "the longest idle goes first");
+        assert!(!a.evict.is_cancelled());
+        assert_eq!(r.len(), 2);
+    }
+
+    #[test]
+    fn when_every_connection_is_busy_the_newcomer_is_refused() {
+        let r = Registry::new(1);
+        let a = admit(&r);
+        a.busy.fetch_add(1, Ordering::SeqCst);
+        assert!(r.admit().is_none());
+        assert!(!a.evict.is_cancelled());
+    }
+
+    #[tokio::test]
+    async fn a_byte_stream_evicted_at_the_cap_fails_its_next_read() {
+        use tokio::io::AsyncReadExt as _;
+        let (a, _a_peer) = tokio::io::duplex(64);
+        let (b, _b_peer) = tokio::io::duplex(64);
+        let incoming = futures::stream::iter([Ok::<_, std::io::Error>(a), Ok(b)]);
+        let limits = ConnectionLimits {
+            max_connections: 1,
+            ..ConnectionLimits::admin()
+        };
+        let admitted: Vec<_> = limited(incoming, limits, "test").collect().await;
+        let mut conns: Vec<_> = admitted.into_iter().filter_map(Result::ok).collect();
+        assert_eq!(conns.len(), 2, "the newcomer took the idle one's place");
+        let mut buf = [0u8; 8];
+        let first = conns[0].read(&mut buf).await;
+        assert_eq!(
+            first.err().map(|e| e.kind()),
+            Some(std::io::ErrorKind::ConnectionAborted)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_silent_byte_stream_is_closed_at_the_header_timeout() {
+        use tokio::io::AsyncReadExt as _;
+        let (a, _peer) = tokio::io::duplex(64);
+        let incoming = futures::stream::iter([Ok::<_, std::io::Error>(a)]);
+        let limits = ConnectionLimits {
+            header_timeout: Duration::from_millis(100),
+            ..ConnectionLimits::admin()
+        };
+        let mut conns: Vec<_> = limited(incoming, limits, "test")
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .filter_map(Result::ok)
+            .collect();
+        let mut buf = [0u8; 8];
+        let read = conns[0].read(&mut buf).await;
+        assert_eq!(
+            read.err().map(|e| e.kind()),
+            Some(std::io::ErrorKind::TimedOut)
+        );
+    }
+}

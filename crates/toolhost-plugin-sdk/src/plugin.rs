@@ -1,0 +1,73 @@
+//! A plugin: its tools' handlers by local name, and the entry points that
+//! serve them.
+
+use crate::call::ToolCall;
+use crate::output::{ToolError, ToolOutput};
+use crate::serve::{Handler, ServeError};
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+
+/// A plugin: a set of tool handlers by local name.
+#[derive(Default, Clone)]
+pub struct Plugin {
+    pub(crate) tools: HashMap<String, Handler>,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut names: Vec<&String> = self.tools.keys().collect();
+        names.sort();
+        f.debug_struct("Plugin").field("tools", &names).finish()
+    }
+}
+
+impl Plugin {
+    /// A plugin with no tools yet.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers the handler of the tool declared as `name` in the manifest.
+    #[must_use]
+    pub fn tool<F, Fut>(mut self, name: impl Into<String>, handler: F) -> Self
+    where
+        F: Fn(ToolCall) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
+    {
+        let handler: Handler = Arc::new(move |call| Box::pin(handler(call)));
+        self.tools.insert(name.into(), handler);
+        self
+    }
+
+    /// Serves until SIGTERM or SIGINT. Fails when not started by toolhost
+    /// (no magic cookie), when toolhost offers no protocol version this SDK
+    /// speaks, or when the socket cannot be served.
+    pub async fn serve(self) -> Result<(), ServeError> {
+        crate::serve::serve(self.tools).await
+    }
+
+    /// Builds a Tokio runtime, serves, and turns the outcome into an exit
+    /// status, printing any error on stderr: the whole `main` of a plugin.
+    #[must_use]
+    pub fn run(self) -> std::process::ExitCode {
+        let rt = match tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                eprintln!("cannot start the async runtime: {e}");
+                return std::process::ExitCode::FAILURE;
+            }
+        };
+        match rt.block_on(self.serve()) {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::ExitCode::FAILURE
+            }
+        }
+    }
+}

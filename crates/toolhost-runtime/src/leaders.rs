@@ -1,0 +1,77 @@
+//! The process-group leaders of a daemon's plugins: every plugin process
+//! it spawned, from spawn until reaped. The registry owns the set; the
+//! spawner enters each process into it ([`Leaders::enter`]), and the admin
+//! socket asks it whether a peer is a plugin's process.
+//!
+//! A mutex, written at each spawn and reap and read by the rare admin
+//! connection; nothing on the call path touches it.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// The process-group leaders of a daemon's plugins: every plugin process
+/// it spawned, from spawn until reaped. Cheap to clone; clones share the
+/// set.
+#[derive(Debug, Clone, Default)]
+pub struct Leaders(Arc<Mutex<BTreeSet<u32>>>);
+
+impl Leaders {
+    /// Records `pid` until the returned guard is dropped.
+    pub(crate) fn enter(&self, pid: u32) -> Leader {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(pid);
+        Leader {
+            leaders: self.clone(),
+            pid,
+        }
+    }
+
+    /// Whether `pid` is one of these plugins' processes or one they
+    /// started ([`toolhost_sandbox::is_plugin_process`]).
+    #[must_use]
+    pub fn is_plugin_process(&self, pid: u32) -> bool {
+        let set = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        toolhost_sandbox::is_plugin_process(pid, &set)
+    }
+}
+
+/// One plugin process's place among the [`Leaders`], held while it runs.
+#[derive(Debug)]
+pub(crate) struct Leader {
+    leaders: Leaders,
+    pid: u32,
+}
+
+impl Drop for Leader {
+    fn drop(&mut self) {
+        self.leaders
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.pid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_counts_while_its_place_is_held() {
+        let leaders = Leaders::default();
+        let me = std::process::id();
+        assert!(!leaders.is_plugin_process(me));
+        let place = leaders.enter(me);
+        assert!(leaders.is_plugin_process(me));
+        // A clone shares the set: the registry and the spawner see one.
+        assert!(leaders.clone().is_plugin_process(me));
+        drop(place);
+        assert!(!leaders.is_plugin_process(me));
+    }
+}

@@ -1,0 +1,275 @@
+//! What runs in the child between `fork` and `exec`, and what the parent
+//! prepares for it.
+//!
+//! After `fork` in a threaded program only single system calls are safe:
+//! no allocation, no lock. So [`Prepared::new`] does everything that
+//! allocates or opens in the parent (the Landlock ruleset, the cgroup,
+//! the limits' values), and [`confine`] installs a closure that only makes
+//! system calls, in this order:
+//!
+//! 1. the parent-death signal (SIGKILL when the daemon's forking thread
+//!    dies, so even `kill -9 toolhost` leaves no plugin behind);
+//! 2. every descriptor from 3 up marked close-on-exec (marked, not closed:
+//!    the standard library's exec-error pipe must stay open until exec);
+//! 3. resource limits, then joining the cgroup (a write to cgroupfs, which
+//!    Landlock would forbid afterwards), then `no_new_privs`, then
+//!    Landlock, with a rule for the plugin's own `/proc/<pid>` added here,
+//!    where "self" is the plugin.
+
+use crate::cgroup::Jail;
+use crate::kernel::kernel;
+use crate::landlock::{
+    FS_READ_DIR, FS_READ_FILE, PathBeneathAttr, RULE_PATH_BENEATH, cstring, ruleset,
+};
+use crate::policy::{Own, SandboxPolicy};
+use std::ffi::CString;
+use std::os::fd::OwnedFd;
+
+/// Everything the child applies to itself, prepared in the parent.
+#[derive(Debug, Default)]
+pub struct Prepared {
+    no_new_privs: bool,
+    rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
+    cgroup_procs: Option<CString>,
+    ruleset: Option<OwnedFd>,
+    /// Rights on the plugin's own `/proc/<pid>`, added in the child.
+    proc_self: u64,
+    jail: Option<Jail>,
+}
+
+impl Prepared {
+    /// Prepares `policy` for one process: the Landlock ruleset (opening
+    /// every allowed path), the cgroup, the limits.
+    pub fn new(policy: &SandboxPolicy, own: &Own<'_>) -> std::io::Result<Self> {
+        if !cfg!(target_os = "linux") {
+            return Ok(Self::default());
+        }
+        let k = kernel();
+        let mut p = Self {
+            no_new_privs: policy.no_new_privs,
+            ..Self::default()
+        };
+        if let Some(b) = policy.memory_bytes {
+            p.rlimits.push((libc::RLIMIT_AS, b));
+        }
+        if let Some(n) = policy.open_files {
+            p.rlimits.push((libc::RLIMIT_NOFILE, n));
+        }
+        if let Some(n) = policy.processes {
+            match &k.pids {
+                Ok(root) => {
+                    let jail = Jail::create(root, n)?;
+                    p.cgroup_procs = Some(cstring(&jail.dir.join("cgroup.procs"))?);
+                    p.jail = Some(jail);
+                }
+                // The limit counts every task of the user, the daemon's and
+                // the other plugins' included: the plugin's allowance is on
+                // top of what the user runs now.
+                Err(_) if !k.root => p
+                    .rlimits
+                    .push((libc::RLIMIT_NPROC, n.saturating_add(tasks_of_this_user()))),
+                Err(_) => {}
+            }
+        }
+        let fs = policy.filesystem.as_ref().filter(|_| k.landlock_abi >= 1);
+        let net = policy.network.as_ref().filter(|_| k.landlock_abi >= 4);
+        if fs.is_some() || net.is_some() {
+            p.ruleset = Some(ruleset(k.landlock_abi, fs.map(|extra| (extra, own)), net)?);
+            p.no_new_privs = true;
+        }
+        if fs.is_some() {
+            p.proc_self = FS_READ_FILE | FS_READ_DIR;
+        }
+        Ok(p)
+    }
+
+    /// Installs the child's side on `cmd`: the parent-death signal, every
+    /// inherited descriptor marked close-on-exec, then this sandbox.
+    pub fn confine(&self, cmd: &mut std::process::Command) {
+        confine(cmd, self.in_child());
+    }
+
+    /// Once the child is spawned: its cgroup, if one was made, to be kept
+    /// as long as the process lives. The rest is dropped here (the ruleset's
+    /// descriptor is the child's now: it kept its own copy).
+    #[must_use]
+    pub fn into_jail(self) -> Option<Jail> {
+        self.jail
+    }
+
+    /// The closure the child runs before `exec`: single system calls only.
+    fn in_child(&self) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
+        let rlimits = self.rlimits.clone();
+        let procs = self.cgroup_procs.clone();
+        let ruleset = self.ruleset.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+        let no_new_privs = self.no_new_privs;
+        let proc_self = self.proc_self;
+        move || apply(&rlimits, procs.as_ref(), no_new_privs, ruleset, proc_self)
+    }
+}
+
+/// Threads of every process of this daemon's real user (what
+/// `RLIMIT_NPROC` counts), from `/proc`.
+fn tasks_of_this_user() -> u64 {
+    let me = rustix::process::getuid().as_raw();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter_map(|e| std::fs::read_to_string(e.path().join("status")).ok())
+        .filter_map(|status| {
+            let field = |name: &str| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .and_then(|v| v.split_whitespace().next())
+                    .and_then(|v| v.parse::<u64>().ok())
+            };
+            (field("Uid:")? == u64::from(me)).then(|| field("Threads:").unwrap_or(1))
+        })
+        .sum()
+}
+
+/// In the child: limits, cgroup, `no_new_privs`, Landlock, in that order
+/// (joining the cgroup writes to cgroupfs, which Landlock would forbid).
+#[allow(unsafe_code)]
+fn apply(
+    rlimits: &[(libc::__rlimit_resource_t, u64)],
+    procs: Option<&CString>,
+    no_new_privs: bool,
+    ruleset: Option<libc::c_int>,
+    proc_self: u64,
+) -> std::io::Result<()> {
+    let fail = || Err(std::io::Error::last_os_error());
+    // SAFETY: each block is one system call on memory owned by this frame
+    // or by the closure (which outlives the call); none allocates or takes
+    // a lock, so each is safe between fork and exec.
+    unsafe {
+        for &(resource, value) in rlimits {
+            let mut current = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            if libc::getrlimit(resource, &raw mut current) != 0 {
+                return fail();
+            }
+            let v = value.min(current.rlim_max);
+            let new = libc::rlimit {
+                rlim_cur: v,
+                rlim_max: v,
+            };
+            if libc::setrlimit(resource, &raw const new) != 0 {
+                return fail();
+            }
+        }
+        if let Some(path) = procs {
+            let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return fail();
+            }
+            // "0" moves the writer itself.
+            let written = libc::write(fd, b"0".as_ptr().cast(), 1);
+            libc::close(fd);
+            if written != 1 {
+                return fail();
+            }
+        }
+        if no_new_privs && libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            return fail();
+        }
+        if let Some(fd) = ruleset
+            && proc_self != 0
+        {
+            // Here "self" is this process, which exec keeps: the plugin.
+            let own = libc::open(
+                c"/proc/self".as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            );
+            if own < 0 {
+                return fail();
+            }
+            let rule = PathBeneathAttr {
+                allowed_access: proc_self,
+                parent_fd: own,
+            };
+            let added = libc::syscall(
+                libc::SYS_landlock_add_rule,
+                fd,
+                RULE_PATH_BENEATH,
+                &raw const rule,
+                0u32,
+            );
+            libc::close(own);
+            if added != 0 {
+                return fail();
+            }
+        }
+        if let Some(fd) = ruleset
+            && libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0
+        {
+            return fail();
+        }
+    }
+    Ok(())
+}
+
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+fn confine(
+    cmd: &mut std::process::Command,
+    mut sandbox: impl FnMut() -> std::io::Result<()> + Send + Sync + 'static,
+) {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe calls are allowed; prctl(PR_SET_PDEATHSIG),
+    // close_range(2), fcntl(2) and the sandbox's calls (see `apply`) are
+    // single system calls that allocate nothing and take no lock.
+    unsafe {
+        cmd.pre_exec(move || {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+                .map_err(std::io::Error::from)?;
+            let marked = libc::syscall(
+                libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            );
+            if marked != 0 {
+                // Kernels before 5.11: one fcntl per possible descriptor.
+                let limit = libc::sysconf(libc::_SC_OPEN_MAX).clamp(3, 65_536);
+                for fd in 3..limit {
+                    #[allow(clippy::cast_possible_truncation)]
+                    let fd = fd as libc::c_int;
+                    let flags = libc::fcntl(fd, libc::F_GETFD);
+                    if flags >= 0 {
+                        libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+                    }
+                }
+            }
+            sandbox()
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn confine(
+    _: &mut std::process::Command,
+    _: impl FnMut() -> std::io::Result<()> + Send + Sync + 'static,
+) {
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_user_runs_at_least_this_test() {
+        assert!(tasks_of_this_user() >= 1);
+    }
+}

@@ -1,0 +1,220 @@
+//! The enforcement report: what the sandbox does for a policy on this
+//! kernel, rule by rule, in words for the operator. A rule the kernel
+//! cannot enforce is reported as `not enforced`, and the daemon logs each
+//! missing mechanism once ([`log_kernel_gaps`]): nothing fails silently.
+
+use crate::kernel::kernel;
+use crate::policy::{NetPolicy, Rule, SandboxPolicy};
+use std::sync::OnceLock;
+
+/// Whether one rule holds for a plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleState {
+    /// The kernel enforces it.
+    Enforced,
+    /// The operator turned it off for this plugin.
+    Off,
+    /// This kernel (or this daemon's rights) cannot enforce it.
+    NotEnforced,
+}
+
+impl RuleState {
+    /// `enforced`, `off` or `not enforced`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Enforced => "enforced",
+            Self::Off => "off",
+            Self::NotEnforced => "not enforced",
+        }
+    }
+}
+
+/// One rule of a plugin's sandbox and whether it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleStatus {
+    /// The rule.
+    pub rule: Rule,
+    /// Whether it holds.
+    pub state: RuleState,
+    /// What exactly, in words for the operator.
+    pub detail: String,
+}
+
+/// What the sandbox does for `policy` on this kernel, rule by rule.
+#[must_use]
+pub fn enforcement(policy: &SandboxPolicy) -> Vec<RuleStatus> {
+    let k = kernel();
+    let mut out = Vec::new();
+    let mut push = |rule, state, detail: String| {
+        out.push(RuleStatus {
+            rule,
+            state,
+            detail,
+        });
+    };
+    let linux = cfg!(target_os = "linux");
+    let landlock_for_fs = linux && k.landlock_abi >= 1;
+    let uses_landlock = policy.filesystem.is_some() || policy.network.is_some();
+    match (policy.no_new_privs, linux) {
+        (true, true) => push(Rule::NoNewPrivs, RuleState::Enforced, "set".into()),
+        (false, true) if uses_landlock && landlock_for_fs => push(
+            Rule::NoNewPrivs,
+            RuleState::Enforced,
+            "set anyway: Landlock needs it".into(),
+        ),
+        (false, _) => push(Rule::NoNewPrivs, RuleState::Off, "turned off".into()),
+        (true, false) => push(
+            Rule::NoNewPrivs,
+            RuleState::NotEnforced,
+            "not on this OS".into(),
+        ),
+    }
+    let limit = |v: Option<u64>, what: &str| match v {
+        Some(n) => (RuleState::Enforced, format!("{what} {n}")),
+        None => (RuleState::Off, "turned off".into()),
+    };
+    let (s, d) = limit(policy.memory_bytes.map(|b| b >> 20), "address space (MiB)");
+    push(Rule::Memory, s, d);
+    let (s, d) = limit(policy.open_files, "open files");
+    push(Rule::OpenFiles, s, d);
+    match (policy.processes, &k.pids) {
+        (None, _) => push(Rule::Processes, RuleState::Off, "turned off".into()),
+        (Some(n), Ok(_)) => push(
+            Rule::Processes,
+            RuleState::Enforced,
+            format!("{n} processes and threads (pids cgroup)"),
+        ),
+        (Some(n), Err(why)) if !k.root => push(
+            Rule::Processes,
+            RuleState::Enforced,
+            format!(
+                "{n} more than the user runs at the plugin's start (RLIMIT_NPROC counts every process of the daemon's user; no pids cgroup: {why})"
+            ),
+        ),
+        (Some(_), Err(why)) => push(
+            Rule::Processes,
+            RuleState::NotEnforced,
+            format!("no pids cgroup ({why}), and RLIMIT_NPROC does not bind root"),
+        ),
+    }
+    match (&policy.filesystem, landlock_for_fs) {
+        (None, _) => push(Rule::Filesystem, RuleState::Off, "turned off".into()),
+        (Some(_), true) => push(
+            Rule::Filesystem,
+            RuleState::Enforced,
+            format!(
+                "Landlock ABI {}: own, data and socket directories, system paths, grants",
+                k.landlock_abi
+            ),
+        ),
+        (Some(_), false) => push(
+            Rule::Filesystem,
+            RuleState::NotEnforced,
+            "this kernel has no Landlock: every path the daemon can reach is open".into(),
+        ),
+    }
+    match (&policy.network, linux && k.landlock_abi >= 4) {
+        (None, _) => push(Rule::Network, RuleState::Off, "turned off".into()),
+        (Some(n), true) => push(
+            Rule::Network,
+            RuleState::Enforced,
+            match n {
+                NetPolicy::Deny => "no TCP connect or bind (UDP is not covered)".into(),
+                NetPolicy::Connect(ports) => format!(
+                    "TCP connect to port(s) {} only, no bind (UDP is not covered)",
+                    ports
+                        .iter()
+                        .map(u16::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                NetPolicy::Any => "TCP connect anywhere, no bind".into(),
+            },
+        ),
+        (Some(NetPolicy::Any), false) => push(
+            Rule::Network,
+            RuleState::NotEnforced,
+            "granted; TCP bind is not blocked (Landlock ABI < 4)".into(),
+        ),
+        (Some(_), false) => push(
+            Rule::Network,
+            RuleState::NotEnforced,
+            "this kernel has no Landlock network rules (ABI < 4): TCP is open".into(),
+        ),
+    }
+    if uses_landlock && linux && k.landlock_abi >= 6 {
+        push(
+            Rule::Signals,
+            RuleState::Enforced,
+            "no signal to, and no abstract Unix socket of, a process outside the sandbox".into(),
+        );
+    } else if uses_landlock {
+        push(
+            Rule::Signals,
+            RuleState::NotEnforced,
+            "the plugin may signal any process of the daemon's user (Landlock ABI < 6)".into(),
+        );
+    } else {
+        push(Rule::Signals, RuleState::Off, "Landlock is off".into());
+    }
+    push(
+        Rule::CpuPerCall,
+        RuleState::NotEnforced,
+        "a long-lived process has no per-call CPU limit; each call is bounded by its deadline"
+            .into(),
+    );
+    out
+}
+
+/// Logs, once per daemon, each mechanism this kernel lacks.
+pub fn log_kernel_gaps() {
+    static LOGGED: OnceLock<()> = OnceLock::new();
+    LOGGED.get_or_init(|| {
+        let k = kernel();
+        if k.landlock_abi == 0 {
+            tracing::warn!(
+                "this kernel has no Landlock: plugins' file system and network access are NOT restricted"
+            );
+        } else if k.landlock_abi < 4 {
+            tracing::warn!(
+                abi = k.landlock_abi,
+                "this kernel's Landlock has no network rules: plugins' TCP access is NOT restricted"
+            );
+        }
+        if let Err(why) = &k.pids {
+            if k.root {
+                tracing::warn!(
+                    "no pids cgroup ({why}): plugins' process counts are NOT limited (root ignores RLIMIT_NPROC)"
+                );
+            } else {
+                tracing::info!("no pids cgroup ({why}): plugins' process counts use RLIMIT_NPROC");
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rule_is_reported_whatever_the_kernel() {
+        let on = SandboxPolicy {
+            no_new_privs: true,
+            memory_bytes: Some(512 << 20),
+            open_files: Some(256),
+            processes: Some(32),
+            filesystem: Some(Vec::new()),
+            network: Some(NetPolicy::Deny),
+        };
+        let rules: Vec<Rule> = enforcement(&on).iter().map(|r| r.rule).collect();
+        assert_eq!(rules, Rule::ALL);
+        let off = enforcement(&SandboxPolicy::default());
+        assert!(
+            off.iter()
+                .filter(|r| r.rule != Rule::CpuPerCall)
+                .all(|r| r.state == RuleState::Off)
+        );
+    }
+}

@@ -1,0 +1,93 @@
+//! The command line: the commands, and which library code each runs on
+//! which runtime.
+
+use crate::{call, check, new, ops, serve};
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Runs plugin processes and serves their tools to AI agents over MCP.
+#[derive(Debug, Parser)]
+#[command(name = "toolhost", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Validate plugin directories as one installed set and print their
+    /// exposed tool names. Exit 0 when valid, 1 when not, 2 on usage errors.
+    Check(check::CheckArgs),
+    /// Run plugins and serve their tools over MCP (stdio and/or HTTP).
+    Serve(serve::ServeArgs),
+    /// Write a new plugin to start from: a manifest with one tool, its
+    /// schema, the code on the language's SDK, a launcher and a README.
+    New(new::NewArgs),
+    /// Call one tool through a running daemon's MCP endpoint, as an agent
+    /// would. Exit 0 on success, 1 when the result is an error.
+    Call(call::CallArgs),
+    /// The running daemon at a glance: plugins, catalog, sessions.
+    Status(ops::Target),
+    /// The running daemon's catalog: exposed names and surfaces.
+    Tools(ops::Target),
+    /// Show or push the running daemon's catalog.
+    Catalog {
+        #[command(flatten)]
+        target: ops::Target,
+        #[command(subcommand)]
+        command: ops::CatalogCommand,
+    },
+    /// Control the running daemon's plugins.
+    Plugins {
+        #[command(flatten)]
+        target: ops::Target,
+        #[command(subcommand)]
+        command: ops::PluginsCommand,
+    },
+}
+
+/// Runs one command line.
+pub fn run(cli: Cli) -> ExitCode {
+    let result = match cli.command {
+        Command::Check(args) => check::run(&args),
+        Command::New(args) => new::run(&args),
+        Command::Serve(args) => {
+            serve_runtime().and_then(|rt| rt.block_on(serve::run(args)).map(|()| ExitCode::SUCCESS))
+        }
+        Command::Call(args) => runtime().and_then(|rt| rt.block_on(call::run(args))),
+        Command::Status(t) => runtime().and_then(|rt| rt.block_on(ops::status(&t))),
+        Command::Tools(t) => runtime().and_then(|rt| rt.block_on(ops::tools(&t))),
+        Command::Catalog { target, command } => {
+            runtime().and_then(|rt| rt.block_on(ops::catalog(&target, &command)))
+        }
+        Command::Plugins { target, command } => {
+            runtime().and_then(|rt| rt.block_on(ops::plugins(&target, &command)))
+        }
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("toolhost: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The daemon's runtime. Plugins are processes of their own, competing for
+/// the same cores: measured on 2 cores, one worker thread per two cores
+/// halves the context switches per call and raises throughput by half
+/// (BENCHMARKS.md). `TOKIO_WORKER_THREADS` overrides it.
+fn serve_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    let mut b = tokio::runtime::Builder::new_multi_thread();
+    if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        b.worker_threads((cores / 2).max(1));
+    }
+    Ok(b.enable_all().build()?)
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
