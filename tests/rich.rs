@@ -514,6 +514,41 @@ async fn a_plugin_that_breaks_the_stream_rules_gets_plugin_error_and_the_daemon_
 }
 
 #[tokio::test]
+async fn a_second_question_before_the_first_is_answered_is_refused_every_time() {
+    // The client answers at once, so the first answer races the second
+    // question: the second must lose every time, in both eras, and the
+    // user never sees it.
+    let root = Scratch::new("rich-two-questions");
+    let d = daemon(root.path()).await;
+    const RUNS: usize = 100;
+    for era in ERAS {
+        let asker = Asker::new(true);
+        asker.answer(Reply::Accept(json!({"ok": true})));
+        let c = connect(&d.url, asker.clone(), era).await;
+        for run in 0..RUNS {
+            let r = call(&c, params("kandev_rp_two_questions", json!({}))).await;
+            assert_eq!(
+                outcome_code(&r),
+                "plugin_error",
+                "{era:?}, run {run}: {r:?}"
+            );
+            assert!(texts(&r)[0].contains("second question"), "{r:?}");
+        }
+        let seen = asker.asked.load(Ordering::SeqCst);
+        assert!(
+            seen <= RUNS,
+            "{era:?}: the user saw {seen} questions in {RUNS} calls: a second one got through"
+        );
+        let _ = c.cancel().await;
+    }
+    // And the plugin still serves.
+    let c = connect(&d.url, Asker::new(true), ERAS[0]).await;
+    let r = call(&c, params("kandev_rp_media", json!({}))).await;
+    assert_eq!(r.is_error, Some(false));
+    let _ = c.cancel().await;
+}
+
+#[tokio::test]
 async fn a_stdio_session_gets_the_same() {
     let root = Scratch::new("rich-stdio");
     let plugins = [richplug_dir(root.path(), "rp")];

@@ -86,7 +86,7 @@ async fn a_plugin_is_refused_what_it_was_not_granted_and_everything_else_serves_
     let open = probeplug_dir(root.path(), "open", &asks);
     let config = TestConfig::new(root.path(), &[jail, granted, open])
         .extra(
-            "[plugin.granted]\ngrant = [\"network\", \"filesystem\"]\n\n[plugin.open]\nsandbox_off = [\"filesystem\", \"network\", \"processes\", \"memory\"]\n",
+            "[plugin.granted]\ngrant = [\"network\", \"filesystem\"]\n\n[plugin.open]\nsandbox_off = [\"filesystem\", \"network\", \"processes\", \"memory\", \"capabilities\"]\n",
         )
         .build();
     let d = Daemon::start_with(root.path(), &config, &[], "info", |cmd| {
@@ -246,6 +246,38 @@ async fn a_plugin_is_refused_what_it_was_not_granted_and_everything_else_serves_
         println!("network not enforced here: {jail_rules:?}");
         assert_eq!(state_of(&jail_rules, "network"), "not enforced");
     }
+    serving(&c).await;
+
+    // Capabilities: none, even under a root daemon, and no device nodes.
+    assert_eq!(state_of(&jail_rules, "capabilities"), "enforced");
+    assert_eq!(state_of(&open_rules, "capabilities"), "off");
+    let root_daemon = rustix::process::geteuid().is_root();
+    let (ok, text, sets) = probe(&c, "kandev_jail_caps", json!({})).await;
+    assert!(ok, "{text}");
+    let none = "0000000000000000";
+    for set in ["CapEff", "CapPrm", "CapInh", "CapAmb"] {
+        assert_eq!(sets[set], none, "jail's {set}: {sets}");
+    }
+    if root_daemon {
+        assert_eq!(sets["CapBnd"], none, "jail's bounding set: {sets}");
+        let (_, _, control) = probe(&c, "kandev_open_caps", json!({})).await;
+        assert_ne!(
+            control["CapEff"], none,
+            "the control keeps a root daemon's capabilities: {control}"
+        );
+    }
+    let node = root.path().join("state/data/jail/kmsg");
+    let (ok, text, _) = probe(
+        &c,
+        "kandev_jail_mknod",
+        json!({ "path": node.display().to_string() }),
+    )
+    .await;
+    assert!(
+        !ok && text.contains("refused"),
+        "jail made a device node: {text}"
+    );
+    assert!(!node.exists());
     serving(&c).await;
 
     // The daemon's admin socket: whoever connects may reconfigure it.

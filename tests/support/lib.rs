@@ -200,7 +200,7 @@ output_schema = { type = "object", additionalProperties = false, required = ["ar
 
 /// Writes a plugin directory for `testplug` declaring `count`, `config` and
 /// the sandbox probes (`read_file`, `write_file`, `spawn_many`, `alloc`,
-/// `connect`), plus `declarations` (TOML: `[[config]]` items,
+/// `connect`, `connect_unix`, `caps`, `mknod`), plus `declarations` (TOML: `[[config]]` items,
 /// `[capabilities]`) after the runtime; returns the directory.
 #[must_use]
 pub fn probeplug_dir(root: &Path, id: &str, declarations: &str) -> PathBuf {
@@ -230,6 +230,8 @@ pub fn probeplug_dir(root: &Path, id: &str, declarations: &str) -> PathBuf {
             "{ port = { type = \"integer\", minimum = 1, maximum = 65535 } }",
         ),
         ("connect_unix", "{ path = { type = \"string\" } }"),
+        ("caps", "{}"),
+        ("mknod", "{ path = { type = \"string\" } }"),
     ] {
         toml.push_str(&format!(
             "\n[[tools]]\nname = \"{name}\"\ndescription = \"testplug {name}\"\nsurfaces = [\"kanban-task\", \"chat\"]\ntimeout_ms = 20000\ninput_schema = {{ type = \"object\", properties = {props} }}\nannotations = {{ read_only = true }}\n"

@@ -462,13 +462,22 @@ pub(crate) struct Parked {
 }
 
 /// Why a call could not be parked.
+/// Why a call could not be parked.
 #[derive(Debug, thiserror::Error)]
-#[error("too many calls are waiting for answers to questions; answer those first")]
-pub(crate) struct TooManyWaiting;
+pub(crate) enum NotParked {
+    /// The caps on parked calls, in all and per owner.
+    #[error("too many calls are waiting for answers to questions; answer those first")]
+    TooMany,
+    /// No handle could be made that nobody could guess.
+    #[error(
+        "the question cannot be delivered: toolhost could not make a handle for it (the system's random number generator failed)"
+    )]
+    NoRandomness,
+}
 
 impl Parked {
     /// Parks a call; returns its handle.
-    pub(crate) fn park(&self, w: Waiting) -> Result<String, Box<(TooManyWaiting, Waiting)>> {
+    pub(crate) fn park(&self, w: Waiting) -> Result<String, Box<(NotParked, Waiting)>> {
         let mut calls = self
             .calls
             .lock()
@@ -478,9 +487,11 @@ impl Parked {
         calls.retain(|_, c| c.running.expires > now);
         let mine = calls.values().filter(|c| c.owner == w.owner).count();
         if calls.len() >= MAX_PARKED || mine >= MAX_PARKED_PER_OWNER {
-            return Err(Box::new((TooManyWaiting, w)));
+            return Err(Box::new((NotParked::TooMany, w)));
         }
-        let handle = format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
+        let Ok(handle) = toolhost_pipeline::ids::unguessable_id() else {
+            return Err(Box::new((NotParked::NoRandomness, w)));
+        };
         calls.insert(handle.clone(), w);
         Ok(handle)
     }

@@ -158,7 +158,16 @@ impl Pipeline {
         cancel: CancellationToken,
     ) -> Result<CallResult, UnknownTool> {
         let started = Instant::now();
-        let invocation_id = invocation_id();
+        let Ok(invocation_id) = crate::ids::unguessable_id() else {
+            // No randomness: no handle anyone could trust. Nothing ran.
+            tracing::error!("the system's random number generator failed; a call was refused");
+            self.counters.count("", "internal", started.elapsed());
+            return Ok(CallResult::failure(
+                ErrorCode::Internal,
+                "toolhost could not make an invocation id (the system's random number generator failed); nothing ran, so the call may be repeated",
+                None,
+            ));
+        };
         // 1. Resolve among the tools this session can see.
         let catalog = self.store.current();
         let Some(entry) = catalog.resolve(&binding.surface, name).cloned() else {
@@ -549,11 +558,6 @@ impl Call<'_> {
             meta,
         })
     }
-}
-
-/// 128 random bits as 32 hex digits.
-fn invocation_id() -> String {
-    format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
 }
 
 /// Names from agents are echoed only in `Unknown tool`, and only so long;

@@ -33,6 +33,7 @@ mod call;
 mod caller;
 pub mod content;
 mod counters;
+pub mod ids;
 pub mod port;
 mod question;
 mod result;

@@ -123,26 +123,10 @@ impl Call<'_> {
                 () = tokio::time::sleep_until(wake.into()) => {
                     return Err(self.timed_out(started.elapsed(), asking.is_some()));
                 }
-                answer = answer_of(&mut asking) => {
-                    let Some((id, question, _)) = asking.take() else {
-                        continue;
-                    };
-                    let answer = self.checked_answer(&question, answer)?;
-                    let wire_answer = wire::Answer {
-                        question_id: id,
-                        action: match answer.action {
-                            AnswerAction::Accept => wire::answer::Action::Accept,
-                            AnswerAction::Decline => wire::answer::Action::Decline,
-                            AnswerAction::Cancel => wire::answer::Action::Cancel,
-                        }
-                        .into(),
-                        content: match &answer.content {
-                            Some(Value::Object(m)) => Some(struct_from_json(m)),
-                            _ => None,
-                        },
-                    };
-                    stream.answer(wire_answer).await.map_err(|e| self.invoke_failure(e))?;
-                }
+                // The plugin's events before the caller's answer: a plugin
+                // that sent a second question before its first was answered
+                // is refused before the answer goes out, whenever the
+                // answer arrives.
                 event = stream.next() => {
                     let event = event.map_err(|e| self.invoke_failure(e))?;
                     let Some(event) = event.and_then(|e| e.event) else {
@@ -182,6 +166,26 @@ impl Call<'_> {
                             return self.on_result(r);
                         }
                     }
+                }
+                answer = answer_of(&mut asking) => {
+                    let Some((id, question, _)) = asking.take() else {
+                        continue;
+                    };
+                    let answer = self.checked_answer(&question, answer)?;
+                    let wire_answer = wire::Answer {
+                        question_id: id,
+                        action: match answer.action {
+                            AnswerAction::Accept => wire::answer::Action::Accept,
+                            AnswerAction::Decline => wire::answer::Action::Decline,
+                            AnswerAction::Cancel => wire::answer::Action::Cancel,
+                        }
+                        .into(),
+                        content: match &answer.content {
+                            Some(Value::Object(m)) => Some(struct_from_json(m)),
+                            _ => None,
+                        },
+                    };
+                    stream.answer(wire_answer).await.map_err(|e| self.invoke_failure(e))?;
                 }
             }
         }

@@ -12,9 +12,11 @@
 //! 2. every descriptor from 3 up marked close-on-exec (marked, not closed:
 //!    the standard library's exec-error pipe must stay open until exec);
 //! 3. resource limits, then joining the cgroup (a write to cgroupfs, which
-//!    Landlock would forbid afterwards), then `no_new_privs`, then
-//!    Landlock, with a rule for the plugin's own `/proc/<pid>` added here,
-//!    where "self" is the plugin.
+//!    Landlock would forbid afterwards), then every capability set cleared
+//!    (a root daemon's plugins would otherwise keep them all: the bounding
+//!    set is emptied so that exec cannot give them back), then
+//!    `no_new_privs`, then Landlock, with a rule for the plugin's own
+//!    `/proc/<pid>` added here, where "self" is the plugin.
 
 use crate::cgroup::Jail;
 use crate::kernel::kernel;
@@ -29,6 +31,7 @@ use std::os::fd::OwnedFd;
 #[derive(Debug, Default)]
 pub struct Prepared {
     no_new_privs: bool,
+    drop_capabilities: bool,
     rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
     cgroup_procs: Option<CString>,
     ruleset: Option<OwnedFd>,
@@ -47,6 +50,7 @@ impl Prepared {
         let k = kernel();
         let mut p = Self {
             no_new_privs: policy.no_new_privs,
+            drop_capabilities: policy.drop_capabilities,
             ..Self::default()
         };
         if let Some(b) = policy.memory_bytes {
@@ -103,8 +107,15 @@ impl Prepared {
         let procs = self.cgroup_procs.clone();
         let ruleset = self.ruleset.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
         let no_new_privs = self.no_new_privs;
+        let drop_capabilities = self.drop_capabilities;
         let proc_self = self.proc_self;
-        move || apply(&rlimits, procs.as_ref(), no_new_privs, ruleset, proc_self)
+        move || {
+            apply(&rlimits, procs.as_ref())?;
+            if drop_capabilities {
+                drop_all_capabilities()?;
+            }
+            confine_self(no_new_privs, ruleset, proc_self)
+        }
     }
 }
 
@@ -136,15 +147,12 @@ fn tasks_of_this_user() -> u64 {
         .sum()
 }
 
-/// In the child: limits, cgroup, `no_new_privs`, Landlock, in that order
-/// (joining the cgroup writes to cgroupfs, which Landlock would forbid).
+/// In the child: limits, then the cgroup (joining it writes to cgroupfs,
+/// which Landlock would forbid).
 #[allow(unsafe_code)]
 fn apply(
     rlimits: &[(libc::__rlimit_resource_t, u64)],
     procs: Option<&CString>,
-    no_new_privs: bool,
-    ruleset: Option<libc::c_int>,
-    proc_self: u64,
 ) -> std::io::Result<()> {
     let fail = || Err(std::io::Error::last_os_error());
     // SAFETY: each block is one system call on memory owned by this frame
@@ -180,6 +188,99 @@ fn apply(
                 return fail();
             }
         }
+    }
+    Ok(())
+}
+
+/// `struct __user_cap_header_struct` (linux/capability.h).
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+/// `struct __user_cap_data_struct`; version 3 takes two of them (64 bits).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// In the child: every capability set emptied. The bounding set first (it
+/// needs `CAP_SETPCAP`, which the next steps give up; a daemon without it
+/// has nothing in it to pass on, so `EPERM` is not an error), then the
+/// ambient set, then permitted, effective and inheritable at once. With an
+/// empty bounding set and inheritable set, exec gives even a root process
+/// no capability back.
+#[allow(unsafe_code)]
+fn drop_all_capabilities() -> std::io::Result<()> {
+    let fail = || Err(std::io::Error::last_os_error());
+    // SAFETY: prctl and capset are single system calls on integers and on
+    // structs owned by this frame; none allocates or takes a lock, so each
+    // is safe between fork and exec.
+    unsafe {
+        for cap in 0..64 {
+            let zero: libc::c_ulong = 0;
+            if libc::prctl(
+                libc::PR_CAPBSET_DROP,
+                cap as libc::c_ulong,
+                zero,
+                zero,
+                zero,
+            ) != 0
+            {
+                match *libc::__errno_location() {
+                    // Past the kernel's last capability, or nothing this
+                    // process may drop.
+                    libc::EINVAL | libc::EPERM => break,
+                    _ => return fail(),
+                }
+            }
+        }
+        // Kernels before 4.3 have no ambient set: nothing to clear.
+        let zero: libc::c_ulong = 0;
+        if libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            zero,
+            zero,
+            zero,
+        ) != 0
+            && *libc::__errno_location() != libc::EINVAL
+        {
+            return fail();
+        }
+        let mut header = CapHeader {
+            version: LINUX_CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let none = [CapData {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        if libc::syscall(libc::SYS_capset, &raw mut header, none.as_ptr()) != 0 {
+            return fail();
+        }
+    }
+    Ok(())
+}
+
+/// In the child: `no_new_privs`, then Landlock.
+#[allow(unsafe_code)]
+fn confine_self(
+    no_new_privs: bool,
+    ruleset: Option<libc::c_int>,
+    proc_self: u64,
+) -> std::io::Result<()> {
+    let fail = || Err(std::io::Error::last_os_error());
+    // SAFETY: as in `apply`: single system calls on memory owned by this
+    // frame or the closure.
+    unsafe {
         if no_new_privs && libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
             return fail();
         }

@@ -23,6 +23,8 @@ pub(crate) const FS_EXECUTE: u64 = 1 << 0;
 pub(crate) const FS_WRITE_FILE: u64 = 1 << 1;
 pub(crate) const FS_READ_FILE: u64 = 1 << 2;
 pub(crate) const FS_READ_DIR: u64 = 1 << 3;
+pub(crate) const FS_MAKE_CHAR: u64 = 1 << 6;
+pub(crate) const FS_MAKE_BLOCK: u64 = 1 << 11;
 pub(crate) const FS_REFER: u64 = 1 << 13;
 pub(crate) const FS_TRUNCATE: u64 = 1 << 14;
 pub(crate) const FS_IOCTL_DEV: u64 = 1 << 15;
@@ -193,18 +195,22 @@ pub(crate) fn ruleset(
     if let Some((extra, own)) = fs {
         let read = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR;
         let all = fs_rights(abi);
+        // Everything but making device nodes: a plugin that could make a
+        // char device for /dev/kmsg, or a block device for a disk, in its
+        // own data directory would read past every other rule.
+        let writable = all & !(FS_MAKE_CHAR | FS_MAKE_BLOCK);
         let mut rules: Vec<(PathBuf, u64)> = Vec::new();
         rules.extend(SYSTEM_READ.iter().map(|p| (PathBuf::from(p), read)));
         let device = FS_READ_FILE | FS_WRITE_FILE | FS_TRUNCATE | FS_IOCTL_DEV;
         rules.extend(DEVICES.iter().map(|p| (PathBuf::from(p), device)));
         rules.push((own.dir.to_path_buf(), read));
         rules.push((own.command.to_path_buf(), read));
-        rules.push((own.data_dir.to_path_buf(), all));
-        rules.push((own.socket_dir.to_path_buf(), all));
+        rules.push((own.data_dir.to_path_buf(), writable));
+        rules.push((own.socket_dir.to_path_buf(), writable));
         for r in extra {
             let access = match r.access {
                 FsAccess::ReadExec => read,
-                FsAccess::ReadWrite => all,
+                FsAccess::ReadWrite => writable,
             };
             rules.push((r.path.clone(), access));
         }

@@ -15,6 +15,9 @@ use std::path::{Path, PathBuf};
 pub enum Rule {
     /// `no_new_privs`: nothing the plugin runs gains privileges.
     NoNewPrivs,
+    /// Every capability set cleared before exec: bounding, permitted,
+    /// effective, inheritable and ambient.
+    Capabilities,
     /// The address-space limit.
     Memory,
     /// The open-file limit.
@@ -35,8 +38,9 @@ pub enum Rule {
 
 impl Rule {
     /// Every rule, in the order a report lists them.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::NoNewPrivs,
+        Self::Capabilities,
         Self::Memory,
         Self::OpenFiles,
         Self::Processes,
@@ -48,8 +52,9 @@ impl Rule {
 
     /// The rules an operator may turn off for one plugin
     /// (`[plugin.<id>] sandbox_off`).
-    pub const SWITCHABLE: [Self; 6] = [
+    pub const SWITCHABLE: [Self; 7] = [
         Self::NoNewPrivs,
+        Self::Capabilities,
         Self::Memory,
         Self::OpenFiles,
         Self::Processes,
@@ -62,6 +67,7 @@ impl Rule {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::NoNewPrivs => "no_new_privs",
+            Self::Capabilities => "capabilities",
             Self::Memory => "memory",
             Self::OpenFiles => "open_files",
             Self::Processes => "processes",
@@ -125,6 +131,8 @@ pub enum NetPolicy {
 pub struct SandboxPolicy {
     /// Set `no_new_privs`.
     pub no_new_privs: bool,
+    /// Clear every capability set before exec.
+    pub drop_capabilities: bool,
     /// Address-space limit in bytes.
     pub memory_bytes: Option<u64>,
     /// Open-file limit.

@@ -70,6 +70,30 @@ pub fn enforcement(policy: &SandboxPolicy) -> Vec<RuleStatus> {
             "not on this OS".into(),
         ),
     }
+    let nnp = policy.no_new_privs || (uses_landlock && landlock_for_fs);
+    match (policy.drop_capabilities, linux) {
+        (false, _) => push(Rule::Capabilities, RuleState::Off, "turned off".into()),
+        (true, false) => push(
+            Rule::Capabilities,
+            RuleState::NotEnforced,
+            "not on this OS".into(),
+        ),
+        (true, true) if k.root => push(
+            Rule::Capabilities,
+            RuleState::Enforced,
+            "every set cleared before exec (bounding, permitted, effective, inheritable, ambient); no device nodes".into(),
+        ),
+        (true, true) if nnp => push(
+            Rule::Capabilities,
+            RuleState::Enforced,
+            "permitted, effective, inheritable and ambient cleared; the daemon's user has no bounding set to give, and no_new_privs keeps set-uid programs from granting any".into(),
+        ),
+        (true, true) => push(
+            Rule::Capabilities,
+            RuleState::NotEnforced,
+            "cleared at start, but with no_new_privs off a set-uid program the plugin runs can grant capabilities".into(),
+        ),
+    }
     let limit = |v: Option<u64>, what: &str| match v {
         Some(n) => (RuleState::Enforced, format!("{what} {n}")),
         None => (RuleState::Off, "turned off".into()),
@@ -202,6 +226,7 @@ mod tests {
     fn every_rule_is_reported_whatever_the_kernel() {
         let on = SandboxPolicy {
             no_new_privs: true,
+            drop_capabilities: true,
             memory_bytes: Some(512 << 20),
             open_files: Some(256),
             processes: Some(32),

@@ -19,7 +19,8 @@
 //!
 //! Sandbox probes, each answering what happened (never file content):
 //! `read_file`, `write_file` (`path`), `spawn_many` (starts up to `max`
-//! processes), `alloc` (`mb` MiB), `connect` (TCP to 127.0.0.1:`port`), `connect_unix` (`path`).
+//! processes), `alloc` (`mb` MiB), `connect` (TCP to 127.0.0.1:`port`), `connect_unix` (`path`),
+//! `caps` (its capability sets), `mknod` (a character device at `path`).
 //!
 //! Protocol-2 tools (served when the manifest says `protocol = 2`):
 //! `media` answers one block of every kind; `steps` reports `steps`
@@ -425,6 +426,42 @@ fn tools() -> Plugin {
         .tool("alloc", alloc)
         .tool("connect", connect)
         .tool("connect_unix", connect_unix)
+        .tool("caps", caps)
+        .tool("mknod", mknod)
+}
+
+/// The capability sets of this process, as `/proc/self/status` has them
+/// (hex strings), under their names there (`CapEff`, ...).
+async fn caps(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    let status = std::fs::read_to_string("/proc/self/status")
+        .map_err(|e| ToolError::new(format!("refused: {e}")))?;
+    let mut out = Map::new();
+    for line in status.lines() {
+        if let Some((name, value)) = line.split_once(':')
+            && name.starts_with("Cap")
+        {
+            out.insert(name.to_owned(), json!(value.trim()));
+        }
+    }
+    Ok(ToolOutput::structured(out))
+}
+
+/// Makes a character device at `path` with /dev/kmsg's numbers (1, 11):
+/// through it a plugin would read the kernel log.
+async fn mknod(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    let made = rustix::fs::mknodat(
+        rustix::fs::CWD,
+        text_arg(&call, "path"),
+        rustix::fs::FileType::CharacterDevice,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        rustix::fs::makedev(1, 11),
+    );
+    match made {
+        Ok(()) => Ok(ToolOutput::text("made a device node")),
+        Err(e) => Err(ToolError::new(format!("refused: {e}"))),
+    }
 }
 
 /// FNV-1a, 64 bits: lets a test check a secret arrived without the plugin

@@ -142,6 +142,7 @@ pub fn sandbox_policy(m: &Manifest, op: &Operator, cfg: &SandboxConfig) -> Sandb
     });
     SandboxPolicy {
         no_new_privs: on(Rule::NoNewPrivs),
+        drop_capabilities: on(Rule::Capabilities),
         memory_bytes: limit(
             Rule::Memory,
             caps.memory_mb,
