@@ -28,7 +28,7 @@ fn config(root: &Path, plugin: &Path, extra: &str) -> String {
         .build()
 }
 
-async fn admin(root: &Path) -> AdminClient<tonic::transport::Channel> {
+async fn admin(root: &Path) -> toolhost_admin::Client {
     let sock = root.join("state/admin.sock");
     eventually(WAIT, "the admin socket", async || {
         toolhost_admin::connect_unix(&sock).await.ok()
@@ -47,10 +47,7 @@ fn snapshot(plugin: &Path, generation: &str, revision: u64) -> Snapshot {
     s
 }
 
-async fn push(
-    c: &mut AdminClient<tonic::transport::Channel>,
-    s: &Snapshot,
-) -> pb::PushCatalogResponse {
+async fn push(c: &mut toolhost_admin::Client, s: &Snapshot) -> pb::PushCatalogResponse {
     let req = pb::PushCatalogRequest {
         snapshot: Some(toolhost_admin::snapshot_to_proto(s)),
     };
@@ -400,6 +397,44 @@ async fn the_admin_socket_is_private_and_tcp_needs_the_token() {
     let mode = std::fs::metadata(root.path().join("state/admin.sock"))
         .map(|m| m.permissions().mode() & 0o777);
     assert_eq!(mode.ok(), Some(0o600));
+
+    // The socket also needs its token, 0600 beside it: a process that can
+    // connect but cannot read the token (a sandboxed plugin) gets nothing.
+    let token_file = root.path().join("state/admin.sock.token");
+    let mode = std::fs::metadata(&token_file).map(|m| m.permissions().mode() & 0o777);
+    assert_eq!(mode.ok(), Some(0o600));
+    let channel = toolhost_proto::contract::connect_unix(
+        tonic::transport::Endpoint::from_static("http://admin.invalid"),
+        root.path().join("state/admin.sock"),
+    )
+    .await
+    .expect("the socket accepts a connection");
+    let mut bare = AdminClient::new(channel);
+    let anonymous = bare.get_status(pb::GetStatusRequest {}).await;
+    assert_eq!(
+        anonymous.err().map(|s| s.code()),
+        Some(tonic::Code::Unauthenticated)
+    );
+    let mut guess = tonic::Request::new(pb::GetStatusRequest {});
+    guess.metadata_mut().insert(
+        "authorization",
+        "Bearer 00000000000000000000000000000000"
+            .parse()
+            .expect("the step before failed"),
+    );
+    assert_eq!(
+        bare.get_status(guess).await.err().map(|s| s.code()),
+        Some(tonic::Code::Unauthenticated)
+    );
+    let token = std::fs::read_to_string(&token_file).expect("the token");
+    let mut right = tonic::Request::new(pb::GetStatusRequest {});
+    right.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {}", token.trim())
+            .parse()
+            .expect("the step before failed"),
+    );
+    assert!(bare.get_status(right).await.is_ok());
 
     let addr = eventually(WAIT, "the admin TCP address", async || {
         d.logs().lines().find_map(|l| {

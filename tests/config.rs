@@ -15,7 +15,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 use toolhost_admin::admin as pb;
-use toolhost_admin::admin::admin_client::AdminClient;
 use toolhost_e2e::{
     Daemon, Scratch, TOKEN, TestConfig, agent, bin, call_tool, eventually, http_request,
     listed_names, outcome_code, probeplug_dir,
@@ -80,7 +79,7 @@ required = true
 secret = true
 "#;
 
-async fn admin(root: &Path) -> AdminClient<tonic::transport::Channel> {
+async fn admin(root: &Path) -> toolhost_admin::Client {
     let sock = root.join("state/admin.sock");
     eventually(WAIT, "the admin socket", async || {
         toolhost_admin::connect_unix(&sock).await.ok()
@@ -90,7 +89,7 @@ async fn admin(root: &Path) -> AdminClient<tonic::transport::Channel> {
 
 /// `SetPluginConfig`: `values` set, `unset` unset.
 async fn set_config(
-    a: &mut AdminClient<tonic::transport::Channel>,
+    a: &mut toolhost_admin::Client,
     id: &str,
     values: &[(&str, &str)],
     unset: &[&str],
@@ -107,7 +106,7 @@ async fn set_config(
     .map(tonic::Response::into_inner)
 }
 
-async fn plugin(c: &mut AdminClient<tonic::transport::Channel>, id: &str) -> pb::PluginStatus {
+async fn plugin(c: &mut toolhost_admin::Client, id: &str) -> pb::PluginStatus {
     c.list_plugins(pb::ListPluginsRequest {})
         .await
         .expect("list plugins")

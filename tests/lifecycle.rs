@@ -35,9 +35,7 @@ fn config(root: &Path, statics: &[PathBuf]) -> String {
     TestConfig::new(root, statics).build()
 }
 
-async fn admin(
-    root: &Path,
-) -> toolhost_admin::admin::admin_client::AdminClient<tonic::transport::Channel> {
+async fn admin(root: &Path) -> toolhost_admin::Client {
     let sock = root.join("state/admin.sock");
     eventually(WAIT, "the admin socket", async || {
         toolhost_admin::connect_unix(&sock).await.ok()

@@ -132,6 +132,13 @@ async fn a_plugin_is_refused_what_it_was_not_granted_and_everything_else_serves_
                 "the daemon's state",
                 root.path().join("state/plugins.json").display().to_string(),
             ),
+            (
+                "the admin socket's token",
+                root.path()
+                    .join("state/admin.sock.token")
+                    .display()
+                    .to_string(),
+            ),
             ("/etc/shadow", "/etc/shadow".to_owned()),
             (
                 "the daemon's environment",

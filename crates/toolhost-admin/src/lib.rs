@@ -30,8 +30,9 @@ mod convert;
 pub mod fence;
 mod server;
 mod service;
+pub mod token;
 
 pub use convert::{snapshot_from_proto, snapshot_to_proto};
-pub use server::{AdminError, connect_unix, serve_tcp, serve_unix};
+pub use server::{AdminError, Client, connect_unix, serve_tcp, serve_unix};
 pub use service::{AdminService, AdminState};
 pub use toolhost_proto::admin;

@@ -1,9 +1,11 @@
 //! Serving the admin API, and connecting to it.
 
 use crate::service::AdminService;
+use crate::token::{Bearer, token_path};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use toolhost_mcp::limits::{ConnectionLimits, limited};
 use toolhost_proto::admin::admin_client::AdminClient;
@@ -49,34 +51,61 @@ pub async fn serve_unix(
     limits: ConnectionLimits,
     shutdown: CancellationToken,
 ) -> Result<(), AdminError> {
-    let listener = bind_private(path)?;
+    let (listener, token) = bind_private(path)?;
     // A plugin runs as the daemon's user, so the socket's mode does not
-    // keep it out; its process does.
+    // keep it out. Two locks, either of which holds alone: the token, which
+    // a sandboxed plugin cannot read, and the connecting process, which
+    // must be known, alive and no plugin's (a peer that cannot be
+    // identified is refused).
     let plugins = service.plugins();
     let incoming = tokio_stream::StreamExt::filter(
         tokio_stream::wrappers::UnixListenerStream::new(listener),
-        |accepted| match accepted {
-            Ok(stream) => match stream.peer_cred().ok().and_then(|c| c.pid()) {
-                Some(pid) if pid > 0 && plugins.is_plugin_process(pid.unsigned_abs()) => {
-                    tracing::warn!(pid, "refused an admin connection from a plugin's process");
-                    false
+        move |accepted| match accepted {
+            Ok(stream) => {
+                let pid = stream
+                    .peer_cred()
+                    .ok()
+                    .and_then(|c| c.pid())
+                    .and_then(|p| u32::try_from(p).ok())
+                    .filter(|p| *p > 0);
+                match pid {
+                    None => {
+                        tracing::warn!(
+                            "refused an admin connection from a process that cannot be identified"
+                        );
+                        false
+                    }
+                    Some(pid) if !Path::new(&format!("/proc/{pid}")).exists() => {
+                        tracing::warn!(
+                            pid,
+                            "refused an admin connection from a process that is already gone"
+                        );
+                        false
+                    }
+                    Some(pid) if plugins.is_plugin_process(pid) => {
+                        tracing::warn!(pid, "refused an admin connection from a plugin's process");
+                        false
+                    }
+                    Some(_) => true,
                 }
-                _ => true,
-            },
+            }
             Err(_) => true,
         },
     );
     let incoming = limited(incoming, limits, "admin socket");
     let result = builder(limits)
-        .add_service(AdminServer::new(service))
+        .add_service(AdminServer::with_interceptor(service, bearer_check(&token)))
         .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
         .await;
     let _ = std::fs::remove_file(path);
+    let _ = std::fs::remove_file(token_path(path));
     Ok(result?)
 }
 
 /// Binds `path` so that no other user can ever connect to it.
-fn bind_private(path: &Path) -> Result<tokio::net::UnixListener, AdminError> {
+/// Its token is written beside it first (`<path>.token`, 0600), so a client
+/// that finds the socket finds the token.
+fn bind_private(path: &Path) -> Result<(tokio::net::UnixListener, String), AdminError> {
     use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
     let err = |source| AdminError::Socket {
         path: path.to_path_buf(),
@@ -104,9 +133,10 @@ fn bind_private(path: &Path) -> Result<tokio::net::UnixListener, AdminError> {
         let staged = private.join("admin.sock");
         let listener = std::os::unix::net::UnixListener::bind(&staged)?;
         std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))?;
+        let token = crate::token::create(&token_path(path))?;
         std::fs::rename(&staged, path)?;
         listener.set_nonblocking(true)?;
-        tokio::net::UnixListener::from_std(listener)
+        Ok((tokio::net::UnixListener::from_std(listener)?, token))
     })();
     let _ = std::fs::remove_dir_all(&private);
     result.map_err(err)
@@ -135,21 +165,7 @@ pub async fn serve_tcp(
     limits: ConnectionLimits,
     shutdown: CancellationToken,
 ) -> Result<(), AdminError> {
-    let expected: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-    let check = move |req: tonic::Request<()>| {
-        let given = req
-            .metadata()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(|t| -> [u8; 32] { Sha256::digest(t.trim().as_bytes()).into() });
-        match given {
-            Some(g) if constant_time_eq(&g, &expected) => Ok(req),
-            _ => Err(tonic::Status::unauthenticated(
-                "the admin API needs authorization: Bearer <token>",
-            )),
-        }
-    };
+    let check = bearer_check(token);
     let incoming = limited(
         tokio_stream::wrappers::TcpListenerStream::new(listener),
         limits,
@@ -162,8 +178,43 @@ pub async fn serve_tcp(
     Ok(())
 }
 
-/// A client of the admin API on a Unix socket.
-pub async fn connect_unix(path: &Path) -> Result<AdminClient<Channel>, AdminError> {
+/// Lets a call through only with `authorization: Bearer <token>`,
+/// compared in constant time (of digests, so the length does not show).
+fn bearer_check(
+    token: &str,
+) -> impl FnMut(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Clone + use<> {
+    let expected: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+    move |req: tonic::Request<()>| {
+        let given = req
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(|t| -> [u8; 32] { Sha256::digest(t.trim().as_bytes()).into() });
+        match given {
+            Some(g) if constant_time_eq(&g, &expected) => Ok(req),
+            _ => Err(tonic::Status::unauthenticated(
+                "the admin API needs authorization: Bearer <token>",
+            )),
+        }
+    }
+}
+
+/// An admin client: every call carries the token.
+pub type Client = AdminClient<InterceptedService<Channel, Bearer>>;
+
+/// A client of the admin API on a Unix socket, with the token read from
+/// beside it (`<path>.token`): only the daemon's user, outside any plugin
+/// sandbox, can read it.
+pub async fn connect_unix(path: &Path) -> Result<Client, AdminError> {
+    let token = crate::token::read(path).map_err(|e| AdminError::NotRunning {
+        path: path.to_path_buf(),
+        detail: format!("cannot read its token {}: {e}", token_path(path).display()),
+    })?;
+    let bearer = Bearer::new(&token).ok_or_else(|| AdminError::NotRunning {
+        path: path.to_path_buf(),
+        detail: format!("its token {} is not a token", token_path(path).display()),
+    })?;
     let channel = toolhost_proto::contract::connect_unix(
         Endpoint::from_static("http://admin.invalid"),
         path.to_path_buf(),
@@ -173,7 +224,7 @@ pub async fn connect_unix(path: &Path) -> Result<AdminClient<Channel>, AdminErro
         path: path.to_path_buf(),
         detail: std::error::Error::source(&e).map_or_else(|| e.to_string(), ToString::to_string),
     })?;
-    Ok(AdminClient::new(channel))
+    Ok(AdminClient::with_interceptor(channel, bearer))
 }
 
 #[cfg(test)]

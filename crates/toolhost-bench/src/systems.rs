@@ -352,9 +352,7 @@ pub(crate) async fn start_direct_grpc() -> Result<System> {
 
 /// The admin API of a daemon that has just started: its socket appears a
 /// moment after the HTTP listener.
-pub(crate) async fn admin_client(
-    sock: &Path,
-) -> Result<toolhost_proto::admin::admin_client::AdminClient<tonic::transport::Channel>> {
+pub(crate) async fn admin_client(sock: &Path) -> Result<toolhost_admin::Client> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         match toolhost_admin::connect_unix(sock).await {

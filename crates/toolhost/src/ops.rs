@@ -6,9 +6,7 @@ use crate::format::Format;
 use anyhow::{Context as _, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use tonic::transport::Channel;
 use toolhost_admin::admin as pb;
-use toolhost_admin::admin::admin_client::AdminClient;
 use toolhost_admin::{snapshot_from_proto, snapshot_to_proto};
 
 /// How to find the daemon.
@@ -26,7 +24,7 @@ pub struct Target {
 }
 
 impl Target {
-    async fn connect(&self) -> Result<AdminClient<Channel>> {
+    async fn connect(&self) -> Result<toolhost_admin::Client> {
         let path = match (&self.admin, &self.config) {
             (Some(p), _) => p.clone(),
             (None, Some(c)) => Config::load(c)?.admin_socket(None),
@@ -192,7 +190,7 @@ fn status_error(s: &tonic::Status) -> anyhow::Error {
     anyhow::anyhow!("{} ({:?})", s.message(), s.code())
 }
 
-async fn installed_plugins(c: &mut AdminClient<Channel>) -> Result<Vec<pb::PluginStatus>> {
+async fn installed_plugins(c: &mut toolhost_admin::Client) -> Result<Vec<pb::PluginStatus>> {
     Ok(c.list_plugins(pb::ListPluginsRequest {})
         .await
         .map_err(|e| status_error(&e))?
