@@ -660,3 +660,74 @@ fn a_long_source_file_says_why_it_is_whole() {
         wrong.join("\n")
     );
 }
+
+/// For every directory module (`foo/` beside or under `foo.rs` or
+/// `foo/mod.rs`), its child modules and, for each, the siblings it names
+/// as `super::<sibling>`.
+fn nested_graphs(src: &Path) -> Vec<(PathBuf, BTreeMap<String, BTreeSet<String>>)> {
+    let mut dirs = Vec::new();
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if e.path().is_dir() {
+                dirs.push(e.path());
+                stack.push(e.path());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for dir in dirs {
+        let files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+            .filter(|p| !p.ends_with("mod.rs") && !p.ends_with("tests.rs"))
+            .collect();
+        let names: BTreeSet<String> = files
+            .iter()
+            .filter_map(|f| f.file_stem().and_then(|s| s.to_str()).map(str::to_owned))
+            .collect();
+        let mut graph = BTreeMap::new();
+        for f in &files {
+            let Some(me) = f.file_stem().and_then(|s| s.to_str()) else {
+                continue;
+            };
+            let text = std::fs::read_to_string(f).unwrap_or_default();
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            let uses: BTreeSet<String> = code
+                .match_indices("super::")
+                .map(|(i, _)| {
+                    code[i + "super::".len()..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect::<String>()
+                })
+                .filter(|n| names.contains(n) && n != me)
+                .collect();
+            graph.insert(me.to_owned(), uses);
+        }
+        out.push((dir, graph));
+    }
+    out
+}
+
+#[test]
+fn no_nested_module_depends_on_itself_through_its_siblings() {
+    let root = workspace_root();
+    let mut crates: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("src"))
+        .collect();
+    crates.push(root.join("plugins-example/notes/src"));
+    for src in crates.iter().filter(|s| s.is_dir()) {
+        for (dir, graph) in nested_graphs(src) {
+            if let Some(c) = cycle(&graph) {
+                panic!("a module cycle in {}: {}", dir.display(), c.join(" -> "));
+            }
+        }
+    }
+}

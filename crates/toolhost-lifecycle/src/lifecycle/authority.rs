@@ -5,7 +5,7 @@
 //! start-up); each change of that set is one new revision, offered to the
 //! store like any other.
 
-use super::Lifecycle;
+use super::core::Lifecycle;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use toolhost_catalog::{Outcome, Snapshot};

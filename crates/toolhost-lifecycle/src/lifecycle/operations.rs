@@ -10,8 +10,8 @@
 //! place, start, wait, switch, drain), and `upgrade` and `set_config` are
 //! each one ordered sequence.
 
+use super::core::{Lifecycle, LifecycleError, invalid, io};
 use super::records::{Inner, Origin, Record};
-use super::{Lifecycle, LifecycleError, invalid, io};
 use crate::files::{stage, staging_dir, version_dir};
 use crate::settings::{self, ItemStatus};
 use std::collections::BTreeMap;

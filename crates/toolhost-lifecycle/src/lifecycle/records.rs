@@ -5,13 +5,11 @@
 //! recorded, and anything the state file does not name is deleted at
 //! start-up ([`clean`]), so nothing is ever half-installed.
 
-use super::{Lifecycle, LifecycleError, io};
 use crate::files::StateFile;
 use crate::settings::Resolved;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use toolhost_catalog::Installed;
 use toolhost_manifest::Manifest;
 use toolhost_runtime::PluginHandle;
 
@@ -43,21 +41,6 @@ pub(super) struct Inner {
     pub(super) revision: u64,
     /// (id, version) of the plugins in the last published snapshot.
     pub(super) listed: Option<Vec<(String, String)>>,
-}
-
-impl Lifecycle {
-    pub(super) fn save(&self, inner: &Inner) -> Result<(), LifecycleError> {
-        inner
-            .file
-            .save(&self.state_file())
-            .map_err(io("cannot write the plugin state", &self.state_file()))
-    }
-
-    pub(super) fn refresh_installed(&self, inner: &Inner) {
-        self.installed.store(Arc::new(Installed::from_manifests(
-            inner.records.values().map(|r| &r.manifest),
-        )));
-    }
 }
 
 /// Removes staging directories and installed versions the state file does

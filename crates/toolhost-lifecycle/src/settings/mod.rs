@@ -32,9 +32,9 @@ pub mod grants;
 pub mod sources;
 pub mod values;
 
-pub use grants::{Grant, SandboxConfig, pass_env, sandbox_policy, ungranted};
+pub use grants::{SandboxConfig, pass_env, sandbox_policy, ungranted};
 pub use sources::{
-    FileValues, Operator, OperatorFile, OperatorFileError, RawValue, Source, Supplied,
+    FileValues, Grant, Operator, OperatorFile, OperatorFileError, RawValue, Source, Supplied,
 };
 pub(crate) use values::Stored;
 pub use values::{

@@ -20,7 +20,39 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use toolhost_sandbox::Rule;
 
-use super::grants::Grant;
+/// Capabilities a plugin declared that the operator may grant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Grant {
+    /// Its declared paths.
+    Filesystem,
+    /// Its declared network access.
+    Network,
+    /// Its declared environment variables.
+    Env,
+}
+
+impl Grant {
+    /// Parses `filesystem`, `network` or `env`.
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "filesystem" => Some(Self::Filesystem),
+            "network" => Some(Self::Network),
+            "env" => Some(Self::Env),
+            _ => None,
+        }
+    }
+
+    /// The name used in configuration.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Filesystem => "filesystem",
+            Self::Network => "network",
+            Self::Env => "env",
+        }
+    }
+}
 
 /// Where a supplied value came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,322 @@
+//! The lifecycle's one object and what every part of it shares: its
+//! configuration, its errors, what a listing shows, and the steps every
+//! operation takes (the runtime spec of a plugin, starting one, saving the
+//! state file).
+
+use super::records::{Inner, Origin};
+use crate::files::ArchiveLimits;
+use crate::settings::{self, ItemStatus, Operator, Resolved, SandboxConfig, Stored};
+use arc_swap::ArcSwap;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use toolhost_catalog::{Installed, Store};
+use toolhost_manifest::Manifest;
+use toolhost_runtime::{PluginHandle, PluginSpec, Plugins, SupervisorConfig};
+use toolhost_sandbox::RuleStatus;
+
+/// Where things live and how plugins run.
+#[derive(Debug, Clone)]
+pub struct LifecycleConfig {
+    /// Exposed-name prefix.
+    pub prefix: String,
+    /// `plugins.json`, `plugins/` (installed) and `data/` live here.
+    pub state_dir: PathBuf,
+    /// The configuration's plugin paths (static plugins).
+    pub static_paths: Vec<PathBuf>,
+    /// How plugins are supervised.
+    pub supervisor: SupervisorConfig,
+    /// A backend owns the catalog: lifecycle operations are refused, and no
+    /// embedded snapshots are published.
+    pub managed: bool,
+    /// How long an upgrade waits for the old process's calls to finish.
+    pub drain_timeout: Duration,
+    /// Caps on what an installed archive may unpack to.
+    pub archive_limits: ArchiveLimits,
+    /// Per plugin id, what the operator decided: environment, values,
+    /// grants, sandbox rules turned off.
+    pub operators: BTreeMap<String, Operator>,
+    /// The sandbox's daemon-wide settings.
+    pub sandbox: SandboxConfig,
+}
+
+/// Why an operation was refused or failed. Each message says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum LifecycleError {
+    /// The plugin does not validate: every problem, one per line.
+    #[error("{}", problems.join("\n"))]
+    Invalid {
+        /// Each problem, naming its file, tool and rule.
+        problems: Vec<String>,
+    },
+    /// The source could not be read (a missing directory, a bad archive).
+    #[error("cannot read {path}: {source}")]
+    Unreadable {
+        /// What was to be installed.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// No installed plugin by that id.
+    #[error("no plugin {id:?} is installed{hint}")]
+    NotFound {
+        /// The id asked for.
+        id: String,
+        /// What to do instead (may be empty).
+        hint: &'static str,
+    },
+    /// Managed mode: the backend owns the catalog.
+    #[error(
+        "toolhost is in managed mode: the backend owns the catalog, so plugins are installed and \
+         switched by editing the configuration and restarting, and activated by the backend's pushes"
+    )]
+    Managed,
+    /// The plugin comes from the configuration's `plugins` paths.
+    #[error("plugin {id} comes from the configuration's plugins paths; {what} it there")]
+    Static {
+        /// The plugin.
+        id: String,
+        /// What to do there ("upgrade", "remove").
+        what: &'static str,
+    },
+    /// Already installed (install), or already at that version (upgrade).
+    #[error("plugin {id} is already {state}")]
+    AlreadyThere {
+        /// The plugin.
+        id: String,
+        /// "installed (version 1.0.0); use upgrade", "at version 1.0.0".
+        state: String,
+    },
+    /// A required configuration value is missing: the plugin is not
+    /// started until it is set.
+    #[error(
+        "plugin {id} needs configuration before it can start: set {} (toolhost plugins config {id} NAME=VALUE, or [plugin.\"{id}\".config] in the configuration file)",
+        missing.join(", ")
+    )]
+    NeedsConfig {
+        /// The plugin.
+        id: String,
+        /// The required items without a value.
+        missing: Vec<String>,
+    },
+    /// The plugin did not become ready.
+    #[error("{reason}")]
+    StartFailed {
+        /// The plugin.
+        id: String,
+        /// Why, and what still holds (the old version keeps serving, ...).
+        reason: String,
+    },
+    /// File system trouble.
+    #[error("{what} ({path}): {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// Where.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// One plugin, for listings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginInfo {
+    /// Id.
+    pub id: String,
+    /// Version.
+    pub version: String,
+    /// Enabled.
+    pub enabled: bool,
+    /// `installed` (managed by toolhost) or `static` (from the configuration).
+    pub origin: &'static str,
+    /// Required configuration items without a value (it is not started).
+    pub needs_config: Vec<String>,
+    /// Each declared configuration item's state (never a value).
+    pub config: Vec<ItemStatus>,
+    /// What its manifest asks for, one line each.
+    pub asks: Vec<String>,
+    /// Declared capabilities the operator has not granted.
+    pub ungranted: Vec<String>,
+    /// Each sandbox rule and whether it holds on this kernel.
+    pub sandbox: Vec<RuleStatus>,
+}
+
+/// The installed plugins and what happens to them.
+#[derive(Debug)]
+pub struct Lifecycle {
+    pub(super) cfg: LifecycleConfig,
+    pub(super) store: Arc<Store>,
+    pub(super) plugins: Arc<Plugins>,
+    pub(super) installed: Arc<ArcSwap<Installed>>,
+    /// One operation at a time.
+    pub(super) ops: tokio::sync::Mutex<()>,
+    pub(super) inner: Mutex<Inner>,
+    pub(super) recompute: mpsc::UnboundedSender<()>,
+    pub(super) stored: Stored,
+}
+
+/// An I/O error while doing `what` at `path`.
+pub(super) fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> LifecycleError {
+    let path = path.to_path_buf();
+    move |source| LifecycleError::Io { what, path, source }
+}
+
+pub(super) fn invalid(problems: &[toolhost_manifest::Problem]) -> LifecycleError {
+    LifecycleError::Invalid {
+        problems: problems.iter().map(ToString::to_string).collect(),
+    }
+}
+
+impl Lifecycle {
+    pub(super) fn install_dir(&self) -> PathBuf {
+        self.cfg.state_dir.join("plugins")
+    }
+
+    pub(super) fn state_file(&self) -> PathBuf {
+        self.cfg.state_dir.join("plugins.json")
+    }
+
+    pub(super) fn data_root(&self) -> PathBuf {
+        self.cfg.state_dir.join("data")
+    }
+
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The installed declarations (for checking pushes in managed mode).
+    #[must_use]
+    pub fn installed(&self) -> Arc<ArcSwap<Installed>> {
+        Arc::clone(&self.installed)
+    }
+
+    pub(super) fn operator(&self, id: &str) -> Operator {
+        self.cfg.operators.get(id).cloned().unwrap_or_default()
+    }
+
+    /// What the runtime runs for `m`: its environment, configuration and
+    /// sandbox.
+    pub(super) fn spec(&self, m: &Manifest, resolved: &Resolved) -> PluginSpec {
+        let op = self.operator(&m.id);
+        let mut spec = crate::spec::plugin_spec(m, &self.data_root());
+        spec.pass_env = settings::pass_env(m, &op);
+        spec.config.clone_from(&resolved.delivered);
+        spec.sandbox = settings::sandbox_policy(m, &op, &self.cfg.sandbox);
+        spec
+    }
+
+    /// Starts supervising a plugin and registers it; its state changes feed
+    /// the authority.
+    pub(super) fn start(&self, m: &Manifest, resolved: &Resolved) -> Arc<PluginHandle> {
+        let handle = self.spawn(m, resolved);
+        self.plugins.set_needs_config(&m.id, &[]);
+        self.plugins.insert(Arc::clone(&handle));
+        handle
+    }
+
+    /// Starts supervising a plugin without registering it (a replacement
+    /// that must be ready before it takes over); its state changes feed
+    /// the authority.
+    pub(super) fn spawn(&self, m: &Manifest, resolved: &Resolved) -> Arc<PluginHandle> {
+        toolhost_sandbox::log_kernel_gaps();
+        let handle = self
+            .plugins
+            .supervise(self.spec(m, resolved), self.cfg.supervisor.clone());
+        let mut w = handle.subscribe();
+        let tx = self.recompute.clone();
+        tokio::spawn(async move {
+            while w.changed().await.is_ok() {
+                if tx.send(()).is_err() {
+                    break;
+                }
+            }
+        });
+        handle
+    }
+
+    /// Resolves `m`'s configuration now, logging what is wrong with the
+    /// file's values.
+    pub(super) fn save(&self, inner: &Inner) -> Result<(), LifecycleError> {
+        inner
+            .file
+            .save(&self.state_file())
+            .map_err(io("cannot write the plugin state", &self.state_file()))
+    }
+
+    pub(super) fn refresh_installed(&self, inner: &Inner) {
+        self.installed.store(Arc::new(Installed::from_manifests(
+            inner.records.values().map(|r| &r.manifest),
+        )));
+    }
+
+    pub(super) fn resolve_logged(&self, m: &Manifest) -> Resolved {
+        let mut warnings = Vec::new();
+        let r = resolve_for(&self.cfg, m, &mut warnings);
+        for w in warnings {
+            tracing::warn!("{w}");
+        }
+        r
+    }
+
+    /// Every plugin, by id.
+    #[must_use]
+    pub fn list(&self) -> Vec<PluginInfo> {
+        self.lock()
+            .records
+            .values()
+            .map(|r| {
+                let op = self.operator(&r.manifest.id);
+                PluginInfo {
+                    id: r.manifest.id.clone(),
+                    version: r.manifest.version.to_string(),
+                    enabled: r.enabled,
+                    origin: match r.origin {
+                        Origin::Static => "static",
+                        Origin::Installed => "installed",
+                    },
+                    needs_config: r.resolved.missing.clone(),
+                    config: r.resolved.items.clone(),
+                    asks: r.manifest.asks(),
+                    ungranted: settings::ungranted(&r.manifest, &op),
+                    sandbox: toolhost_sandbox::enforcement(&settings::sandbox_policy(
+                        &r.manifest,
+                        &op,
+                        &self.cfg.sandbox,
+                    )),
+                }
+            })
+            .collect()
+    }
+
+    /// Stops every plugin (daemon shutdown).
+    pub async fn shutdown(&self) {
+        let handles = self.plugins.all();
+        futures::future::join_all(handles.iter().map(|h| h.stop())).await;
+    }
+}
+
+/// Resolves `m`'s configuration from its stored values and the file's,
+/// adding what is wrong with them to `warnings`.
+pub(super) fn resolve_for(
+    cfg: &LifecycleConfig,
+    m: &Manifest,
+    warnings: &mut Vec<String>,
+) -> Resolved {
+    let stored = Stored::new(&cfg.state_dir).load(&m.id).unwrap_or_else(|e| {
+        warnings.push(format!(
+            "plugin {}: its stored configuration is unreadable and ignored: {e}",
+            m.id
+        ));
+        BTreeMap::new()
+    });
+    let file = cfg
+        .operators
+        .get(&m.id)
+        .map(|o| o.config.clone())
+        .unwrap_or_default();
+    warnings.extend(settings::check_file(m, &file));
+    settings::resolve(m, &stored, &settings::without_inline_secrets(m, &file))
+}
