@@ -53,6 +53,36 @@ async fn rules(root: &Path, id: &str) -> Vec<pb::SandboxRule> {
         .sandbox
 }
 
+/// The Unix socket plugin `id` serves on: in the socket directory toolhost
+/// gave its process (read from the process's environment, as a local
+/// process of the same user can).
+async fn plugin_socket(root: &Path, id: &str) -> std::path::PathBuf {
+    let sock = root.join("state/admin.sock");
+    let mut a = toolhost_admin::connect_unix(&sock).await.expect("admin");
+    let pid = a
+        .list_plugins(pb::ListPluginsRequest {})
+        .await
+        .expect("list")
+        .into_inner()
+        .plugins
+        .into_iter()
+        .find(|p| p.id == id)
+        .expect("listed")
+        .pid;
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).expect("its environment");
+    let dir = environ
+        .split(|b| *b == 0)
+        .find_map(|kv| kv.strip_prefix(b"KANDEV_PLUGIN_SOCKET_DIR="))
+        .map(|v| std::path::PathBuf::from(String::from_utf8_lossy(v).into_owned()))
+        .expect("its socket directory");
+    std::fs::read_dir(&dir)
+        .expect("the socket directory")
+        .flatten()
+        .map(|e| e.path().join("plugin.sock"))
+        .find(|p| p.exists())
+        .expect("its socket")
+}
+
 fn state_of<'a>(rules: &'a [pb::SandboxRule], rule: &str) -> &'a str {
     rules
         .iter()
@@ -285,6 +315,41 @@ async fn a_plugin_is_refused_what_it_was_not_granted_and_everything_else_serves_
         "jail made a device node: {text}"
     );
     assert!(!node.exists());
+    serving(&c).await;
+
+    // Another plugin's socket: reachable, but nothing answers without the
+    // token toolhost presents; neither a plugin nor a local process.
+    let open_socket = plugin_socket(root.path(), "open").await;
+    let (ok, text, _) = probe(
+        &c,
+        "kandev_jail_call_socket",
+        json!({ "path": open_socket.display().to_string() }),
+    )
+    .await;
+    assert!(
+        !ok && text.contains("refused") && !text.contains("answered"),
+        "jail called open's tool directly: {text}"
+    );
+    println!("jail calling open's socket: {text}");
+    let channel = toolhost_proto::contract::connect_unix(
+        tonic::transport::Endpoint::from_static("http://plugin.invalid"),
+        open_socket,
+    )
+    .await
+    .expect("the socket accepts a connection");
+    let forged = toolhost_proto::plugin::AgentToolRequest {
+        invocation_id: "forged".into(),
+        name: "count".into(),
+        ..Default::default()
+    };
+    let answer = toolhost_proto::plugin::plugin_client::PluginClient::new(channel)
+        .invoke_agent_tool(forged)
+        .await;
+    assert_eq!(
+        answer.err().map(|s| s.code()),
+        Some(tonic::Code::Unauthenticated),
+        "a local process called a plugin directly"
+    );
     serving(&c).await;
 
     // The daemon's admin socket: whoever connects may reconfigure it.

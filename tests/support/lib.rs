@@ -232,6 +232,7 @@ pub fn probeplug_dir(root: &Path, id: &str, declarations: &str) -> PathBuf {
         ("connect_unix", "{ path = { type = \"string\" } }"),
         ("caps", "{}"),
         ("mknod", "{ path = { type = \"string\" } }"),
+        ("call_socket", "{ path = { type = \"string\" } }"),
     ] {
         toml.push_str(&format!(
             "\n[[tools]]\nname = \"{name}\"\ndescription = \"testplug {name}\"\nsurfaces = [\"kanban-task\", \"chat\"]\ntimeout_ms = 20000\ninput_schema = {{ type = \"object\", properties = {props} }}\nannotations = {{ read_only = true }}\n"

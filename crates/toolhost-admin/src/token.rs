@@ -29,7 +29,7 @@ pub fn token_path(socket: &Path) -> PathBuf {
 pub(crate) fn create(at: &Path) -> std::io::Result<String> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
-    let token = toolhost_pipeline::ids::unguessable_id()?;
+    let token = toolhost_runtime::ids::unguessable_id()?;
     let staged = at.with_extension(format!("{}.tmp", std::process::id()));
     let written = (|| {
         let mut f = std::fs::OpenOptions::new()

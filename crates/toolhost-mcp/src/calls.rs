@@ -489,7 +489,7 @@ impl Parked {
         if calls.len() >= MAX_PARKED || mine >= MAX_PARKED_PER_OWNER {
             return Err(Box::new((NotParked::TooMany, w)));
         }
-        let Ok(handle) = toolhost_pipeline::ids::unguessable_id() else {
+        let Ok(handle) = toolhost_runtime::ids::unguessable_id() else {
             return Err(Box::new((NotParked::NoRandomness, w)));
         };
         calls.insert(handle.clone(), w);

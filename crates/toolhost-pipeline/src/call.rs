@@ -158,7 +158,7 @@ impl Pipeline {
         cancel: CancellationToken,
     ) -> Result<CallResult, UnknownTool> {
         let started = Instant::now();
-        let Ok(invocation_id) = crate::ids::unguessable_id() else {
+        let Ok(invocation_id) = toolhost_runtime::ids::unguessable_id() else {
             // No randomness: no handle anyone could trust. Nothing ran.
             tracing::error!("the system's random number generator failed; a call was refused");
             self.counters.count("", "internal", started.elapsed());

@@ -5,9 +5,11 @@
 //!    not revealed).
 //! 2. to 4. **Bound, normalize aliases, validate** (`toolhost-validate`).
 //! 5. **Authorize** against the state *now*: the tool is still in the current
-//!    catalog with the same declaration and on the session's surface, its
-//!    plugin is ready (and runs the declared version), and the session's
-//!    binding is still active. Discovery is never authorization.
+//!    catalog with the same declaration and on the session's surface, the
+//!    session's binding is still active, and its plugin is ready (and runs
+//!    the declared version); then the backend's `Authorize`, when
+//!    configured; and last, a place among the plugin's calls in flight.
+//!    Discovery is never authorization.
 //! 6. **Dispatch** exactly one gRPC call with the tool's deadline (capped),
 //!    an invocation id and the binding's context; the agent's cancellation
 //!    cancels it. Nothing is retried. A protocol-2 plugin's call is one
@@ -21,6 +23,10 @@
 //! Every failure from step 2 on is a result the model can act on
 //! ([`CallResult::failure`]), with a stable [`ErrorCode`].
 //!
+//! The pipeline reaches plugins only through [`port`]: the daemon plugs in
+//! the runtime's registry, and the unit tests of every step plug in a fake
+//! plugin that records what reached it.
+//!
 //! What this crate must not do: speak MCP (the `toolhost-mcp` crate maps
 //! results onto the protocol), or put an argument or result value into an
 //! error, a log line or a metric.
@@ -33,7 +39,6 @@ mod call;
 mod caller;
 pub mod content;
 mod counters;
-pub mod ids;
 pub mod port;
 mod question;
 mod result;

@@ -15,6 +15,10 @@
 //!   per tool call) and `toolhost.plugin.v2.Plugin` (protocol 2, one stream
 //!   per call), and the standard `grpc.health.v1` service, reporting
 //!   `plugin` as SERVING;
+//! - only toolhost gets an answer: the call token toolhost leaves in the
+//!   file named by `TOOLHOST_PLUGIN_CALL_TOKEN` is read once and deleted,
+//!   and a call that does not carry it (another plugin, a local process
+//!   reaching the socket) is refused with `UNAUTHENTICATED`;
 //! - graceful shutdown on SIGTERM or SIGINT;
 //! - cancellation: when toolhost cancels a call (the agent gave up) or its
 //!   deadline passes, [`ToolCall::cancelled`] completes, so a handler can

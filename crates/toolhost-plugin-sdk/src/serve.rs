@@ -11,8 +11,8 @@ use std::time::Duration;
 use tokio_stream::wrappers::UnixListenerStream;
 use tokio_util::sync::CancellationToken;
 use toolhost_proto::contract::{
-    HEALTH_SERVICE, MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE, PROTOCOL_VERSION, PROTOCOL_VERSION_2,
-    PROTOCOL_VERSIONS_KEY, SOCKET_DIR_KEY,
+    CALL_TOKEN_KEY, CALL_TOKEN_METADATA, HEALTH_SERVICE, MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE,
+    PROTOCOL_VERSION, PROTOCOL_VERSION_2, PROTOCOL_VERSIONS_KEY, SOCKET_DIR_KEY,
 };
 use toolhost_proto::json::{json_from_struct, struct_from_json};
 use toolhost_proto::plugin::plugin_server::{Plugin as PluginService, PluginServer};
@@ -54,6 +54,47 @@ pub enum ServeError {
 
 struct Service {
     tools: Arc<HashMap<String, Handler>>,
+    /// The token toolhost presents on every call; `None` under a toolhost
+    /// that sends none (before call tokens), when nothing is checked.
+    call_token: Option<Arc<str>>,
+}
+
+impl Service {
+    /// Refuses a call that does not carry this process's call token: the
+    /// socket is reachable by other processes of the same user (another
+    /// plugin among them), and only toolhost has the token.
+    fn check_caller<T>(&self, request: &tonic::Request<T>) -> Result<(), tonic::Status> {
+        let Some(expected) = &self.call_token else {
+            return Ok(());
+        };
+        let given = request
+            .metadata()
+            .get(CALL_TOKEN_METADATA)
+            .map(|v| v.as_bytes())
+            .unwrap_or_default();
+        if constant_time_eq(given, expected.as_bytes()) {
+            Ok(())
+        } else {
+            Err(tonic::Status::unauthenticated(
+                "this plugin answers only the toolhost that started it",
+            ))
+        }
+    }
+}
+
+/// Equal, in time that does not depend on where the inputs differ.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Reads (and deletes) the call token toolhost left for this process.
+fn call_token() -> Result<Option<Arc<str>>, ServeError> {
+    let Some(path) = std::env::var_os(CALL_TOKEN_KEY) else {
+        return Ok(None);
+    };
+    let token = std::fs::read_to_string(&path)?;
+    let _ = std::fs::remove_file(&path);
+    Ok(Some(Arc::from(token.trim())))
 }
 
 /// Parses a `grpc-timeout` header: digits and a unit (H M S m u n).
@@ -145,6 +186,7 @@ impl PluginService for Service {
         &self,
         request: tonic::Request<AgentToolRequest>,
     ) -> Result<tonic::Response<AgentToolResponse>, tonic::Status> {
+        self.check_caller(&request)?;
         let deadline = deadline_of(&request);
         let req = request.into_inner();
         let handler = self.handler(&req.name)?;
@@ -176,6 +218,7 @@ impl StreamService for Service {
         &self,
         request: tonic::Request<tonic::Streaming<wire::HostEvent>>,
     ) -> Result<tonic::Response<EventStream>, tonic::Status> {
+        self.check_caller(&request)?;
         let deadline = deadline_of(&request);
         let mut inbound = request.into_inner();
         let start = match inbound.message().await? {
@@ -298,9 +341,10 @@ pub(crate) async fn serve(tools: HashMap<String, Handler>) -> Result<(), ServeEr
     if std::env::var(MAGIC_COOKIE_KEY).as_deref() != Ok(MAGIC_COOKIE_VALUE) {
         return Err(ServeError::NotUnderToolhost);
     }
-    // Read (and delete) the configuration file now, before any handler or
-    // child process could.
+    // Read (and delete) the configuration and call-token files now, before
+    // any handler or child process could.
     let _ = crate::config::config();
+    let call_token = call_token()?;
     // The highest version offered that this SDK speaks; toolhost offers
     // exactly the one the manifest declares.
     let offered = std::env::var(PROTOCOL_VERSIONS_KEY).unwrap_or_default();
@@ -322,9 +366,11 @@ pub(crate) async fn serve(tools: HashMap<String, Handler>) -> Result<(), ServeEr
         .await;
     let service = Service {
         tools: Arc::new(tools),
+        call_token,
     };
     let streaming = StreamServer::new(Service {
         tools: Arc::clone(&service.tools),
+        call_token: service.call_token.clone(),
     });
     let service = PluginServer::new(service);
 

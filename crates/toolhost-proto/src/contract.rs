@@ -37,13 +37,23 @@ pub const SOCKET_DIR_KEY: &str = "KANDEV_PLUGIN_SOCKET_DIR";
 /// Set only when the manifest declares `[[config]]` items. The SDKs read it
 /// once and delete it.
 pub const CONFIG_FILE_KEY: &str = "TOOLHOST_PLUGIN_CONFIG";
+/// The file holding the token toolhost presents on every call to this
+/// process (mode 0600, in its socket directory, new at each start). A
+/// plugin reads it once, deletes it, and answers a tool call only when its
+/// metadata carries the token under [`CALL_TOKEN_METADATA`]: anything else
+/// that can reach the socket (another plugin, a local process) gets
+/// `UNAUTHENTICATED`.
+pub const CALL_TOKEN_KEY: &str = "TOOLHOST_PLUGIN_CALL_TOKEN";
+/// The gRPC metadata key under which toolhost sends the call token.
+pub const CALL_TOKEN_METADATA: &str = "toolhost-call-token";
 /// The service name a plugin's `grpc.health.v1` must report `SERVING`.
 pub const HEALTH_SERVICE: &str = "plugin";
 /// Variables toolhost sets for every plugin; a manifest's `runtime.env`
 /// may not.
-pub const RESERVED_ENV: [&str; 6] = [
+pub const RESERVED_ENV: [&str; 7] = [
     MAGIC_COOKIE_KEY,
     CONFIG_FILE_KEY,
+    CALL_TOKEN_KEY,
     PROTOCOL_VERSIONS_KEY,
     DATA_DIR_KEY,
     SOCKET_DIR_KEY,

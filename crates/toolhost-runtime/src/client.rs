@@ -33,6 +33,9 @@ pub struct PluginClient {
     gone: CancellationToken,
     /// Calls in flight on this process (shared by every clone).
     in_flight: CallSlots,
+    /// The token this process answers calls with (none when it cannot be
+    /// a header value, which a process's own token always can).
+    call_token: Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>,
 }
 
 /// The calls in flight on one plugin process, counted so that a cap on
@@ -123,6 +126,7 @@ impl PluginClient {
         pid: u32,
         channel: Channel,
         gone: CancellationToken,
+        call_token: &str,
     ) -> Self {
         Self {
             plugin,
@@ -132,6 +136,7 @@ impl PluginClient {
             protocol: 1,
             gone,
             in_flight: CallSlots::default(),
+            call_token: call_token.parse().ok(),
         }
     }
 
@@ -211,6 +216,7 @@ impl PluginClient {
         let _counted = slot;
         let mut req = tonic::Request::new(request);
         req.set_timeout(deadline);
+        self.present_token(&mut req);
         let mut grpc = self
             .grpc
             .clone()
@@ -253,6 +259,7 @@ impl PluginClient {
         }
         let mut req = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx));
         req.set_timeout(deadline);
+        self.present_token(&mut req);
         let mut grpc = self
             .grpc_v2
             .clone()
@@ -273,6 +280,15 @@ impl PluginClient {
                 deadline,
                 max_event_bytes,
             }),
+        }
+    }
+
+    /// Adds the process's call token to a request: the plugin answers
+    /// nothing without it.
+    fn present_token<T>(&self, req: &mut tonic::Request<T>) {
+        if let Some(t) = &self.call_token {
+            req.metadata_mut()
+                .insert(toolhost_proto::contract::CALL_TOKEN_METADATA, t.clone());
         }
     }
 

@@ -48,6 +48,7 @@
 #![forbid(unsafe_code)]
 
 mod client;
+pub mod ids;
 mod leaders;
 mod logs;
 mod process;

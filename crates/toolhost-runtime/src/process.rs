@@ -14,8 +14,8 @@ use tonic_health::pb::{
 };
 use toolhost_proto::contract::handshake::{self, HandshakeError};
 use toolhost_proto::contract::{
-    CONFIG_FILE_KEY, DATA_DIR_KEY, HEALTH_SERVICE, MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE,
-    PROTOCOL_VERSIONS_KEY, SOCKET_DIR_KEY,
+    CALL_TOKEN_KEY, CONFIG_FILE_KEY, DATA_DIR_KEY, HEALTH_SERVICE, MAGIC_COOKIE_KEY,
+    MAGIC_COOKIE_VALUE, PROTOCOL_VERSIONS_KEY, SOCKET_DIR_KEY,
 };
 use toolhost_sandbox::{Jail, Own, Prepared};
 
@@ -140,6 +140,8 @@ pub(crate) struct Running {
     pub child: Child,
     pub pid: u32,
     pub channel: Channel,
+    /// What every call to this process presents (`contract::CALL_TOKEN_KEY`).
+    pub call_token: String,
     /// Removed when the process is done with (this is dropped).
     pub _sockets: SocketDir,
     /// Its pids cgroup, if the sandbox made one: every process left in it
@@ -199,6 +201,7 @@ fn command(spec: &PluginSpec, sockets: &SocketDir, sandbox: &Prepared) -> Comman
     if spec.config.is_some() {
         cmd.env(CONFIG_FILE_KEY, sockets.path().join(CONFIG_FILE));
     }
+    cmd.env(CALL_TOKEN_KEY, sockets.path().join(CALL_TOKEN_FILE));
     // In the child between fork and exec: the parent-death signal (so even
     // `kill -9 toolhost` leaves no plugin behind), no inherited descriptor
     // but 0, 1 and 2, then the sandbox.
@@ -209,18 +212,26 @@ fn command(spec: &PluginSpec, sockets: &SocketDir, sandbox: &Prepared) -> Comman
 /// The configuration file's name in the socket directory.
 const CONFIG_FILE: &str = "config.json";
 
-/// Writes the configuration for the plugin to read at start: 0600, created
-/// new (never through a link), in the 0700 socket directory that only this
-/// process is told about.
+/// The call token's file name in the socket directory.
+const CALL_TOKEN_FILE: &str = "call-token";
+
+/// Writes the configuration for the plugin to read at start.
 fn write_config(sockets: &SocketDir, config: &crate::spec::Delivered) -> std::io::Result<()> {
+    write_private(&sockets.path().join(CONFIG_FILE), config.bytes())
+}
+
+/// Writes a file for the plugin alone: 0600, created new (never through a
+/// link), in the 0700 socket directory that only this process is told
+/// about.
+fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
-        .open(sockets.path().join(CONFIG_FILE))?;
-    f.write_all(config.bytes())
+        .open(path)?;
+    f.write_all(bytes)
 }
 
 /// Starts the plugin and waits until it is healthy, or fails having killed
@@ -234,6 +245,9 @@ pub(crate) async fn start(spec: &PluginSpec, leaders: &Leaders) -> Result<Runnin
     if let Some(config) = &spec.config {
         write_config(&sockets, config).map_err(StartError::SocketDir)?;
     }
+    let call_token = crate::ids::unguessable_id().map_err(StartError::SocketDir)?;
+    write_private(&sockets.path().join(CALL_TOKEN_FILE), call_token.as_bytes())
+        .map_err(StartError::SocketDir)?;
     let sandbox = Prepared::new(
         &spec.sandbox,
         &Own {
@@ -258,6 +272,7 @@ pub(crate) async fn start(spec: &PluginSpec, leaders: &Leaders) -> Result<Runnin
             child,
             pid,
             channel,
+            call_token,
             _sockets: sockets,
             jail,
             _leader: leader,

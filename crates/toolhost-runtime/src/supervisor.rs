@@ -378,6 +378,7 @@ impl Supervisor {
             running.pid,
             running.channel.clone(),
             gone.clone(),
+            &running.call_token,
         )
         .speaking(self.spec.protocol);
         self.publish(Phase::Ready, Some(running.pid), Some(client), None);

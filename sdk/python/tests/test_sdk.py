@@ -221,3 +221,33 @@ def test_config_is_read_once_deleted_and_secrets_never_print(tmp_path, monkeypat
     assert "s3cr3t" not in repr(cfg) + repr(token) + str(token) + f"{token}"
     assert mod.Config.from_json("not json").get("api_url") is None
     assert config_module is not None
+
+
+async def test_a_call_without_the_call_token_is_refused(channel, tmp_path, monkeypatch):
+    token_file = tmp_path / "call-token"
+    token_file.write_text("0123456789abcdef0123456789abcdef\n")
+    monkeypatch.setenv("TOOLHOST_PLUGIN_CALL_TOKEN", str(token_file))
+    from toolhost_plugin.plugin import _read_call_token
+
+    plugin._call_token = _read_call_token()
+    try:
+        assert plugin._call_token == "0123456789abcdef0123456789abcdef"
+        assert not token_file.exists(), "the token file is deleted once read"
+        stub = v1_grpc.PluginStub(channel)
+        for metadata in [(), (("toolhost-call-token", "0" * 32),)]:
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stub.InvokeAgentTool(request("hello"), metadata=metadata)
+            assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        ok = await stub.InvokeAgentTool(
+            request("hello"), metadata=(("toolhost-call-token", "0123456789abcdef0123456789abcdef"),)
+        )
+        assert ok.text.startswith("hello")
+        v2_stub = v2_grpc.PluginStub(channel)
+        stream = v2_stub.Invoke()
+        await stream.write(v2.HostEvent(start=v2.Start(request=request("hello"))))
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stream.read()
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    finally:
+        plugin._call_token = None
+

@@ -10,7 +10,8 @@
 import { type Config, config } from "./config.js";
 import * as grpc from "@grpc/grpc-js";
 import * as loader from "@grpc/proto-loader";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { timingSafeEqual } from "node:crypto";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -22,6 +23,10 @@ export const COOKIE_KEY = "KANDEV_PLUGIN";
 export const COOKIE_VALUE = "kandev-plugin-v1";
 const VERSIONS_KEY = "PLUGIN_PROTOCOL_VERSIONS";
 const SOCKET_DIR_KEY = "KANDEV_PLUGIN_SOCKET_DIR";
+/** The file holding the token toolhost presents on every call. */
+export const CALL_TOKEN_KEY = "TOOLHOST_PLUGIN_CALL_TOKEN";
+/** The gRPC metadata key toolhost sends the call token under. */
+export const CALL_TOKEN_METADATA = "toolhost-call-token";
 const DATA_DIR_KEY = "KANDEV_PLUGIN_DATA_DIR";
 
 export type Handler = (call: ToolCall) => Returned | Promise<Returned>;
@@ -51,6 +56,9 @@ function status(code: grpc.status, details: string): grpc.ServiceError {
 export class Plugin {
   readonly tools = new Map<string, Handler>();
   private readonly handshakeOut: (line: string) => void;
+  /** The token toolhost presents on every call; undefined under a toolhost
+   * that sends none, when nothing is checked. */
+  private callToken: string | undefined;
 
   constructor() {
     const write = process.stdout.write.bind(process.stdout);
@@ -92,6 +100,25 @@ export class Plugin {
     );
   }
 
+  /** Reads (and deletes) the call token toolhost left for this process;
+   * `serve` does it first. From then on a call without it is refused. */
+  loadCallToken(): void {
+    const path = process.env[CALL_TOKEN_KEY];
+    if (!path) return;
+    this.callToken = readFileSync(path, "utf8").trim();
+    rmSync(path, { force: true });
+  }
+
+  /** Whether a call carries this process's call token: another process of
+   * the same user (another plugin among them) can reach the socket, and
+   * only toolhost has the token. */
+  private fromToolhost(metadata: grpc.Metadata): boolean {
+    if (this.callToken === undefined) return true;
+    const given = Buffer.from(String(metadata.get(CALL_TOKEN_METADATA)[0] ?? ""));
+    const expected = Buffer.from(this.callToken);
+    return given.length === expected.length && timingSafeEqual(given, expected);
+  }
+
   /** The gRPC server of this plugin (both protocols), without the
    * handshake: for tests. */
   server(): grpc.Server {
@@ -116,6 +143,7 @@ export class Plugin {
       console.error(`toolhost offered plugin protocol versions ${offered.join(",")}; this plugin speaks 1 and 2`);
       return 1;
     }
+    this.loadCallToken();
     const dir = mkdtempSync(join(process.env[SOCKET_DIR_KEY] ?? tmpdir(), "plugin-"));
     const path = join(dir, "plugin.sock");
     const server = this.server();
@@ -179,6 +207,10 @@ export class Plugin {
     call: grpc.ServerUnaryCall<Record<string, any>, unknown>,
     done: grpc.sendUnaryData<unknown>,
   ): void {
+    if (!this.fromToolhost(call.metadata)) {
+      done(status(grpc.status.UNAUTHENTICATED, "this plugin answers only the toolhost that started it"));
+      return;
+    }
     const request = call.request;
     if (!this.tools.has(request.name)) {
       done(status(grpc.status.NOT_FOUND, `this plugin has no tool named ${JSON.stringify(request.name)}`));
@@ -204,6 +236,7 @@ export class Plugin {
   }
 
   private streaming(stream: grpc.ServerDuplexStream<Record<string, any>, Record<string, unknown>>): void {
+    const fromToolhost = this.fromToolhost(stream.metadata);
     const abort = new AbortController();
     stream.on("cancelled", () => abort.abort());
     stream.on("error", () => abort.abort());
@@ -225,14 +258,18 @@ export class Plugin {
         }
         return;
       }
+      if (!fromToolhost) {
+        stream.emit("error", status(grpc.status.UNAUTHENTICATED, "this plugin answers only the toolhost that started it"));
+        return;
+      }
       if (event.event !== "start") {
-        stream.destroy(status(grpc.status.INVALID_ARGUMENT, "the first event of a call must be `start`"));
+        stream.emit("error", status(grpc.status.INVALID_ARGUMENT, "the first event of a call must be `start`"));
         return;
       }
       const start = event.start;
       const request = start.request ?? {};
       if (!this.tools.has(request.name)) {
-        stream.destroy(status(grpc.status.NOT_FOUND, `this plugin has no tool named ${JSON.stringify(request.name)}`));
+        stream.emit("error", status(grpc.status.NOT_FOUND, `this plugin has no tool named ${JSON.stringify(request.name)}`));
         return;
       }
       const l: Link & { pending?: Record<string, unknown> } = {
@@ -272,7 +309,7 @@ export class Plugin {
         },
         () => {
           clear();
-          if (!abort.signal.aborted) stream.destroy(status(grpc.status.CANCELLED, "the call was cancelled"));
+          if (!abort.signal.aborted) stream.emit("error", status(grpc.status.CANCELLED, "the call was cancelled"));
         },
       );
     });

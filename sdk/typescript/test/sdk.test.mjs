@@ -170,3 +170,47 @@ test("config is read once, deleted, and secrets never print", () => {
   assert.equal(printed.includes("s3cr3t"), false);
   assert.equal(Config.fromJson("not json").get("api_url"), undefined);
 });
+
+test("a call without the call token is refused", async () => {
+  const guarded = new Plugin().tool("hello", async () => "hello");
+  const file = join(mkdtempSync(join(tmpdir(), "sdk-token-")), "call-token");
+  writeFileSync(file, "0123456789abcdef0123456789abcdef\n");
+  process.env.TOOLHOST_PLUGIN_CALL_TOKEN = file;
+  try {
+    guarded.loadCallToken();
+  } finally {
+    delete process.env.TOOLHOST_PLUGIN_CALL_TOKEN;
+  }
+  assert.equal(existsSync(file), false, "the token file is deleted once read");
+  const path = join(mkdtempSync(join(tmpdir(), "sdk-")), "g.sock");
+  const s = guarded.server();
+  await new Promise((resolve, reject) =>
+    s.bindAsync(`unix:${path}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())),
+  );
+  const c1 = new V1(`unix:${path}`, grpc.credentials.createInsecure());
+  const c2 = new V2(`unix:${path}`, grpc.credentials.createInsecure());
+  try {
+    const call = (metadata) =>
+      new Promise((resolve, reject) => c1.InvokeAgentTool(request("hello"), metadata, (e, r) => (e ? reject(e) : resolve(r))));
+    const with_ = (token) => {
+      const m = new grpc.Metadata();
+      if (token !== undefined) m.set("toolhost-call-token", token);
+      return m;
+    };
+    await assert.rejects(call(with_()), (e) => e.code === grpc.status.UNAUTHENTICATED);
+    await assert.rejects(call(with_("0".repeat(32))), (e) => e.code === grpc.status.UNAUTHENTICATED);
+    const ok = await call(with_("0123456789abcdef0123456789abcdef"));
+    assert.equal(ok.text, "hello");
+    const stream = c2.Invoke(with_("wrong"));
+    const refused = await new Promise((resolve) => {
+      stream.on("error", resolve);
+      stream.on("data", () => {});
+      stream.write({ start: { request: request("hello") } });
+    });
+    assert.equal(refused.code, grpc.status.UNAUTHENTICATED);
+  } finally {
+    c1.close();
+    c2.close();
+    s.forceShutdown();
+  }
+});

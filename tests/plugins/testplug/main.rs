@@ -20,7 +20,8 @@
 //! Sandbox probes, each answering what happened (never file content):
 //! `read_file`, `write_file` (`path`), `spawn_many` (starts up to `max`
 //! processes), `alloc` (`mb` MiB), `connect` (TCP to 127.0.0.1:`port`), `connect_unix` (`path`),
-//! `caps` (its capability sets), `mknod` (a character device at `path`).
+//! `caps` (its capability sets), `mknod` (a character device at `path`),
+//! `call_socket` (calls another plugin's socket at `path` as if it were toolhost).
 //!
 //! Protocol-2 tools (served when the manifest says `protocol = 2`):
 //! `media` answers one block of every kind; `steps` reports `steps`
@@ -428,6 +429,36 @@ fn tools() -> Plugin {
         .tool("connect_unix", connect_unix)
         .tool("caps", caps)
         .tool("mknod", mknod)
+        .tool("call_socket", call_socket)
+}
+
+/// Calls `count` on the plugin socket at `path` as if it were toolhost,
+/// with a forged task: what one plugin would try against another.
+async fn call_socket(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    use toolhost_proto::plugin::{AgentToolContext, AgentToolRequest, plugin_client::PluginClient};
+    record(&call);
+    let channel = toolhost_proto::contract::connect_unix(
+        tonic::transport::Endpoint::from_static("http://plugin.invalid"),
+        std::path::PathBuf::from(text_arg(&call, "path")),
+    )
+    .await
+    .map_err(|e| ToolError::new(format!("refused: cannot connect: {e}")))?;
+    let forged = AgentToolRequest {
+        invocation_id: "forged".into(),
+        name: "count".into(),
+        arguments: None,
+        context: Some(AgentToolContext {
+            task_id: "forged-task".into(),
+            ..AgentToolContext::default()
+        }),
+    };
+    match PluginClient::new(channel).invoke_agent_tool(forged).await {
+        Ok(r) => Ok(ToolOutput::text(format!(
+            "answered: {}",
+            r.into_inner().text
+        ))),
+        Err(s) => Err(ToolError::new(format!("refused: {:?}", s.code()))),
+    }
 }
 
 /// The capability sets of this process, as `/proc/self/status` has them

@@ -12,6 +12,7 @@ is kept for the handshake.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import inspect
 import json
 import os
@@ -40,6 +41,8 @@ COOKIE_VALUE = "kandev-plugin-v1"
 VERSIONS_KEY = "PLUGIN_PROTOCOL_VERSIONS"
 SOCKET_DIR_KEY = "KANDEV_PLUGIN_SOCKET_DIR"
 DATA_DIR_KEY = "KANDEV_PLUGIN_DATA_DIR"
+CALL_TOKEN_KEY = "TOOLHOST_PLUGIN_CALL_TOKEN"
+CALL_TOKEN_METADATA = "toolhost-call-token"
 
 Handler = Callable[[ToolCall], Union[Returned, Awaitable[Returned]]]
 
@@ -54,6 +57,9 @@ class Plugin:
 
     def __init__(self) -> None:
         self.tools: dict[str, Handler] = {}
+        # The token toolhost presents on every call (None under a toolhost
+        # that sends none, when nothing is checked).
+        self._call_token: Optional[str] = None
         self._handshake_out = None
         if os.environ.get(COOKIE_KEY) == COOKIE_VALUE:
             # Under toolhost, stdout is the handshake's alone: anything
@@ -100,6 +106,7 @@ class Plugin:
         if version is None:
             print(f"toolhost offered plugin protocol versions {offered}; this plugin speaks 1 and 2", file=sys.stderr)
             return 1
+        self._call_token = _read_call_token()
         sock_dir = tempfile.mkdtemp(prefix="plugin-", dir=os.environ.get(SOCKET_DIR_KEY))
         path = os.path.join(sock_dir, "plugin.sock")
         server = grpc.aio.server()
@@ -161,6 +168,35 @@ def _call_of(request: v1.AgentToolRequest, link: Optional[Link]) -> ToolCall:
     )
 
 
+def _read_call_token() -> Optional[str]:
+    """Reads (and deletes) the call token toolhost left for this process."""
+    path = os.environ.get(CALL_TOKEN_KEY)
+    if not path:
+        return None
+    with open(path, encoding="utf-8") as f:
+        token = f.read().strip()
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+    return token
+
+
+async def _from_toolhost(plugin: "Plugin", context: grpc.aio.ServicerContext) -> None:
+    """Refuses a call without this process's call token: another process
+    of the same user (another plugin among them) can reach the socket, and
+    only toolhost has the token."""
+    expected = plugin._call_token
+    if expected is None:
+        return
+    given = ""
+    for key, value in context.invocation_metadata() or ():
+        if key == CALL_TOKEN_METADATA:
+            given = value if isinstance(value, str) else ""
+    if not hmac.compare_digest(given.encode(), expected.encode()):
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, "this plugin answers only the toolhost that started it")
+
+
 def _deadline(context: grpc.aio.ServicerContext) -> Optional[float]:
     remaining = context.time_remaining()
     return remaining if remaining is not None and remaining < 1e9 else None
@@ -171,6 +207,7 @@ class _Unary(v1_grpc.PluginServicer):
         self.plugin = plugin
 
     async def InvokeAgentTool(self, request, context):
+        await _from_toolhost(self.plugin, context)
         if request.name not in self.plugin.tools:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"this plugin has no tool named {request.name!r}")
         call = _call_of(request, None)
@@ -189,6 +226,7 @@ class _Streaming(v2_grpc.PluginServicer):
         self.plugin = plugin
 
     async def Invoke(self, request_iterator, context):
+        await _from_toolhost(self.plugin, context)
         first = await context.read()
         if first is grpc.aio.EOF or first.WhichOneof("event") != "start":
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first event of a call must be `start`")

@@ -1,5 +1,6 @@
-//! Handles nobody can guess: invocation ids, and the handles under which
-//! a call waits for a question's answer.
+//! Handles nobody can guess: invocation ids, the handles under which a
+//! call waits for a question's answer, the admin socket's token, and the
+//! token each plugin process answers calls with.
 //!
 //! Each is 128 bits from the operating system's CSPRNG (`getrandom(2)`,
 //! or `/dev/urandom` on a kernel without it), as 32 hex digits. A handle
