@@ -279,6 +279,34 @@ async fn a_plugin_is_refused_what_it_was_not_granted_and_everything_else_serves_
         assert!(!ok, "granted connects to another port: {text}");
         let (ok, text, _) = probe(&c, "kandev_open_connect", json!({ "port": port })).await;
         assert!(ok, "the control connects: {text}");
+        // The ways around TCP rules: refused whether or not network is
+        // granted; UDP and unbound listeners too where it is not.
+        for (id, kinds) in [
+            (
+                "jail",
+                &["mptcp", "tfo", "listen", "udp", "raw", "packet"][..],
+            ),
+            ("granted", &["mptcp", "tfo", "raw", "packet"][..]),
+        ] {
+            for kind in kinds {
+                let (ok, text, _) = probe(
+                    &c,
+                    &format!("kandev_{id}_net_probe"),
+                    json!({ "kind": kind, "port": port }),
+                )
+                .await;
+                assert!(!ok && text.contains("refused"), "{id} {kind}: {text}");
+            }
+        }
+        for kind in ["listen", "udp"] {
+            let (ok, text, _) = probe(
+                &c,
+                "kandev_open_net_probe",
+                json!({ "kind": kind, "port": port }),
+            )
+            .await;
+            assert!(ok, "the control's {kind}: {text}");
+        }
     } else {
         println!("network not enforced here: {jail_rules:?}");
         assert_eq!(state_of(&jail_rules, "network"), "not enforced");

@@ -14,8 +14,9 @@
 //! 3. resource limits, then joining the cgroup (a write to cgroupfs, which
 //!    Landlock would forbid afterwards), then every capability set cleared
 //!    (a root daemon's plugins would otherwise keep them all: the bounding
-//!    set is emptied so that exec cannot give them back), then
-//!    `no_new_privs`, then Landlock, with a rule for the plugin's own
+//!    set is emptied so that exec cannot give them back), then the network
+//!    rule's seccomp filter (`crate::seccomp`), then `no_new_privs`, then
+//!    Landlock, with a rule for the plugin's own
 //!    `/proc/<pid>` added here, where "self" is the plugin.
 
 use crate::cgroup::Jail;
@@ -32,6 +33,8 @@ use std::os::fd::OwnedFd;
 pub struct Prepared {
     no_new_privs: bool,
     drop_capabilities: bool,
+    /// The network rule's seccomp filter, compiled.
+    seccomp: Option<seccompiler::BpfProgram>,
     rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
     cgroup_procs: Option<CString>,
     ruleset: Option<OwnedFd>,
@@ -51,6 +54,11 @@ impl Prepared {
         let mut p = Self {
             no_new_privs: policy.no_new_privs,
             drop_capabilities: policy.drop_capabilities,
+            // Where no filter can be made, the report says what is open.
+            seccomp: policy
+                .network
+                .as_ref()
+                .and_then(|n| crate::seccomp::network_filter(n).ok()),
             ..Self::default()
         };
         if let Some(b) = policy.memory_bytes {
@@ -108,11 +116,18 @@ impl Prepared {
         let ruleset = self.ruleset.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
         let no_new_privs = self.no_new_privs;
         let drop_capabilities = self.drop_capabilities;
+        let seccomp = self.seccomp.clone();
         let proc_self = self.proc_self;
         move || {
             apply(&rlimits, procs.as_ref())?;
             if drop_capabilities {
                 drop_all_capabilities()?;
+            }
+            if let Some(program) = &seccomp
+                && seccompiler::apply_filter(program).is_err()
+            {
+                // No allocation here, after fork: the error is errno's.
+                return Err(std::io::Error::last_os_error());
             }
             confine_self(no_new_privs, ruleset, proc_self)
         }

@@ -40,6 +40,7 @@ pub mod memory;
 pub mod peers;
 pub mod policy;
 pub mod report;
+pub mod seccomp;
 
 pub use cgroup::Jail;
 pub use child::Prepared;

@@ -138,33 +138,48 @@ pub fn enforcement(policy: &SandboxPolicy) -> Vec<RuleStatus> {
             "this kernel has no Landlock: every path the daemon can reach is open".into(),
         ),
     }
-    match (&policy.network, linux && k.landlock_abi >= 4) {
-        (None, _) => push(Rule::Network, RuleState::Off, "turned off".into()),
-        (Some(n), true) => push(
+    let filter = linux && crate::seccomp::target().is_ok();
+    let landlock_net = linux && k.landlock_abi >= 4;
+    let ports = |ports: &[u16]| {
+        ports
+            .iter()
+            .map(u16::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match (&policy.network, landlock_net, filter) {
+        (None, _, _) => push(Rule::Network, RuleState::Off, "turned off".into()),
+        // The filter alone refuses every IPv4 and IPv6 socket.
+        (Some(NetPolicy::Deny), _, true) => push(
+            Rule::Network,
+            RuleState::Enforced,
+            "no IPv4 or IPv6 socket at all (no TCP, no UDP, no listener); no raw or packet socket, no MPTCP, no io_uring (seccomp)".into(),
+        ),
+        (Some(n), true, true) => push(
             Rule::Network,
             RuleState::Enforced,
             match n {
-                NetPolicy::Deny => "no TCP connect or bind (UDP is not covered)".into(),
-                NetPolicy::Connect(ports) => format!(
-                    "TCP connect to port(s) {} only, no bind (UDP is not covered)",
-                    ports
-                        .iter()
-                        .map(u16::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                NetPolicy::Connect(p) => format!(
+                    "TCP connect to port(s) {} only, no bind (Landlock); no MPTCP, no TCP Fast Open, no raw or packet socket, no io_uring (seccomp); UDP (for DNS) and a listener on an unbound TCP socket remain",
+                    ports(p)
                 ),
-                NetPolicy::Any => "TCP connect anywhere, no bind".into(),
+                _ => "TCP connect anywhere, no bind (Landlock); no MPTCP, no TCP Fast Open, no raw or packet socket, no io_uring (seccomp); UDP and a listener on an unbound TCP socket remain".into(),
             },
         ),
-        (Some(NetPolicy::Any), false) => push(
+        (Some(NetPolicy::Deny), true, false) => push(
             Rule::Network,
             RuleState::NotEnforced,
-            "granted; TCP bind is not blocked (Landlock ABI < 4)".into(),
+            "no TCP connect or bind (Landlock), but no seccomp filter on this machine: UDP, MPTCP and TCP Fast Open are open".into(),
         ),
-        (Some(_), false) => push(
+        (Some(_), true, false) => push(
             Rule::Network,
             RuleState::NotEnforced,
-            "this kernel has no Landlock network rules (ABI < 4): TCP is open".into(),
+            "TCP connect limited and bind refused (Landlock), but no seccomp filter on this machine: MPTCP and TCP Fast Open get around it".into(),
+        ),
+        (Some(_), false, _) => push(
+            Rule::Network,
+            RuleState::NotEnforced,
+            "this kernel has no Landlock network rules (ABI < 4): granted TCP is not limited to its ports".into(),
         ),
     }
     if uses_landlock && linux && k.landlock_abi >= 6 {

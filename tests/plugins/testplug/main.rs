@@ -430,6 +430,46 @@ fn tools() -> Plugin {
         .tool("caps", caps)
         .tool("mknod", mknod)
         .tool("call_socket", call_socket)
+        .tool("net_probe", net_probe)
+}
+
+/// One way around TCP rules, by `kind`, towards 127.0.0.1:`port`: `mptcp`
+/// (an MPTCP connection), `tfo` (TCP Fast Open), `listen` (a listener on
+/// an unbound TCP socket), `udp` (a datagram), `raw` (a raw ICMP socket),
+/// `packet` (a packet socket).
+async fn net_probe(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    use rustix::net::{AddressFamily, SendFlags, SocketType, ipproto, socket};
+    record(&call);
+    let port = u16::try_from(number(&call, "port", 1)).unwrap_or(1);
+    let target = std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, port);
+    let fastopen = SendFlags::from_bits_retain(0x2000_0000);
+    let done: Result<&str, rustix::io::Errno> = match text_arg(&call, "kind") {
+        "mptcp" => socket(
+            AddressFamily::INET,
+            SocketType::STREAM,
+            Some(ipproto::MPTCP),
+        )
+        .and_then(|s| rustix::net::connect(&s, &target))
+        .map(|()| "connected"),
+        "tfo" => socket(AddressFamily::INET, SocketType::STREAM, None)
+            .and_then(|s| rustix::net::sendto(&s, b"x", fastopen, &target))
+            .map(|_| "sent"),
+        "listen" => socket(AddressFamily::INET, SocketType::STREAM, None)
+            .and_then(|s| rustix::net::listen(&s, 1))
+            .map(|()| "listening"),
+        "udp" => socket(AddressFamily::INET, SocketType::DGRAM, None)
+            .and_then(|s| rustix::net::sendto(&s, b"x", SendFlags::empty(), &target))
+            .map(|_| "sent"),
+        "raw" => {
+            socket(AddressFamily::INET, SocketType::RAW, Some(ipproto::ICMP)).map(|_| "opened")
+        }
+        "packet" => socket(AddressFamily::PACKET, SocketType::RAW, None).map(|_| "opened"),
+        other => return Err(ToolError::new(format!("no probe {other:?}"))),
+    };
+    match done {
+        Ok(what) => Ok(ToolOutput::text(what)),
+        Err(e) => Err(ToolError::new(format!("refused: {e}"))),
+    }
 }
 
 /// Calls `count` on the plugin socket at `path` as if it were toolhost,
