@@ -712,6 +712,58 @@ async fn listen_streams_are_capped_and_expire() {
 }
 
 #[tokio::test]
+async fn concurrent_listen_streams_beyond_the_cap_are_refused() {
+    use rmcp::model::{ProtocolVersion, SubscriptionFilter};
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _};
+    let root = Scratch::new("listen-race");
+    let d = tp_daemon(root.path(), "max_sessions = 3", "").await;
+    let client = async || {
+        let t = StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(d.url.clone())
+                .auth_header(TOKEN.to_owned()),
+        );
+        match ()
+            .serve_with_lifecycle(
+                t,
+                ClientLifecycleMode::Discover {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                },
+            )
+            .await
+        {
+            Ok(c) => c,
+            Err(e) => panic!("2026 client: {e}"),
+        }
+    };
+    let mut clients = Vec::new();
+    for _ in 0..5 {
+        clients.push(client().await);
+    }
+    let filter = || SubscriptionFilter::builder().tools_list_changed().build();
+    let opened = futures::future::join_all(clients.iter().map(|c| c.listen(filter()))).await;
+    // A stream still open after a moment is admitted; a refused one has
+    // failed or ended by then.
+    let mut open = Vec::new();
+    for s in opened {
+        let Ok(mut s) = s else { continue };
+        if tokio::time::timeout(Duration::from_secs(2), s.next())
+            .await
+            .is_err()
+        {
+            open.push(s);
+        }
+    }
+    println!(
+        "{} of 5 concurrent listen streams stayed open under max_sessions = 3",
+        open.len()
+    );
+    assert_eq!(open.len(), 3, "the listen cap did not hold");
+    d.wait_metric("toolhost_sessions", 3.0).await;
+    drop(open);
+    d.wait_metric("toolhost_sessions", 0.0).await;
+}
+
+#[tokio::test]
 async fn a_session_belongs_to_its_token_and_quotas_count_per_token() {
     let root = Scratch::new("hijack");
     let tp = testplug_dir(root.path(), "tp", "normal");
