@@ -559,6 +559,12 @@ async fn the_cli_drives_a_running_daemon() {
             && out.contains("ready"),
         "{out}"
     );
+    // How the admin socket keeps plugins out, said for this machine.
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("admin") && l.contains("plugins are kept out by")),
+        "{out}"
+    );
     let (code, out, _) = cli(&["status", "--admin", &sock, "--format", "json"]);
     let v: Value = serde_json::from_str(&out).unwrap_or_default();
     assert_eq!(

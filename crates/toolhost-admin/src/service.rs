@@ -477,6 +477,10 @@ impl Admin for AdminService {
                     reason: d.reason,
                 })
                 .collect(),
+            admin_socket: format!(
+                "0600, refusing peers it cannot identify; plugins are kept out by {}",
+                toolhost_sandbox::how_plugins_are_recognized()
+            ),
         }))
     }
 }

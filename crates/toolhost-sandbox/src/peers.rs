@@ -21,6 +21,27 @@ fn parents(pid: u32) -> Option<(u32, u32, u32)> {
     ))
 }
 
+/// How a plugin's process is told apart on this machine, in words for the
+/// operator, with what gets past it.
+#[must_use]
+pub fn how_plugins_are_recognized() -> &'static str {
+    let k = crate::kernel::kernel();
+    match (k.pids.is_ok(), k.landlock_abi >= 1) {
+        (true, true) => {
+            "its token (which Landlock keeps plugins from reading) and the peer's pids cgroup, which no plugin process can leave"
+        }
+        (false, true) => {
+            "its token (which Landlock keeps plugins from reading); the peer check goes by ancestry, process group and session, which a plugin that double-forks out of its session passes"
+        }
+        (true, false) => {
+            "the peer's pids cgroup, which no plugin process can leave; its token is readable by plugins on this kernel (no Landlock)"
+        }
+        (false, false) => {
+            "NOT reliably: its token is readable by plugins (no Landlock), and the peer check goes by ancestry, process group and session, which a plugin that double-forks out of its session passes"
+        }
+    }
+}
+
 /// Whether `pid` is one of this daemon's plugins or a process one started:
 /// a member of one of its pids cgroups (which no sandboxed process can
 /// leave), or, without cgroups, a descendant of a plugin, or in a plugin's

@@ -213,7 +213,7 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
             serde_json::json!({
                 "catalog": { "generation": st.generation, "revision": st.revision, "tools": st.tools, "defects": st.defects, "managed": st.managed,
                     "withheld": st.withheld.iter().map(|d| serde_json::json!({ "tool": d.tool, "reason": d.reason })).collect::<Vec<_>>() },
-                "sessions": st.sessions, "bound_tokens": st.bound_tokens, "plugins": plugins,
+                "sessions": st.sessions, "bound_tokens": st.bound_tokens, "admin_socket": st.admin_socket, "plugins": plugins,
             })
         );
         return Ok(ExitCode::SUCCESS);
@@ -235,6 +235,9 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
         "sessions  {} listening, {} token(s) bound",
         st.sessions, st.bound_tokens
     );
+    if !st.admin_socket.is_empty() {
+        println!("admin     {}", st.admin_socket);
+    }
     println!("plugins");
     for p in plugins {
         let pid = if p.pid == 0 {
