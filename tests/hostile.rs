@@ -655,10 +655,31 @@ async fn an_unknown_key_burst_gets_bounded_answers_and_memory_comes_back() {
     let _ = c.cancel().await;
 }
 
+/// A 2026-07-28 client (no sessions; list changes through
+/// `subscriptions/listen`) of the daemon at `url`.
+async fn modern_client(url: &str) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    use rmcp::model::ProtocolVersion;
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _};
+    let t = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(TOKEN.to_owned()),
+    );
+    match ()
+        .serve_with_lifecycle(
+            t,
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+    {
+        Ok(c) => c,
+        Err(e) => panic!("2026 client: {e}"),
+    }
+}
+
 #[tokio::test]
 async fn listen_streams_are_capped_and_expire() {
-    use rmcp::model::{ProtocolVersion, SubscriptionFilter};
-    use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _};
+    use rmcp::model::SubscriptionFilter;
     let root = Scratch::new("listen");
     let d = tp_daemon(
         root.path(),
@@ -666,24 +687,7 @@ async fn listen_streams_are_capped_and_expire() {
         "",
     )
     .await;
-    let client = async || {
-        let t = StreamableHttpClientTransport::from_config(
-            StreamableHttpClientTransportConfig::with_uri(d.url.clone())
-                .auth_header(TOKEN.to_owned()),
-        );
-        match ()
-            .serve_with_lifecycle(
-                t,
-                ClientLifecycleMode::Discover {
-                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                },
-            )
-            .await
-        {
-            Ok(c) => c,
-            Err(e) => panic!("2026 client: {e}"),
-        }
-    };
+    let client = async || modern_client(&d.url).await;
     let filter = || SubscriptionFilter::builder().tools_list_changed().build();
     let (a, b, c) = (client().await, client().await, client().await);
     let Ok(mut sa) = a.listen(filter()).await else {
@@ -713,28 +717,10 @@ async fn listen_streams_are_capped_and_expire() {
 
 #[tokio::test]
 async fn concurrent_listen_streams_beyond_the_cap_are_refused() {
-    use rmcp::model::{ProtocolVersion, SubscriptionFilter};
-    use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _};
+    use rmcp::model::SubscriptionFilter;
     let root = Scratch::new("listen-race");
     let d = tp_daemon(root.path(), "max_sessions = 3", "").await;
-    let client = async || {
-        let t = StreamableHttpClientTransport::from_config(
-            StreamableHttpClientTransportConfig::with_uri(d.url.clone())
-                .auth_header(TOKEN.to_owned()),
-        );
-        match ()
-            .serve_with_lifecycle(
-                t,
-                ClientLifecycleMode::Discover {
-                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                },
-            )
-            .await
-        {
-            Ok(c) => c,
-            Err(e) => panic!("2026 client: {e}"),
-        }
-    };
+    let client = async || modern_client(&d.url).await;
     let mut clients = Vec::new();
     for _ in 0..5 {
         clients.push(client().await);

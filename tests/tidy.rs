@@ -181,18 +181,25 @@ fn cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
         .find_map(|n| visit(n, graph, &mut Vec::new(), &mut done))
 }
 
-#[test]
-fn no_module_depends_on_itself_through_others() {
+/// The `src/` of every crate of ours and of the example Rust plugin.
+fn source_dirs() -> Vec<PathBuf> {
     let root = workspace_root();
-    let mut crates: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
         .into_iter()
         .flatten()
         .flatten()
         .map(|e| e.path().join("src"))
         .collect();
-    crates.push(root.join("plugins-example/notes/src"));
-    for src in crates.iter().filter(|s| s.is_dir()) {
-        if let Some(c) = cycle(&module_graph(src)) {
+    dirs.push(root.join("plugins-example/notes/src"));
+    dirs.sort();
+    dirs.retain(|d| d.is_dir());
+    dirs
+}
+
+#[test]
+fn no_module_depends_on_itself_through_others() {
+    for src in source_dirs() {
+        if let Some(c) = cycle(&module_graph(&src)) {
             panic!("a module cycle in {}: {}", src.display(), c.join(" -> "));
         }
     }
@@ -352,17 +359,8 @@ fn the_import_check_finds_names_from_the_root() {
 /// Every source directory whose crate root may hold only modules and
 /// re-exports, with the root's file name.
 fn crate_roots() -> Vec<(PathBuf, &'static str)> {
-    let root = workspace_root();
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path().join("src"))
-        .collect();
-    dirs.push(root.join("plugins-example/notes/src"));
-    dirs.sort();
     let mut out = Vec::new();
-    for src in dirs.into_iter().filter(|s| s.is_dir()) {
+    for src in source_dirs() {
         for file in ["lib.rs", "main.rs"] {
             if src.join(file).is_file() {
                 out.push((src.clone(), file));
@@ -715,16 +713,8 @@ fn nested_graphs(src: &Path) -> Vec<(PathBuf, BTreeMap<String, BTreeSet<String>>
 
 #[test]
 fn no_nested_module_depends_on_itself_through_its_siblings() {
-    let root = workspace_root();
-    let mut crates: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path().join("src"))
-        .collect();
-    crates.push(root.join("plugins-example/notes/src"));
-    for src in crates.iter().filter(|s| s.is_dir()) {
-        for (dir, graph) in nested_graphs(src) {
+    for src in source_dirs() {
+        for (dir, graph) in nested_graphs(&src) {
             if let Some(c) = cycle(&graph) {
                 panic!("a module cycle in {}: {}", dir.display(), c.join(" -> "));
             }
