@@ -380,28 +380,42 @@ async fn a_plugin_is_refused_what_it_was_not_granted_and_everything_else_serves_
     );
     serving(&c).await;
 
-    // The daemon's admin socket: whoever connects may reconfigure it.
+    // The daemon's admin socket: a plugin's process is refused at the
+    // door however it connects (the peer is pinned by a pidfd, so one that
+    // exited is refused whoever has its pid now), and the token refuses
+    // whatever got past the door.
     let admin = root.path().join("state/admin.sock").display().to_string();
-    for id in ["jail", "open"] {
-        let (_, text, _) = probe(
+    let attack = async |id: &str, kind: &str| {
+        let (ok, text, _) = probe(
             &c,
-            &format!("kandev_{id}_connect_unix"),
-            json!({ "path": admin }),
+            &format!("kandev_{id}_admin_attack"),
+            json!({ "kind": kind, "path": admin }),
         )
         .await;
-        // The connection is accepted by the kernel and closed by the
-        // daemon at once: a plugin's admin client gets nothing but EOF.
         assert!(
-            text.contains("connected") || text.contains("refused"),
-            "{text}"
+            !ok && text.contains("refused"),
+            "{id}'s {kind} attack reached the admin API: {text}"
         );
+        text
+    };
+    for id in ["jail", "open"] {
+        for kind in ["direct", "reaped"] {
+            // The reaped child races the daemon's check: many tries.
+            for _ in 0..if kind == "reaped" { 25 } else { 1 } {
+                let text = attack(id, kind).await;
+                assert!(text.contains("closed"), "{id} {kind}: {text}");
+            }
+        }
+        let text = attack(id, "grandchild").await;
+        println!("{id}'s double-forked grandchild: {text}");
+        if root_daemon && id == "jail" {
+            // Its pids cgroup follows it out of its session.
+            assert!(text.contains("closed"), "{id} grandchild: {text}");
+        }
     }
     let logs = eventually(WAIT, "the refusals in the log", async || {
         let l = d.logs();
-        (l.matches("refused an admin connection from a plugin")
-            .count()
-            >= 2)
-            .then_some(l)
+        (l.matches("refused an admin connection").count() >= 50).then_some(l)
     })
     .await;
     assert!(!logs.is_empty());

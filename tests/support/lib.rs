@@ -237,6 +237,10 @@ pub fn probeplug_dir(root: &Path, id: &str, declarations: &str) -> PathBuf {
             "net_probe",
             "{ kind = { type = \"string\" }, port = { type = \"integer\", minimum = 1, maximum = 65535 } }",
         ),
+        (
+            "admin_attack",
+            "{ kind = { type = \"string\" }, path = { type = \"string\" } }",
+        ),
     ] {
         toml.push_str(&format!(
             "\n[[tools]]\nname = \"{name}\"\ndescription = \"testplug {name}\"\nsurfaces = [\"kanban-task\", \"chat\"]\ntimeout_ms = 20000\ninput_schema = {{ type = \"object\", properties = {props} }}\nannotations = {{ read_only = true }}\n"

@@ -62,31 +62,29 @@ pub async fn serve_unix(
         tokio_stream::wrappers::UnixListenerStream::new(listener),
         move |accepted| match accepted {
             Ok(stream) => {
-                let pid = stream
-                    .peer_cred()
-                    .ok()
-                    .and_then(|c| c.pid())
-                    .and_then(|p| u32::try_from(p).ok())
-                    .filter(|p| *p > 0);
-                match pid {
-                    None => {
+                use std::os::fd::AsFd as _;
+                // Pinned first, checked second, and asked again whether it
+                // still runs: an exited peer's pid may name anyone by now.
+                match toolhost_sandbox::PeerProcess::of_socket(stream.as_fd()) {
+                    Err(e) => {
+                        tracing::warn!("refused an admin connection: {e}");
+                        false
+                    }
+                    Ok(peer) if plugins.is_plugin_process(peer.pid()) => {
                         tracing::warn!(
-                            "refused an admin connection from a process that cannot be identified"
+                            pid = peer.pid(),
+                            "refused an admin connection from a plugin's process"
                         );
                         false
                     }
-                    Some(pid) if !Path::new(&format!("/proc/{pid}")).exists() => {
+                    Ok(peer) if !peer.still_running() => {
                         tracing::warn!(
-                            pid,
-                            "refused an admin connection from a process that is already gone"
+                            pid = peer.pid(),
+                            "refused an admin connection: the process that connected has exited"
                         );
                         false
                     }
-                    Some(pid) if plugins.is_plugin_process(pid) => {
-                        tracing::warn!(pid, "refused an admin connection from a plugin's process");
-                        false
-                    }
-                    Some(_) => true,
+                    Ok(_) => true,
                 }
             }
             Err(_) => true,

@@ -46,6 +46,6 @@ pub use cgroup::Jail;
 pub use child::Prepared;
 pub use kernel::{in_plugin_cgroup, remove_cgroup_root};
 pub use memory::trim_heap;
-pub use peers::{how_plugins_are_recognized, is_plugin_process};
+pub use peers::{PeerProcess, PeerUnknown, how_plugins_are_recognized, is_plugin_process};
 pub use policy::{FsAccess, FsRule, NetPolicy, Own, Rule, SandboxPolicy};
 pub use report::{RuleState, RuleStatus, enforcement, log_kernel_gaps};

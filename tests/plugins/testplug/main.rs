@@ -182,6 +182,9 @@ impl toolhost_proto::plugin::plugin_server::Plugin for NoTools {
 }
 
 fn main() -> ExitCode {
+    if let Ok(role) = std::env::var("TESTPLUG_ADMIN_HELPER") {
+        return admin_helper(&role);
+    }
     let args: Vec<String> = std::env::args().collect();
     let mode = args
         .iter()
@@ -431,6 +434,181 @@ fn tools() -> Plugin {
         .tool("mknod", mknod)
         .tool("call_socket", call_socket)
         .tool("net_probe", net_probe)
+        .tool("admin_attack", admin_attack)
+}
+
+/// Attacks the admin socket at `path` the ways a plugin gets past a peer
+/// check that goes by pid, by `kind`: `direct`; `reaped` (a child
+/// connects, hands the connection over, exits and is reaped before the
+/// connection is used); `grandchild` (a double-forked process in a
+/// session of its own connects and calls). Says how `GetStatus` was
+/// answered: refused `closed` (at the door), refused `unauthenticated`
+/// (by the token), or `answered`.
+async fn admin_attack(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    use std::os::fd::OwnedFd;
+    record(&call);
+    let path = text_arg(&call, "path").to_owned();
+    let fail = |e: std::io::Error| ToolError::new(format!("the attack could not run: {e}"));
+    let exe = std::env::current_exe().map_err(fail)?;
+    let outcome = match text_arg(&call, "kind") {
+        "direct" => match tokio::net::UnixStream::connect(&path).await {
+            Ok(s) => admin_get_status(s).await,
+            Err(_) => "closed",
+        },
+        "reaped" => {
+            let (mine, theirs) = std::os::unix::net::UnixStream::pair().map_err(fail)?;
+            let mut child = std::process::Command::new(&exe)
+                .env("TESTPLUG_ADMIN_HELPER", "handover")
+                .env("TESTPLUG_ADMIN_PATH", &path)
+                .stdin(OwnedFd::from(theirs))
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .map_err(fail)?;
+            let handed = tokio::task::spawn_blocking(move || receive_fd(&mine))
+                .await
+                .map_err(|e| fail(std::io::Error::other(e)))?;
+            let _ = child.wait();
+            match handed {
+                Some(fd) => {
+                    let s = std::os::unix::net::UnixStream::from(fd);
+                    s.set_nonblocking(true).map_err(fail)?;
+                    admin_get_status(tokio::net::UnixStream::from_std(s).map_err(fail)?).await
+                }
+                None => "closed",
+            }
+        }
+        "grandchild" => {
+            let out = tokio::process::Command::new(&exe)
+                .env("TESTPLUG_ADMIN_HELPER", "double-fork")
+                .env("TESTPLUG_ADMIN_PATH", &path)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .await
+                .map_err(fail)?;
+            match String::from_utf8_lossy(&out.stdout).trim() {
+                "answered" => "answered",
+                "unauthenticated" => "unauthenticated",
+                _ => "closed",
+            }
+        }
+        other => return Err(ToolError::new(format!("no attack {other:?}"))),
+    };
+    if outcome == "answered" {
+        Ok(ToolOutput::text("answered"))
+    } else {
+        Err(ToolError::new(format!("refused: {outcome}")))
+    }
+}
+
+/// The helper processes of `admin_attack`, run as this same binary:
+/// `handover` connects and passes the connection to its parent on stdin,
+/// then exits; `double-fork` starts a `call` in a new session and exits
+/// at once; `call` connects, calls and prints the outcome.
+fn admin_helper(role: &str) -> ExitCode {
+    let path = std::env::var("TESTPLUG_ADMIN_PATH").unwrap_or_default();
+    match role {
+        "handover" => {
+            use std::os::fd::AsFd as _;
+            let Ok(conn) = std::os::unix::net::UnixStream::connect(&path) else {
+                return ExitCode::FAILURE;
+            };
+            let stdin = std::io::stdin();
+            let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+            let mut control = rustix::net::SendAncillaryBuffer::new(&mut space);
+            let fds = [conn.as_fd()];
+            control.push(rustix::net::SendAncillaryMessage::ScmRights(&fds));
+            let sent = rustix::net::sendmsg(
+                stdin.as_fd(),
+                &[std::io::IoSlice::new(b"x")],
+                &mut control,
+                rustix::net::SendFlags::empty(),
+            );
+            if sent.is_ok() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        "double-fork" => {
+            let Ok(exe) = std::env::current_exe() else {
+                return ExitCode::FAILURE;
+            };
+            // setsid(1) forks when its caller leads a process group; this
+            // process does not, so the call runs in a new session, and
+            // this process exits without waiting for it.
+            let started = std::process::Command::new("setsid")
+                .arg(exe)
+                .env("TESTPLUG_ADMIN_HELPER", "call")
+                .spawn();
+            if started.is_ok() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        "call" => {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return ExitCode::FAILURE;
+            };
+            let outcome = rt.block_on(async {
+                match tokio::net::UnixStream::connect(&path).await {
+                    Ok(s) => admin_get_status(s).await,
+                    Err(_) => "closed",
+                }
+            });
+            println!("{outcome}");
+            ExitCode::SUCCESS
+        }
+        _ => ExitCode::FAILURE,
+    }
+}
+
+/// One descriptor passed over `sock`, or none.
+fn receive_fd(sock: &std::os::unix::net::UnixStream) -> Option<std::os::fd::OwnedFd> {
+    let mut byte = [0u8; 1];
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = rustix::net::RecvAncillaryBuffer::new(&mut space);
+    rustix::net::recvmsg(
+        sock,
+        &mut [std::io::IoSliceMut::new(&mut byte)],
+        &mut control,
+        rustix::net::RecvFlags::empty(),
+    )
+    .ok()?;
+    control.drain().find_map(|m| match m {
+        rustix::net::RecvAncillaryMessage::ScmRights(mut fds) => fds.next(),
+        _ => None,
+    })
+}
+
+/// `GetStatus` over an admin connection made already, without a token.
+async fn admin_get_status(stream: tokio::net::UnixStream) -> &'static str {
+    use toolhost_proto::admin::{GetStatusRequest, admin_client::AdminClient};
+    let slot = std::sync::Arc::new(std::sync::Mutex::new(Some(stream)));
+    let channel = tonic::transport::Endpoint::from_static("http://admin.invalid")
+        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
+            let taken = slot.lock().ok().and_then(|mut s| s.take());
+            async move {
+                taken
+                    .map(hyper_util::rt::TokioIo::new)
+                    .ok_or_else(|| std::io::Error::other("one connection only"))
+            }
+        }))
+        .await;
+    let Ok(channel) = channel else {
+        return "closed";
+    };
+    match AdminClient::new(channel)
+        .get_status(GetStatusRequest {})
+        .await
+    {
+        Ok(_) => "answered",
+        Err(s) if s.code() == tonic::Code::Unauthenticated => "unauthenticated",
+        Err(_) => "closed",
+    }
 }
 
 /// One way around TCP rules, by `kind`, towards 127.0.0.1:`port`: `mptcp`
