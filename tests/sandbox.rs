@@ -286,7 +286,7 @@ async fn a_plugin_is_refused_what_it_was_not_granted_and_everything_else_serves_
                 "jail",
                 &["mptcp", "tfo", "listen", "udp", "raw", "packet"][..],
             ),
-            ("granted", &["mptcp", "tfo", "raw", "packet"][..]),
+            ("granted", &["mptcp", "tfo", "listen", "raw", "packet"][..]),
         ] {
             for kind in kinds {
                 let (ok, text, _) = probe(
@@ -298,6 +298,15 @@ async fn a_plugin_is_refused_what_it_was_not_granted_and_everything_else_serves_
                 assert!(!ok && text.contains("refused"), "{id} {kind}: {text}");
             }
         }
+        // The granted plugin's unbound listener was refused by the daemon,
+        // which answers each listen() of a plugin granted network (its own
+        // Unix socket's included: it serves).
+        eventually(WAIT, "the listener refusal in the log", async || {
+            d.logs()
+                .contains("refused a plugin's TCP listener")
+                .then_some(())
+        })
+        .await;
         for kind in ["listen", "udp"] {
             let (ok, text, _) = probe(
                 &c,

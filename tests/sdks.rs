@@ -164,7 +164,7 @@ fn sdk_plugin(root: &Path, id: &str, lang: &str) -> PathBuf {
     std::fs::write(
         dir.join("plugin.toml"),
         format!(
-            "id = \"{id}\"\nversion = \"1.0.0\"\nname = \"{id}\"\n\n[runtime]\ncommand = \"bin/plugin\"\nstartup_timeout_ms = 20000\nprotocol = 2\n{MANIFEST_TOOLS}"
+            "id = \"{id}\"\nversion = \"1.0.0\"\nname = \"{id}\"\n\n[runtime]\ncommand = \"bin/plugin\"\nstartup_timeout_ms = 20000\nprotocol = 2\n\n[capabilities]\nnetwork = {{ connect = [443] }}\n{MANIFEST_TOOLS}"
         ),
     )
     .unwrap();
@@ -178,7 +178,11 @@ async fn python_and_typescript_plugins_serve_through_mcp_in_both_eras() {
         sdk_plugin(root.path(), "py", "python"),
         sdk_plugin(root.path(), "ts", "typescript"),
     ];
-    let config = TestConfig::new(root.path(), &plugins).build();
+    // Granted network, each plugin's listen() on its own socket is made
+    // by the daemon (the sandbox refuses TCP listeners): it must serve.
+    let config = TestConfig::new(root.path(), &plugins)
+        .extra("[plugin.py]\ngrant = [\"network\"]\n\n[plugin.ts]\ngrant = [\"network\"]\n")
+        .build();
     let d = Daemon::start(root.path(), &config, &[]);
     for p in ["py", "ts"] {
         d.wait_metric(

@@ -147,6 +147,8 @@ pub(crate) struct Running {
     /// Its pids cgroup, if the sandbox made one: every process left in it
     /// is killed when this is dropped.
     pub jail: Option<Jail>,
+    /// Answers the process's `listen()` calls while it lives.
+    _listen: Option<toolhost_sandbox::listen::ListenSupervisor>,
     /// Its place among the daemon's plugin processes, until dropped.
     pub _leader: Leader,
 }
@@ -260,7 +262,7 @@ pub(crate) async fn start(spec: &PluginSpec, leaders: &Leaders) -> Result<Runnin
     .map_err(StartError::Sandbox)?;
     let deadline = Instant::now() + spec.startup_timeout;
     let spawned = command(spec, &sockets, &sandbox).spawn();
-    let jail = sandbox.into_jail();
+    let confinement = sandbox.into_confinement();
     let mut child = spawned.map_err(|source| StartError::Spawn {
         command: spec.command.display().to_string(),
         source,
@@ -274,7 +276,8 @@ pub(crate) async fn start(spec: &PluginSpec, leaders: &Leaders) -> Result<Runnin
             channel,
             call_token,
             _sockets: sockets,
-            jail,
+            jail: confinement.jail,
+            _listen: confinement.listen,
             _leader: leader,
         }),
         Err(e) => {

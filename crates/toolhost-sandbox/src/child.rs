@@ -15,7 +15,8 @@
 //!    Landlock would forbid afterwards), then every capability set cleared
 //!    (a root daemon's plugins would otherwise keep them all: the bounding
 //!    set is emptied so that exec cannot give them back), then the network
-//!    rule's seccomp filter (`crate::seccomp`), then `no_new_privs`, then
+//!    rule's seccomp filters (`crate::seccomp`, then `crate::listen`, which
+//!    hands the notification descriptor to the parent), then `no_new_privs`, then
 //!    Landlock, with a rule for the plugin's own
 //!    `/proc/<pid>` added here, where "self" is the plugin.
 
@@ -35,12 +36,44 @@ pub struct Prepared {
     drop_capabilities: bool,
     /// The network rule's seccomp filter, compiled.
     seccomp: Option<seccompiler::BpfProgram>,
+    /// The second filter (`crate::listen`), and the socket pair its
+    /// notification descriptor crosses when `listen()` is supervised.
+    guard: Option<Guard>,
     rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
     cgroup_procs: Option<CString>,
     ruleset: Option<OwnedFd>,
     /// Rights on the plugin's own `/proc/<pid>`, added in the child.
     proc_self: u64,
     jail: Option<Jail>,
+}
+
+/// The `listen()` filter's program and, when the daemon answers each
+/// `listen()`, the two ends of the pair the child sends its notification
+/// descriptor over (parent's, child's).
+struct Guard {
+    program: Vec<libc::sock_filter>,
+    channel: Option<(
+        std::os::unix::net::UnixStream,
+        std::os::unix::net::UnixStream,
+    )>,
+}
+
+impl std::fmt::Debug for Guard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guard")
+            .field("instructions", &self.program.len())
+            .field("supervised", &self.channel.is_some())
+            .finish()
+    }
+}
+
+/// What stays with the daemon for as long as a plugin process lives.
+#[derive(Debug, Default)]
+pub struct Confinement {
+    /// Its pids cgroup, if one was made.
+    pub jail: Option<Jail>,
+    /// The thread that answers its `listen()` calls, if they are supervised.
+    pub listen: Option<crate::listen::ListenSupervisor>,
 }
 
 impl Prepared {
@@ -61,6 +94,22 @@ impl Prepared {
                 .and_then(|n| crate::seccomp::network_filter(n).ok()),
             ..Self::default()
         };
+        if p.seccomp.is_some() {
+            // Granted network means TCP sockets exist, and one could
+            // listen unbound: the daemon answers each listen().
+            let supervise = policy
+                .network
+                .as_ref()
+                .is_some_and(|n| *n != crate::policy::NetPolicy::Deny);
+            p.guard = Some(Guard {
+                program: crate::listen::guard_program(supervise),
+                channel: if supervise {
+                    Some(std::os::unix::net::UnixStream::pair()?)
+                } else {
+                    None
+                },
+            });
+        }
         if let Some(b) = policy.memory_bytes {
             p.rlimits.push((libc::RLIMIT_AS, b));
         }
@@ -101,12 +150,21 @@ impl Prepared {
         confine(cmd, self.in_child());
     }
 
-    /// Once the child is spawned: its cgroup, if one was made, to be kept
-    /// as long as the process lives. The rest is dropped here (the ruleset's
-    /// descriptor is the child's now: it kept its own copy).
+    /// Once the child is spawned: what the daemon keeps while it lives (its
+    /// cgroup, the thread answering its `listen()` calls). The rest is
+    /// dropped here (the ruleset's descriptor is the child's now: it kept
+    /// its own copy).
     #[must_use]
-    pub fn into_jail(self) -> Option<Jail> {
-        self.jail
+    pub fn into_confinement(self) -> Confinement {
+        let listen = self
+            .guard
+            .as_ref()
+            .and_then(|g| g.channel.as_ref())
+            .and_then(|(parent, _)| crate::listen::ListenSupervisor::start(parent));
+        Confinement {
+            jail: self.jail,
+            listen,
+        }
     }
 
     /// The closure the child runs before `exec`: single system calls only.
@@ -117,6 +175,14 @@ impl Prepared {
         let no_new_privs = self.no_new_privs;
         let drop_capabilities = self.drop_capabilities;
         let seccomp = self.seccomp.clone();
+        let guard = self.guard.as_ref().map(|g| {
+            (
+                g.program.clone(),
+                g.channel
+                    .as_ref()
+                    .map(|(_, child)| std::os::fd::AsRawFd::as_raw_fd(child)),
+            )
+        });
         let proc_self = self.proc_self;
         move || {
             apply(&rlimits, procs.as_ref())?;
@@ -128,6 +194,9 @@ impl Prepared {
             {
                 // No allocation here, after fork: the error is errno's.
                 return Err(std::io::Error::last_os_error());
+            }
+            if let Some((program, channel)) = &guard {
+                crate::listen::install_in_child(program, *channel)?;
             }
             confine_self(no_new_privs, ruleset, proc_self)
         }

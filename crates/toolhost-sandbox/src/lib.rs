@@ -36,6 +36,7 @@ pub mod cgroup;
 pub mod child;
 mod kernel;
 mod landlock;
+pub mod listen;
 pub mod memory;
 pub mod peers;
 pub mod policy;
@@ -43,7 +44,7 @@ pub mod report;
 pub mod seccomp;
 
 pub use cgroup::Jail;
-pub use child::Prepared;
+pub use child::{Confinement, Prepared};
 pub use kernel::{in_plugin_cgroup, remove_cgroup_root};
 pub use memory::trim_heap;
 pub use peers::{PeerProcess, PeerUnknown, how_plugins_are_recognized, is_plugin_process};

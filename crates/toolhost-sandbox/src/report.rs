@@ -160,10 +160,10 @@ pub fn enforcement(policy: &SandboxPolicy) -> Vec<RuleStatus> {
             RuleState::Enforced,
             match n {
                 NetPolicy::Connect(p) => format!(
-                    "TCP connect to port(s) {} only, no bind (Landlock); no MPTCP, no TCP Fast Open, no raw or packet socket, no io_uring (seccomp); UDP (for DNS) and a listener on an unbound TCP socket remain",
+                    "TCP connect to port(s) {} only, no bind (Landlock); no MPTCP, no TCP Fast Open, no raw or packet socket, no io_uring (seccomp); no TCP listener, bound or not (the daemon answers each listen()); UDP (for DNS) remains",
                     ports(p)
                 ),
-                _ => "TCP connect anywhere, no bind (Landlock); no MPTCP, no TCP Fast Open, no raw or packet socket, no io_uring (seccomp); UDP and a listener on an unbound TCP socket remain".into(),
+                _ => "TCP connect anywhere, no bind (Landlock); no MPTCP, no TCP Fast Open, no raw or packet socket, no io_uring (seccomp); no TCP listener, bound or not (the daemon answers each listen()); UDP remains".into(),
             },
         ),
         (Some(NetPolicy::Deny), true, false) => push(

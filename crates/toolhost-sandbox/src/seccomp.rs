@@ -16,8 +16,8 @@
 //!   no UDP, and no listener on an unbound socket.
 //!
 //! What it leaves, and the report says: a plugin granted network keeps UDP
-//! (DNS needs it) and can `listen()` on a TCP socket it did not bind, on a
-//! port the kernel picks.
+//! (DNS needs it). A TCP listener on a socket nobody bound is the second
+//! filter's (`crate::listen`): no rule on a descriptor number can see it.
 //!
 //! The program is compiled in the parent; the child installs it with one
 //! system call (`child.rs`).
