@@ -432,3 +432,111 @@ async fn a_plugin_is_refused_what_it_was_not_granted_and_everything_else_serves_
     drop(service);
     let _ = c.cancel().await;
 }
+
+/// A root daemon with `[sandbox] user` runs its plugins as that account:
+/// no root, no other group, and root's own files closed to it even with
+/// the file-system rule off. A daemon that is not root refuses the
+/// setting, saying why.
+#[tokio::test]
+async fn a_root_daemon_runs_plugins_as_the_account_it_is_given() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let root = Scratch::new("account");
+    let asks = "[capabilities]\nmemory_mb = 512\n";
+    let plugins = [
+        probeplug_dir(root.path(), "user", asks),
+        probeplug_dir(root.path(), "user_open", asks),
+    ];
+    let config = TestConfig::new(root.path(), &plugins)
+        .extra("[plugin.user_open]\nsandbox_off = [\"filesystem\"]\n")
+        .sandbox("user = \"nobody\"")
+        .build();
+    if !rustix::process::geteuid().is_root() {
+        let path = root.path().join("toolhost.toml");
+        std::fs::write(&path, &config).unwrap();
+        let out = std::process::Command::new(toolhost_e2e::bin("toolhost"))
+            .arg("serve")
+            .arg("--config")
+            .arg(&path)
+            .args(["--http", "127.0.0.1:0"])
+            .output()
+            .expect("run toolhost");
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "served with [sandbox] user: {text}");
+        assert!(
+            text.contains("only a daemon running as root"),
+            "no reason given: {text}"
+        );
+        return;
+    }
+    // The account must reach the plugins' directories, as an operator
+    // installing plugins outside the state directory would arrange.
+    std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let secret = root.path().join("root-only.txt");
+    std::fs::write(&secret, "root's").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let d = Daemon::start(root.path(), &config, &[]);
+    for id in ["user", "user_open"] {
+        d.wait_metric(
+            &format!("toolhost_plugin_state{{plugin=\"{id}\",state=\"ready\"}}"),
+            1.0,
+        )
+        .await;
+    }
+    let c = agent(&d.url, TOKEN).await;
+    let nobody = std::fs::read_to_string("/etc/passwd")
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            (f.first() == Some(&"nobody")).then(|| (f[2].to_owned(), f[3].to_owned()))
+        })
+        .expect("nobody in /etc/passwd");
+    for id in ["user", "user_open"] {
+        let (ok, text, ids) = probe(&c, &format!("kandev_{id}_caps"), json!({})).await;
+        assert!(ok, "{text}");
+        let uid = ids["Uid"].as_str().unwrap_or_default();
+        let gid = ids["Gid"].as_str().unwrap_or_default();
+        assert!(
+            uid.split_whitespace().all(|u| u == nobody.0),
+            "{id} runs as {uid}"
+        );
+        assert!(
+            gid.split_whitespace().all(|g| g == nobody.1),
+            "{id} runs in group {gid}"
+        );
+        assert_eq!(ids["Groups"], "", "{id} kept groups: {ids}");
+        println!("{id}: {ids}");
+        assert_eq!(ids["CapEff"], "0000000000000000", "{ids}");
+        // Its data directory is its own.
+        let inside = root.path().join(format!("state/data/{id}/inside.txt"));
+        let (ok, text, _) = probe(
+            &c,
+            &format!("kandev_{id}_write_file"),
+            json!({ "path": inside.display().to_string() }),
+        )
+        .await;
+        assert!(ok, "{id} cannot write its data directory: {text}");
+    }
+    // With the file-system rule off, only the account keeps root's file
+    // from it.
+    let (ok, text, _) = probe(
+        &c,
+        "kandev_user_open_read_file",
+        json!({ "path": secret.display().to_string() }),
+    )
+    .await;
+    assert!(!ok && text.contains("refused"), "read root's file: {text}");
+    let r = rules(root.path(), "user").await;
+    assert_eq!(state_of(&r, "user"), "enforced", "{r:?}");
+    let detail = r
+        .iter()
+        .find(|x| x.rule == "user")
+        .map(|x| x.detail.clone());
+    assert!(
+        detail.as_deref().is_some_and(|d| d.contains("nobody")),
+        "{detail:?}"
+    );
+    let (ok, text, _) = probe(&c, "kandev_user_count", json!({})).await;
+    assert!(ok, "{text}");
+    let _ = c.cancel().await;
+}

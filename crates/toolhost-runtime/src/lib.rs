@@ -47,6 +47,7 @@
 
 #![forbid(unsafe_code)]
 
+mod account;
 mod client;
 pub mod ids;
 mod leaders;

@@ -39,6 +39,10 @@ pub enum StartError {
         /// Why.
         source: std::io::Error,
     },
+    /// The account it runs as (`[sandbox] user`) cannot be given its
+    /// directories, or cannot reach its command.
+    #[error("{0}")]
+    HandOver(#[from] crate::account::HandOverError),
     /// Exited before printing the handshake line.
     #[error("exited before its handshake line ({0})")]
     ExitedEarly(String),
@@ -250,6 +254,32 @@ pub(crate) async fn start(spec: &PluginSpec, leaders: &Leaders) -> Result<Runnin
     let call_token = crate::ids::unguessable_id().map_err(StartError::SocketDir)?;
     write_private(&sockets.path().join(CALL_TOKEN_FILE), call_token.as_bytes())
         .map_err(StartError::SocketDir)?;
+    if let Some(user) = &spec.sandbox.run_as {
+        // What toolhost made above the plugin's places: the run directory,
+        // the data root, the state directory, and (for an installed
+        // plugin) the directories between the state directory and it.
+        let state = spec.data_dir.parent().and_then(std::path::Path::parent);
+        let mut made: Vec<&std::path::Path> = [sockets.path().parent(), spec.data_dir.parent()]
+            .into_iter()
+            .flatten()
+            .chain(state)
+            .collect();
+        if let Some(state) = state {
+            made.extend(
+                spec.dir
+                    .ancestors()
+                    .skip(1)
+                    .take_while(|d| d.starts_with(state) && *d != state),
+            );
+        }
+        crate::account::hand_over(
+            user,
+            &spec.data_dir,
+            sockets.path(),
+            &made,
+            &[&spec.command, &spec.dir.join("plugin.toml")],
+        )?;
+    }
     let sandbox = Prepared::new(
         &spec.sandbox,
         &Own {

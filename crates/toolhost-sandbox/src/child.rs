@@ -14,7 +14,9 @@
 //! 3. resource limits, then joining the cgroup (a write to cgroupfs, which
 //!    Landlock would forbid afterwards), then every capability set cleared
 //!    (a root daemon's plugins would otherwise keep them all: the bounding
-//!    set is emptied so that exec cannot give them back), then the network
+//!    set is emptied so that exec cannot give them back; a switch to
+//!    `[sandbox] user` comes between the bounding set, which needs root's
+//!    `CAP_SETPCAP`, and the other sets), then the network
 //!    rule's seccomp filters (`crate::seccomp`, then `crate::listen`, which
 //!    hands the notification descriptor to the parent), then `no_new_privs`, then
 //!    Landlock, with a rule for the plugin's own
@@ -34,6 +36,8 @@ use std::os::fd::OwnedFd;
 pub struct Prepared {
     no_new_privs: bool,
     drop_capabilities: bool,
+    /// `(uid, gid)` to switch to.
+    run_as: Option<(u32, u32)>,
     /// The network rule's seccomp filter, compiled.
     seccomp: Option<seccompiler::BpfProgram>,
     /// The second filter (`crate::listen`), and the socket pair its
@@ -87,6 +91,7 @@ impl Prepared {
         let mut p = Self {
             no_new_privs: policy.no_new_privs,
             drop_capabilities: policy.drop_capabilities,
+            run_as: policy.run_as.as_ref().map(|r| (r.uid, r.gid)),
             // Where no filter can be made, the report says what is open.
             seccomp: policy
                 .network
@@ -174,6 +179,7 @@ impl Prepared {
         let ruleset = self.ruleset.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
         let no_new_privs = self.no_new_privs;
         let drop_capabilities = self.drop_capabilities;
+        let run_as = self.run_as;
         let seccomp = self.seccomp.clone();
         let guard = self.guard.as_ref().map(|g| {
             (
@@ -187,7 +193,14 @@ impl Prepared {
         move || {
             apply(&rlimits, procs.as_ref())?;
             if drop_capabilities {
-                drop_all_capabilities()?;
+                // Needs CAP_SETPCAP, which the switch of user gives up.
+                drop_bounding_set()?;
+            }
+            if let Some((uid, gid)) = run_as {
+                crate::account::switch_in_child(uid, gid)?;
+            }
+            if drop_capabilities {
+                clear_capability_sets()?;
             }
             if let Some(program) = &seccomp
                 && seccompiler::apply_filter(program).is_err()
@@ -294,18 +307,16 @@ struct CapData {
 
 const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
 
-/// In the child: every capability set emptied. The bounding set first (it
-/// needs `CAP_SETPCAP`, which the next steps give up; a daemon without it
-/// has nothing in it to pass on, so `EPERM` is not an error), then the
-/// ambient set, then permitted, effective and inheritable at once. With an
+/// In the child: the bounding set emptied, first of the capability steps
+/// (it needs `CAP_SETPCAP`, which the next steps give up; a daemon without
+/// it has nothing in it to pass on, so `EPERM` is not an error). With an
 /// empty bounding set and inheritable set, exec gives even a root process
 /// no capability back.
 #[allow(unsafe_code)]
-fn drop_all_capabilities() -> std::io::Result<()> {
+fn drop_bounding_set() -> std::io::Result<()> {
     let fail = || Err(std::io::Error::last_os_error());
-    // SAFETY: prctl and capset are single system calls on integers and on
-    // structs owned by this frame; none allocates or takes a lock, so each
-    // is safe between fork and exec.
+    // SAFETY: prctl is a single system call on integers; it allocates
+    // nothing and takes no lock, so it is safe between fork and exec.
     unsafe {
         for cap in 0..64 {
             let zero: libc::c_ulong = 0;
@@ -325,6 +336,19 @@ fn drop_all_capabilities() -> std::io::Result<()> {
                 }
             }
         }
+    }
+    Ok(())
+}
+
+/// In the child: the ambient set, then permitted, effective and
+/// inheritable at once.
+#[allow(unsafe_code)]
+fn clear_capability_sets() -> std::io::Result<()> {
+    let fail = || Err(std::io::Error::last_os_error());
+    // SAFETY: prctl and capset are single system calls on integers and on
+    // structs owned by this frame; none allocates or takes a lock, so each
+    // is safe between fork and exec.
+    unsafe {
         // Kernels before 4.3 have no ambient set: nothing to clear.
         let zero: libc::c_ulong = 0;
         if libc::prctl(

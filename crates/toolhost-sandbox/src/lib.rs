@@ -32,6 +32,7 @@
 //! [`SandboxPolicy`]), spawn or supervise processes (the runtime does), or
 //! keep state about which plugins run (the runtime's registry does).
 
+pub mod account;
 pub mod cgroup;
 pub mod child;
 mod kernel;
@@ -48,5 +49,5 @@ pub use child::{Confinement, Prepared};
 pub use kernel::{in_plugin_cgroup, remove_cgroup_root};
 pub use memory::trim_heap;
 pub use peers::{PeerProcess, PeerUnknown, how_plugins_are_recognized, is_plugin_process};
-pub use policy::{FsAccess, FsRule, NetPolicy, Own, Rule, SandboxPolicy};
+pub use policy::{FsAccess, FsRule, NetPolicy, Own, Rule, RunAs, SandboxPolicy};
 pub use report::{RuleState, RuleStatus, enforcement, log_kernel_gaps};

@@ -18,6 +18,10 @@ pub enum Rule {
     /// Every capability set cleared before exec: bounding, permitted,
     /// effective, inheritable and ambient.
     Capabilities,
+    /// The account the plugin runs as: not root (`[sandbox] user` for a
+    /// root daemon). Daemon-wide; an operator cannot turn it off for one
+    /// plugin.
+    User,
     /// The address-space limit.
     Memory,
     /// The open-file limit.
@@ -38,9 +42,10 @@ pub enum Rule {
 
 impl Rule {
     /// Every rule, in the order a report lists them.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::NoNewPrivs,
         Self::Capabilities,
+        Self::User,
         Self::Memory,
         Self::OpenFiles,
         Self::Processes,
@@ -68,6 +73,7 @@ impl Rule {
         match self {
             Self::NoNewPrivs => "no_new_privs",
             Self::Capabilities => "capabilities",
+            Self::User => "user",
             Self::Memory => "memory",
             Self::OpenFiles => "open_files",
             Self::Processes => "processes",
@@ -145,6 +151,20 @@ pub struct SandboxPolicy {
     pub filesystem: Option<Vec<FsRule>>,
     /// The network rule; `None`: off.
     pub network: Option<NetPolicy>,
+    /// The account the plugin runs as (a root daemon's `[sandbox] user`);
+    /// `None`: the daemon's own.
+    pub run_as: Option<RunAs>,
+}
+
+/// An unprivileged account to run plugins as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunAs {
+    /// As the operator wrote it (a name, or a number).
+    pub name: String,
+    /// Its user id (never 0).
+    pub uid: u32,
+    /// Its primary group id; the plugin gets no other group.
+    pub gid: u32,
 }
 
 /// What a plugin gets besides the policy's own paths: its directory, its

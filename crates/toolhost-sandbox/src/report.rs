@@ -94,6 +94,29 @@ pub fn enforcement(policy: &SandboxPolicy) -> Vec<RuleStatus> {
             "cleared at start, but with no_new_privs off a set-uid program the plugin runs can grant capabilities".into(),
         ),
     }
+    match (&policy.run_as, k.root) {
+        (Some(u), _) => push(
+            Rule::User,
+            RuleState::Enforced,
+            format!(
+                "runs as {:?} (uid {}, gid {}), no other group; it owns only its data and socket directories",
+                u.name, u.uid, u.gid
+            ),
+        ),
+        (None, true) => push(
+            Rule::User,
+            RuleState::NotEnforced,
+            "runs as root, without capabilities: root's own files are closed to it only where the filesystem rule holds; set [sandbox] user to run plugins as an unprivileged account".into(),
+        ),
+        (None, false) => push(
+            Rule::User,
+            RuleState::Enforced,
+            format!(
+                "runs as the daemon's user (uid {}), not root",
+                rustix::process::geteuid().as_raw()
+            ),
+        ),
+    }
     let limit = |v: Option<u64>, what: &str| match v {
         Some(n) => (RuleState::Enforced, format!("{what} {n}")),
         None => (RuleState::Off, "turned off".into()),
@@ -206,8 +229,9 @@ pub fn enforcement(policy: &SandboxPolicy) -> Vec<RuleStatus> {
     out
 }
 
-/// Logs, once per daemon, each mechanism this kernel lacks.
-pub fn log_kernel_gaps() {
+/// Logs, once per daemon, each mechanism this kernel lacks, and a root
+/// daemon whose plugins run as root (judged on the first policy started).
+pub fn log_kernel_gaps(policy: &SandboxPolicy) {
     static LOGGED: OnceLock<()> = OnceLock::new();
     LOGGED.get_or_init(|| {
         let k = kernel();
@@ -219,6 +243,11 @@ pub fn log_kernel_gaps() {
             tracing::warn!(
                 abi = k.landlock_abi,
                 "this kernel's Landlock has no network rules: plugins' TCP access is NOT restricted"
+            );
+        }
+        if k.root && policy.run_as.is_none() && *policy != SandboxPolicy::default() {
+            tracing::warn!(
+                "toolhost runs as root and [sandbox] user is not set: plugins run as root (without capabilities); name an unprivileged account for them"
             );
         }
         if let Err(why) = &k.pids {
@@ -247,13 +276,14 @@ mod tests {
             processes: Some(32),
             filesystem: Some(Vec::new()),
             network: Some(NetPolicy::Deny),
+            run_as: None,
         };
         let rules: Vec<Rule> = enforcement(&on).iter().map(|r| r.rule).collect();
         assert_eq!(rules, Rule::ALL);
         let off = enforcement(&SandboxPolicy::default());
         assert!(
             off.iter()
-                .filter(|r| r.rule != Rule::CpuPerCall)
+                .filter(|r| r.rule != Rule::CpuPerCall && r.rule != Rule::User)
                 .all(|r| r.state == RuleState::Off)
         );
     }

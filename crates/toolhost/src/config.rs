@@ -77,6 +77,9 @@ pub struct SandboxFile {
     /// outside the system paths).
     #[serde(default)]
     pub read: Vec<PathBuf>,
+    /// The account plugins run as (a root daemon only): a name, a uid, or
+    /// `uid:gid`.
+    pub user: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -540,6 +543,11 @@ impl SandboxFile {
             default_processes: self.default_processes.unwrap_or(d.default_processes),
             max_processes: self.max_processes.unwrap_or(d.max_processes),
             read: self.read.clone(),
+            user: self
+                .user
+                .as_deref()
+                .map(toolhost_sandbox::account::run_as)
+                .transpose()?,
         };
         if c.default_memory_mb < 64 || c.default_open_files < 16 || c.default_processes < 1 {
             bail!(

@@ -680,7 +680,8 @@ async fn call_socket(call: ToolCall) -> Result<ToolOutput, ToolError> {
 }
 
 /// The capability sets of this process, as `/proc/self/status` has them
-/// (hex strings), under their names there (`CapEff`, ...).
+/// (hex strings), under their names there (`CapEff`, ...), and its `Uid`,
+/// `Gid` and `Groups` lines.
 async fn caps(call: ToolCall) -> Result<ToolOutput, ToolError> {
     record(&call);
     let status = std::fs::read_to_string("/proc/self/status")
@@ -688,7 +689,7 @@ async fn caps(call: ToolCall) -> Result<ToolOutput, ToolError> {
     let mut out = Map::new();
     for line in status.lines() {
         if let Some((name, value)) = line.split_once(':')
-            && name.starts_with("Cap")
+            && (name.starts_with("Cap") || ["Uid", "Gid", "Groups"].contains(&name))
         {
             out.insert(name.to_owned(), json!(value.trim()));
         }

@@ -221,10 +221,9 @@ impl Lifecycle {
     /// that must be ready before it takes over); its state changes feed
     /// the authority.
     pub(super) fn spawn(&self, m: &Manifest, resolved: &Resolved) -> Arc<PluginHandle> {
-        toolhost_sandbox::log_kernel_gaps();
-        let handle = self
-            .plugins
-            .supervise(self.spec(m, resolved), self.cfg.supervisor.clone());
+        let spec = self.spec(m, resolved);
+        toolhost_sandbox::log_kernel_gaps(&spec.sandbox);
+        let handle = self.plugins.supervise(spec, self.cfg.supervisor.clone());
         let mut w = handle.subscribe();
         let tx = self.recompute.clone();
         tokio::spawn(async move {

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use toolhost_manifest::Manifest;
 use toolhost_manifest::grants::{Access, Network};
-use toolhost_sandbox::{FsAccess, FsRule, NetPolicy, Rule, SandboxPolicy};
+use toolhost_sandbox::{FsAccess, FsRule, NetPolicy, Rule, RunAs, SandboxPolicy};
 
 use super::sources::{Grant, Operator};
 
@@ -31,6 +31,9 @@ pub struct SandboxConfig {
     /// Paths every plugin may read and execute: interpreters and libraries
     /// outside the system paths.
     pub read: Vec<PathBuf>,
+    /// The account plugins run as (a root daemon only); `None`: the
+    /// daemon's own.
+    pub user: Option<RunAs>,
 }
 
 impl Default for SandboxConfig {
@@ -44,6 +47,7 @@ impl Default for SandboxConfig {
             default_processes: 256,
             max_processes: 4096,
             read: Vec::new(),
+            user: None,
         }
     }
 }
@@ -130,6 +134,7 @@ pub fn sandbox_policy(m: &Manifest, op: &Operator, cfg: &SandboxConfig) -> Sandb
         ),
         filesystem,
         network,
+        run_as: cfg.user.clone(),
     }
 }
 

@@ -1,0 +1,159 @@
+//! Handing a plugin's directories to the account it runs as
+//! (`[sandbox] user`, a root daemon only).
+//!
+//! The account owns exactly two places: the plugin's data directory
+//! (everything in it, so files an earlier start left as root are its own
+//! now) and its socket directory (with the configuration and call-token
+//! files in it). The directories above them that toolhost made get search
+//! permission for others (`0711`: reachable, not listable). Directories
+//! toolhost did not make are never changed: if the account cannot reach
+//! the plugin's files through them, the start fails and says which one.
+
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+use toolhost_sandbox::RunAs;
+
+/// Why a plugin cannot be started as its account.
+#[derive(Debug, thiserror::Error)]
+pub enum HandOverError {
+    /// A directory on the way to the plugin's files is closed to it.
+    #[error(
+        "user {user:?} (uid {uid}) cannot reach {path}: {dir} (mode {mode:04o}, owner uid {owner}) has no search permission for it; `chmod o+x` it or install the plugin elsewhere"
+    )]
+    Unreachable {
+        /// The account.
+        user: String,
+        /// Its uid.
+        uid: u32,
+        /// What it must reach.
+        path: String,
+        /// The closed directory.
+        dir: String,
+        /// Its mode.
+        mode: u32,
+        /// Its owner.
+        owner: u32,
+    },
+    /// A change of owner or mode failed.
+    #[error("cannot hand {path} to user {user:?}: {source}")]
+    Io {
+        /// The account.
+        user: String,
+        /// Where.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Hands `data_dir` and `socket_dir` to `user`, opens the directories
+/// toolhost made above them for search (`made_by_toolhost`), and checks
+/// that `user` can reach them and each of `needed` (its command, its
+/// working directory).
+pub(crate) fn hand_over(
+    user: &RunAs,
+    data_dir: &Path,
+    socket_dir: &Path,
+    made_by_toolhost: &[&Path],
+    needed: &[&Path],
+) -> Result<(), HandOverError> {
+    let io = |path: &Path| {
+        let path = path.display().to_string();
+        let user = user.name.clone();
+        move |source| HandOverError::Io { user, path, source }
+    };
+    for dir in made_by_toolhost {
+        let mode = std::fs::metadata(dir).map_err(io(dir))?.mode() & 0o7777;
+        if mode & 0o001 == 0 {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | 0o711))
+                .map_err(io(dir))?;
+        }
+    }
+    chown_tree(data_dir, user).map_err(io(data_dir))?;
+    chown_tree(socket_dir, user).map_err(io(socket_dir))?;
+    for target in needed.iter().copied().chain([data_dir, socket_dir]) {
+        reachable(user, target)?;
+    }
+    Ok(())
+}
+
+/// `path` and everything beneath it, owned by `user`; links are not
+/// followed (a link the plugin left cannot turn this into a chown of
+/// something else).
+fn chown_tree(path: &Path, user: &RunAs) -> std::io::Result<()> {
+    std::os::unix::fs::lchown(path, Some(user.uid), Some(user.gid))?;
+    let meta = std::fs::symlink_metadata(path)?;
+    if meta.is_dir() {
+        for entry in std::fs::read_dir(path)? {
+            chown_tree(&entry?.path(), user)?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether every directory above `target` lets `user` search it.
+fn reachable(user: &RunAs, target: &Path) -> Result<(), HandOverError> {
+    let mut dirs: Vec<PathBuf> = target.ancestors().skip(1).map(Path::to_path_buf).collect();
+    dirs.retain(|d| !d.as_os_str().is_empty());
+    for dir in dirs {
+        let Ok(m) = std::fs::metadata(&dir) else {
+            continue;
+        };
+        let mode = m.mode();
+        let searchable = if m.uid() == user.uid {
+            mode & 0o100 != 0
+        } else if m.gid() == user.gid {
+            mode & 0o010 != 0
+        } else {
+            mode & 0o001 != 0
+        };
+        if !searchable {
+            return Err(HandOverError::Unreachable {
+                user: user.name.clone(),
+                uid: user.uid,
+                path: target.display().to_string(),
+                dir: dir.display().to_string(),
+                mode: mode & 0o7777,
+                owner: m.uid(),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nobody() -> RunAs {
+        RunAs {
+            name: "nobody".into(),
+            uid: 65_534,
+            gid: 65_534,
+        }
+    }
+
+    #[test]
+    fn a_closed_directory_is_named_and_an_open_one_passes() {
+        let root = std::env::temp_dir().join(format!("hand-over-{}", std::process::id()));
+        let closed = root.join("closed");
+        std::fs::create_dir_all(closed.join("in")).unwrap();
+        std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o711)).unwrap();
+        let err = reachable(&nobody(), &closed.join("in/cmd")).unwrap_err();
+        assert!(
+            err.to_string().contains(&closed.display().to_string()),
+            "{err}"
+        );
+        std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o711)).unwrap();
+        let open = reachable(&nobody(), &closed.join("in/cmd"));
+        // Directories above the temporary directory are the machine's.
+        if std::env::temp_dir()
+            .ancestors()
+            .all(|d| std::fs::metadata(d).map_or(true, |m| m.mode() & 0o001 != 0))
+        {
+            assert!(open.is_ok(), "{open:?}");
+        }
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}
