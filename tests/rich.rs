@@ -548,15 +548,21 @@ async fn a_second_question_before_the_first_is_answered_is_refused_every_time() 
     let _ = c.cancel().await;
 }
 
+/// A configuration for `toolhost serve --stdio` with the rich plugin.
+fn stdio_config(root: &std::path::Path) -> std::path::PathBuf {
+    let plugins = [richplug_dir(root, "rp")];
+    let config = TestConfig::new(root, &plugins)
+        .stdio("task-stdio", "session-stdio")
+        .build();
+    let file = root.join("toolhost.toml");
+    std::fs::write(&file, config).unwrap();
+    file
+}
+
 #[tokio::test]
 async fn a_stdio_session_gets_the_same() {
     let root = Scratch::new("rich-stdio");
-    let plugins = [richplug_dir(root.path(), "rp")];
-    let config = TestConfig::new(root.path(), &plugins)
-        .stdio("task-stdio", "session-stdio")
-        .build();
-    let file = root.path().join("toolhost.toml");
-    std::fs::write(&file, config).unwrap();
+    let file = stdio_config(root.path());
     let mut cmd = tokio::process::Command::new(toolhost_e2e::bin("toolhost"));
     cmd.args(["serve", "--stdio", "--config"]).arg(&file);
     let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
@@ -621,4 +627,72 @@ async fn a_forged_or_stale_request_state_resumes_nothing_and_is_not_echoed() {
     // The plugin never saw a call.
     assert!(events(&root.path().join("state/data/rp"), "invoked").is_empty());
     assert!(!d.logs().contains("FORGED"));
+}
+
+/// On the wire, `elicitation/create` carries a progress token only when the
+/// call it belongs to had one (rmcp's own clients always send one, so this
+/// speaks raw JSON-RPC over stdio).
+#[tokio::test]
+async fn a_question_carries_a_progress_token_only_when_its_call_had_one() {
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+    let root = Scratch::new("rich-qtoken");
+    let file = stdio_config(root.path());
+    let mut child = tokio::process::Command::new(toolhost_e2e::bin("toolhost"))
+        .args(["serve", "--stdio", "--config"])
+        .arg(&file)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut send = async |v: Value| {
+        input.write_all(format!("{v}\n").as_bytes()).await.unwrap();
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"elicitation": {"form": {}}},
+        "clientInfo": {"name": "raw", "version": "1"}}}),
+    )
+    .await;
+    let until = async |lines: &mut tokio::io::Lines<_>, pred: &dyn Fn(&Value) -> bool| -> Value {
+        tokio::time::timeout(WAIT, async {
+            loop {
+                let line: String = lines.next_line().await.unwrap().expect("a line");
+                let v: Value = serde_json::from_str(&line).unwrap();
+                if pred(&v) {
+                    return v;
+                }
+            }
+        })
+        .await
+        .expect("in time")
+    };
+    until(&mut lines, &|v| v["id"] == 1).await;
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    for (id, meta) in [(2, None), (3, Some(json!({"progressToken": "p-3"})))] {
+        let mut params = json!({"name": "kandev_rp_confirm", "arguments": {}});
+        if let Some(m) = &meta {
+            params["_meta"] = m.clone();
+        }
+        send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})).await;
+        let question = until(&mut lines, &|v| v["method"] == "elicitation/create").await;
+        let token = question["params"]
+            .get("_meta")
+            .and_then(|m| m.get("progressToken"))
+            .cloned();
+        assert_eq!(
+            token.is_some(),
+            meta.is_some(),
+            "call {id} (meta {meta:?}) asked: {question}"
+        );
+        send(json!({"jsonrpc": "2.0", "id": question["id"], "result": {
+            "action": "accept", "content": {"confirm": true}}}))
+        .await;
+        let answer = until(&mut lines, &|v| v["id"] == id).await;
+        assert_eq!(answer["result"]["isError"], false, "{answer}");
+    }
+    let _ = child.kill().await;
 }

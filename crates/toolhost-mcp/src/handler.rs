@@ -243,6 +243,26 @@ fn is_modern(cx: &RequestContext<RoleServer>) -> bool {
 }
 
 /// Whether the client can answer a form question.
+/// `elicitation/create`, carrying a progress token only when the call had
+/// one (rmcp adds one to every request; `crate::unmarked` takes it off).
+async fn ask(
+    peer: &rmcp::Peer<RoleServer>,
+    params: rmcp::model::ElicitRequestParams,
+    call_had_progress: bool,
+) -> Result<rmcp::model::ElicitResult, rmcp::ServiceError> {
+    use rmcp::model::{ClientResult, GetExtensions as _, ServerRequest};
+    let mut request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+    if !call_had_progress {
+        request
+            .extensions_mut()
+            .insert(crate::unmarked::NoProgressToken);
+    }
+    match peer.send_request(request).await? {
+        ClientResult::ElicitResult(r) => Ok(r),
+        _ => Err(rmcp::ServiceError::UnexpectedResponse),
+    }
+}
+
 fn can_elicit(cx: &RequestContext<RoleServer>) -> bool {
     cx.client_capabilities()
         .and_then(|c| c.elicitation)
@@ -378,7 +398,7 @@ impl Handler {
                         }
                     } else {
                         let answer = tokio::select! {
-                            r = cx.peer.create_elicitation(params) => r
+                            r = ask(&cx.peer, params, cx.meta.get_progress_token().is_some()) => r
                                 .map(crate::calls::answer_of)
                                 .map_err(|_| toolhost_pipeline::Unanswered::Failed(
                                     "the client did not answer the question".into(),
@@ -437,7 +457,13 @@ pub async fn serve_stdio(
     shutdown: tokio_util::sync::CancellationToken,
 ) -> Result<(), std::io::Error> {
     let running = Handler::new(hub, Identity::Fixed(binding))
-        .serve_with_ct(rmcp::transport::stdio(), shutdown)
+        .serve_with_ct(
+            crate::unmarked::Unmarked(rmcp::transport::async_rw::AsyncRwTransport::new_server(
+                tokio::io::stdin(),
+                tokio::io::stdout(),
+            )),
+            shutdown,
+        )
         .await
         .map_err(std::io::Error::other)?;
     running.waiting().await.map_err(std::io::Error::other)?;

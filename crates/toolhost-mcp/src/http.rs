@@ -119,7 +119,7 @@ pub fn http_router(hub: Arc<Hub>, tokens: Arc<TokenTable>, options: HttpOptions)
     ));
     let service = Shared(Arc::new(StreamableHttpService::new(
         move || Ok(Handler::new(Arc::clone(&hub), identity.clone())),
-        manager,
+        Arc::new(crate::unmarked::UnmarkedSessions(manager)),
         config,
     )));
     let mut mcp = axum::Router::new()
@@ -158,7 +158,7 @@ pub fn http_router(hub: Arc<Hub>, tokens: Arc<TokenTable>, options: HttpOptions)
 /// about 1% of toolhost's CPU per call, on every path, the direct one
 /// included. Cloning this is one reference count.
 #[derive(Clone)]
-struct Shared(Arc<StreamableHttpService<Handler, LocalSessionManager>>);
+struct Shared(Arc<StreamableHttpService<Handler, crate::unmarked::UnmarkedSessions>>);
 
 impl tower::Service<Request> for Shared {
     type Response = http::Response<

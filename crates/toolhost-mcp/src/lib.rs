@@ -37,6 +37,7 @@ mod metrics;
 mod sessions;
 mod tokens;
 mod tools;
+mod unmarked;
 
 pub use handler::{Handler, Identity, serve_stdio};
 pub use http::{HttpOptions, http_router};
