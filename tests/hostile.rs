@@ -727,8 +727,19 @@ async fn concurrent_listen_streams_beyond_the_cap_are_refused() {
     }
     let filter = || SubscriptionFilter::builder().tools_list_changed().build();
     let opened = futures::future::join_all(clients.iter().map(|c| c.listen(filter()))).await;
-    // A stream still open after a moment is admitted; a refused one has
-    // failed or ended by then.
+    // A refused stream is refused before it is acknowledged: the client's
+    // listen() fails, and no stream was ever open.
+    let refused: Vec<String> = opened
+        .iter()
+        .filter_map(|s| s.as_ref().err().map(ToString::to_string))
+        .collect();
+    println!("refused listen streams: {refused:?}");
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    assert!(
+        refused.iter().all(|e| e.contains("too many sessions")),
+        "{refused:?}"
+    );
+    // An acknowledged stream stays open.
     let mut open = Vec::new();
     for s in opened {
         let Ok(mut s) = s else { continue };

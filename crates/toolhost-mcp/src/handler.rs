@@ -142,10 +142,19 @@ impl ServerHandler for Handler {
         let extensions = &cx.request_context().extensions;
         let b = self.binding(extensions)?;
         let owner = self.owner(extensions);
-        let id = self
-            .hub
-            .add_subscription(owner, &b.surface, cx.sink().clone())
-            .map_err(|refused| McpError::invalid_request(refused.to_string(), None))?;
+        // Over HTTP its place was taken before the acknowledgement
+        // (`crate::admission`); on stdio there is one client.
+        let ticket = extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.extensions.get::<Arc<crate::hub::ListenTicket>>())
+            .cloned();
+        let id = match &ticket {
+            Some(t) => self.hub.open_reserved(t, cx.sink().clone()),
+            None => self
+                .hub
+                .add_subscription(owner, &b.surface, cx.sink().clone())
+                .map_err(|refused| McpError::invalid_request(refused.to_string(), None))?,
+        };
         // A stream is not activity: it ends after the idle timeout like an
         // idle session, and a client still there listens again.
         let _ = tokio::time::timeout(self.hub.listen_timeout(), cx.cancelled()).await;

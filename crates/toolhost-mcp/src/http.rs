@@ -122,8 +122,17 @@ pub fn http_router(hub: Arc<Hub>, tokens: Arc<TokenTable>, options: HttpOptions)
         Arc::new(crate::unmarked::UnmarkedSessions(manager)),
         config,
     )));
+    let admission = Arc::new(crate::admission::ListenAdmission {
+        hub: Arc::clone(&hub_for_metrics),
+        tokens: Arc::clone(&tokens),
+        max_body_bytes: options.max_body_bytes,
+    });
     let mut mcp = axum::Router::new()
         .fallback_service(service)
+        .layer(axum::middleware::from_fn_with_state(
+            admission,
+            crate::admission::admit_listens,
+        ))
         .layer(axum::middleware::from_fn_with_state(sessions, own_sessions));
     if options.stateless_json && options.direct_calls {
         let direct = Arc::new(Direct::new(

@@ -40,6 +40,28 @@ enum Target {
     Peer(Peer<RoleServer>),
     /// An open `subscriptions/listen` stream (2026-07-28).
     Sink(SubscriptionSink),
+    /// A `subscriptions/listen` request admitted before rmcp acknowledges
+    /// it: it holds its place until its stream opens or its request ends.
+    Reserved,
+}
+
+/// A place held for one `subscriptions/listen` request, taken before rmcp
+/// sends the acknowledgement (which it does before the handler runs): a
+/// stream over the limit is refused without ever being acknowledged. The
+/// place is given back when the ticket is dropped, whether the stream
+/// opened or not.
+#[derive(Debug)]
+pub(crate) struct ListenTicket {
+    id: u64,
+    hub: std::sync::Weak<Hub>,
+}
+
+impl Drop for ListenTicket {
+    fn drop(&mut self) {
+        if let Some(hub) = self.hub.upgrade() {
+            hub.remove(self.id);
+        }
+    }
 }
 
 struct Listener {
@@ -62,7 +84,7 @@ impl Listener {
     fn is_live(&self) -> bool {
         match &*self.target {
             Target::Peer(p) => !p.is_transport_closed(),
-            Target::Sink(_) => true,
+            Target::Sink(_) | Target::Reserved => true,
         }
     }
 }
@@ -244,6 +266,34 @@ impl Hub {
         self.admit(owner, surface, true, Target::Sink(sink))
     }
 
+    /// Holds a place for a `subscriptions/listen` request of `owner`, if
+    /// the limits allow one more.
+    pub(crate) fn reserve_listen(
+        self: &Arc<Self>,
+        owner: Owner,
+        surface: &str,
+    ) -> Result<ListenTicket, Refused> {
+        let id = self.admit(owner, surface, false, Target::Reserved)?;
+        Ok(ListenTicket {
+            id,
+            hub: Arc::downgrade(self),
+        })
+    }
+
+    /// The stream `ticket` held a place for is open: it is told of changes
+    /// from now on. The place stays taken until the ticket is dropped.
+    pub(crate) fn open_reserved(&self, ticket: &ListenTicket, sink: SubscriptionSink) -> u64 {
+        let mut listeners = self
+            .listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(l) = listeners.iter_mut().find(|l| l.id == ticket.id) {
+            l.target = Arc::new(Target::Sink(sink));
+            l.ready = true;
+        }
+        ticket.id
+    }
+
     pub(crate) fn remove(&self, id: u64) {
         self.listeners
             .lock()
@@ -291,6 +341,8 @@ impl Hub {
                             .await
                             .map(|r| r.is_ok())
                     }
+                    // Not ready, so never due.
+                    Target::Reserved => Ok(true),
                 };
                 if !matches!(sent, Ok(true)) {
                     tracing::debug!(

@@ -25,6 +25,7 @@
 
 #![forbid(unsafe_code)]
 
+mod admission;
 mod calls;
 mod content;
 mod direct;
