@@ -539,4 +539,29 @@ async fn a_root_daemon_runs_plugins_as_the_account_it_is_given() {
     let (ok, text, _) = probe(&c, "kandev_user_count", json!({})).await;
     assert!(ok, "{text}");
     let _ = c.cancel().await;
+    drop(d);
+
+    // The setting removed, the plugins run as root again (without
+    // capabilities) and their data is theirs again.
+    let config = TestConfig::new(root.path(), &plugins)
+        .extra("[plugin.user_open]\nsandbox_off = [\"filesystem\"]\n")
+        .build();
+    let d = Daemon::start(root.path(), &config, &[]);
+    d.wait_metric(
+        "toolhost_plugin_state{plugin=\"user\",state=\"ready\"}",
+        1.0,
+    )
+    .await;
+    let c = agent(&d.url, TOKEN).await;
+    let inside = root.path().join("state/data/user/again.txt");
+    let (ok, text, _) = probe(
+        &c,
+        "kandev_user_write_file",
+        json!({ "path": inside.display().to_string() }),
+    )
+    .await;
+    assert!(ok, "root's plugin cannot write its data any more: {text}");
+    let r = rules(root.path(), "user").await;
+    assert_eq!(state_of(&r, "user"), "not enforced", "{r:?}");
+    let _ = c.cancel().await;
 }

@@ -34,7 +34,14 @@ fn unmark(mut item: TxJsonRpcMessage<RoleServer>) -> TxJsonRpcMessage<RoleServer
     if let JsonRpcMessage::Request(r) = &mut item
         && r.request.extensions().get::<NoProgressToken>().is_some()
     {
-        r.request.get_meta_mut().0.remove("progressToken");
+        let meta = r.request.get_meta_mut();
+        meta.0.remove("progressToken");
+        if meta.0.is_empty() {
+            // No `_meta: {}` on the wire either.
+            r.request
+                .extensions_mut()
+                .remove::<rmcp::model::RequestMetaObject>();
+        }
     }
     item
 }

@@ -77,6 +77,26 @@ pub(crate) fn hand_over(
     Ok(())
 }
 
+/// A root daemon whose plugins no longer run as another account takes
+/// their data back: root's plugins hold no capability, so a directory
+/// still owned by the old account would be closed to them.
+pub(crate) fn reclaim(data_dir: &Path) -> std::io::Result<()> {
+    let me = rustix::process::geteuid();
+    if !me.is_root() {
+        return Ok(());
+    }
+    let owned_by_other = std::fs::symlink_metadata(data_dir).is_ok_and(|m| m.uid() != 0);
+    if owned_by_other {
+        let root = RunAs {
+            name: "root".into(),
+            uid: 0,
+            gid: rustix::process::getegid().as_raw(),
+        };
+        chown_tree(data_dir, &root)?;
+    }
+    Ok(())
+}
+
 /// `path` and everything beneath it, owned by `user`; links are not
 /// followed (a link the plugin left cannot turn this into a chown of
 /// something else).

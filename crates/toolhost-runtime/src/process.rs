@@ -254,6 +254,12 @@ pub(crate) async fn start(spec: &PluginSpec, leaders: &Leaders) -> Result<Runnin
     let call_token = crate::ids::unguessable_id().map_err(StartError::SocketDir)?;
     write_private(&sockets.path().join(CALL_TOKEN_FILE), call_token.as_bytes())
         .map_err(StartError::SocketDir)?;
+    if spec.sandbox.run_as.is_none() {
+        crate::account::reclaim(&spec.data_dir).map_err(|source| StartError::DataDir {
+            dir: spec.data_dir.display().to_string(),
+            source,
+        })?;
+    }
     if let Some(user) = &spec.sandbox.run_as {
         // What toolhost made above the plugin's places: the run directory,
         // the data root, the state directory, and (for an installed

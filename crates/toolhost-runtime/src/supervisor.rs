@@ -234,6 +234,19 @@ enum Next {
 }
 
 impl Supervisor {
+    /// For a plugin run as `[sandbox] user`: that account must also be
+    /// able to read and execute what the plugin runs, which the daemon's
+    /// own rights say nothing about.
+    fn account_hint(&self) -> String {
+        self.spec.sandbox.run_as.as_ref().map_or_else(String::new, |u| {
+            format!(
+                "; it runs as user {:?} (uid {}), which must be able to reach, read and execute its interpreter and \
+                 libraries too (every directory above them searchable by that user)",
+                u.name, u.uid
+            )
+        })
+    }
+
     fn publish(
         &self,
         phase: Phase,
@@ -296,10 +309,16 @@ impl Supervisor {
                     format!(
                         "plugin {id} failed to start: {e}; it runs sandboxed, so a path outside its directory it needs \
                      (an interpreter, a library) must be granted: [sandbox] read, or [plugin.\"{id}\"] read or grant \
-                     (`toolhost plugins show {id}` lists what it asks for)",
-                        id = self.spec.id
+                     (`toolhost plugins show {id}` lists what it asks for){account}",
+                        id = self.spec.id,
+                        account = self.account_hint(),
                     )
                 }
+                Err(e) if e.may_be_the_sandbox() => format!(
+                    "plugin {} failed to start: {e}{}",
+                    self.spec.id,
+                    self.account_hint()
+                ),
                 Err(e) => format!("plugin {} failed to start: {e}", self.spec.id),
                 Ok(running) => {
                     let ready_at = Instant::now();
