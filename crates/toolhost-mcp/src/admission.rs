@@ -10,6 +10,12 @@
 //! rmcp. Places are taken under one lock, so no interleaving of requests
 //! gets past the limit.
 //!
+//! A request whose `Mcp-Method` header names another method (every
+//! 2026-07-28 request carries one) is passed on without its body being
+//! read. A listen request under a false header is still counted, by the
+//! handler, after the acknowledgement (rmcp checks the header against the
+//! body only when the protocol-version header is sent).
+//!
 //! What this module must not do: answer anything but an over-limit listen
 //! request, or change a request it passes on.
 
@@ -51,6 +57,14 @@ pub(crate) async fn admit_listens(
     next: Next,
 ) -> Response {
     if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    // A request that names another method in `Mcp-Method` is passed on
+    // unread. A listen request in disguise gets no further than the
+    // handler's own check: refused there, after rmcp's acknowledgement.
+    if let Some(declared) = request.headers().get("mcp-method")
+        && declared.as_bytes() != LISTEN
+    {
         return next.run(request).await;
     }
     let (mut parts, body) = request.into_parts();
