@@ -119,12 +119,12 @@ async fn call(c: &Client, name: &str, args: Option<Value>) -> CallToolResult {
     }
 }
 
+/// toolhost's error code: `_meta.error.code`, which every failure has.
 fn error_code(r: &CallToolResult) -> Option<String> {
-    r.structured_content
-        .as_ref()?
-        .pointer("/error/code")?
-        .as_str()
-        .map(str::to_owned)
+    match toolhost_e2e::outcome_code(r).as_str() {
+        "ok" => None,
+        code => Some(code.to_owned()),
+    }
 }
 
 fn text(r: &CallToolResult) -> String {
@@ -152,6 +152,7 @@ async fn conformance(c: &Client, data: &Path, task: &str, session: &str) {
         names,
         [
             "kandev_notes_add_note",
+            "kandev_notes_add_notes",
             "kandev_notes_delete_notes",
             "kandev_notes_export_notes",
             "kandev_notes_ping",
@@ -828,4 +829,486 @@ async fn a_stdio_server_does_not_take_the_configured_http_port() {
     assert_eq!(error_code(&r), None, "{r:?}");
     let _ = c.cancel().await;
     drop(taken);
+}
+
+// ---------------------------------------------------------------------
+// What agents see: errors every client accepts, instructions written from
+// the schemas, pages, and the find tool.
+
+/// What the TypeScript SDK's client does with every result of a tool that
+/// declares an output schema, error or not: `structuredContent`, when
+/// present, must validate against it, or the result is thrown away.
+fn accepted_like_the_typescript_client(tool: &Tool, r: &CallToolResult) -> Result<(), String> {
+    let (Some(schema), Some(structured)) = (&tool.output_schema, &r.structured_content) else {
+        return Ok(());
+    };
+    let validator = jsonschema::validator_for(&Value::Object(schema.as_ref().clone()))
+        .map_err(|e| e.to_string())?;
+    let errors: Vec<String> = validator
+        .iter_errors(structured)
+        .map(|e| e.to_string())
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
+}
+
+#[tokio::test]
+async fn an_error_of_a_tool_with_an_output_schema_is_accepted_by_a_validating_client() {
+    let root = Scratch::new("errors-fit");
+    let plugins = [
+        testplug_dir(root.path(), "tp", "normal"),
+        workspace_root().join("plugins-example/notes"),
+    ];
+    let d = Daemon::start(root.path(), &config(root.path(), &plugins, ""), &[]);
+    for p in ["tp", "notes"] {
+        d.wait_metric(
+            &format!("toolhost_plugin_state{{plugin=\"{p}\",state=\"ready\"}}"),
+            1.0,
+        )
+        .await;
+    }
+    for era in ["2025", "2026"] {
+        let c = if era == "2025" {
+            agent(&d.url, TOKEN).await
+        } else {
+            http_client_2026(&d.url).await
+        };
+        let tools = c.list_all_tools().await.expect("tools");
+        for (name, args, code) in [
+            // Argument errors, on a closed output schema and on the
+            // notes example the Inspector could not show.
+            (
+                "kandev_tp_echo_report",
+                json!({"q": 5}),
+                "invalid_arguments",
+            ),
+            (
+                "kandev_notes_add_note",
+                json!({"txet": "hello"}),
+                "invalid_arguments",
+            ),
+            // The plugin's answer breaks the output schema.
+            ("kandev_tp_bad_output", json!({}), "plugin_error"),
+        ] {
+            let tool = tool(&tools, name);
+            assert!(
+                tool.output_schema.is_some(),
+                "{name} declares an output schema"
+            );
+            let r = call(&c, name, Some(args)).await;
+            assert_eq!(r.is_error, Some(true), "{era} {name}: {r:?}");
+            accepted_like_the_typescript_client(tool, &r)
+                .unwrap_or_else(|e| panic!("{era} {name}: a validating client rejects it: {e}"));
+            assert_eq!(error_code(&r).as_deref(), Some(code), "{era} {name}: {r:?}");
+            let meta_error = r.meta.as_ref().and_then(|m| m.0.get("error")).cloned();
+            assert_eq!(
+                meta_error.as_ref().and_then(|e| e["code"].as_str()),
+                Some(code),
+                "{era} {name}: the error is in _meta.error"
+            );
+            assert!(
+                text(&r).starts_with(&format!("Error ({code}): ")),
+                "{era} {name}: {}",
+                text(&r)
+            );
+        }
+        // A tool without an output schema keeps the error in
+        // structuredContent too, for clients that read it there.
+        let r = call(&c, "kandev_tp_echo", Some(json!({"msg": 5, "n": 1}))).await;
+        assert_eq!(
+            r.structured_content
+                .as_ref()
+                .and_then(|s| s.pointer("/error/code"))
+                .and_then(Value::as_str),
+            Some("invalid_arguments"),
+            "{r:?}"
+        );
+        let _ = c.cancel().await;
+    }
+}
+
+/// A testplug manifest with one tool whose input nests required shapes
+/// (the tool is declared, never called).
+fn walkthrough_plugin(root: &Path) -> PathBuf {
+    let dir = root.join("walk");
+    std::fs::create_dir_all(&dir).unwrap();
+    let manifest = format!(
+        r#"id = "walk"
+version = "1.0.0"
+name = "Walkthroughs"
+
+[runtime]
+command = "{}"
+startup_timeout_ms = 5000
+
+[[tools]]
+name = "show_walkthrough"
+description = "Shows a walkthrough of the code to the user."
+instructions = "Steps are shown in the order given."
+surfaces = ["kanban-task", "chat"]
+input_schema = {{ type = "object", required = ["title", "steps"], properties = {{ title = {{ type = "string" }}, steps = {{ type = "array", items = {{ type = "object", required = ["file", "line", "text"], properties = {{ file = {{ type = "string" }}, line = {{ type = "integer" }}, text = {{ type = "string" }} }} }} }} }} }}
+
+[[tools]]
+name = "ping"
+description = "Answers pong."
+surfaces = ["kanban-task", "chat"]
+input_schema = {{ type = "object", properties = {{ note = {{ type = "string" }} }} }}
+"#,
+        bin("testplug").display()
+    );
+    std::fs::write(dir.join("plugin.toml"), manifest).unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn instructions_spell_out_nested_shapes_in_both_eras_within_budget() {
+    let root = Scratch::new("instructions");
+    let plugins = [walkthrough_plugin(root.path())];
+    let cfg = format!(
+        "{}\n[mcp]\ninstructions_bytes = 1024\n",
+        config(root.path(), &plugins, "")
+    );
+    let d = Daemon::start(root.path(), &cfg, &[]);
+    d.wait_metric(
+        "toolhost_plugin_state{plugin=\"walk\",state=\"ready\"}",
+        1.0,
+    )
+    .await;
+    let want = "- `kandev_walk_show_walkthrough`: `steps` is an ordered list; each item needs `file`, `line`, `text`. Steps are shown in the order given.";
+    for era in ["2025", "2026"] {
+        let c = if era == "2025" {
+            agent(&d.url, TOKEN).await
+        } else {
+            http_client_2026(&d.url).await
+        };
+        let instructions = c
+            .peer_info()
+            .and_then(|i| i.instructions.clone())
+            .unwrap_or_default();
+        println!("{era}:\n{instructions}");
+        assert!(instructions.contains(want), "{era}: {instructions}");
+        assert!(
+            !instructions.contains("kandev_walk_ping"),
+            "a flat tool has no line"
+        );
+        assert!(instructions.len() <= 1024, "{era}: over budget");
+        for hidden in ["unknown", "alias", "report"] {
+            assert!(!instructions.contains(hidden), "{era}: advertises {hidden}");
+        }
+        let _ = c.cancel().await;
+    }
+}
+
+#[tokio::test]
+async fn tools_list_pages_in_both_eras_and_a_bad_cursor_says_what_to_do() {
+    let root = Scratch::new("pages");
+    let plugins = [testplug_dir(root.path(), "tp", "normal")];
+    let cfg = format!(
+        "{}\n[mcp]\ntools_page_size = 4\n",
+        config(root.path(), &plugins, "")
+    );
+    let d = Daemon::start(root.path(), &cfg, &[]);
+    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
+        .await;
+    for era in ["2025", "2026"] {
+        let c = if era == "2025" {
+            agent(&d.url, TOKEN).await
+        } else {
+            http_client_2026(&d.url).await
+        };
+        let first = c.list_tools(None).await.expect("the first page");
+        assert_eq!(first.tools.len(), 4, "{era}");
+        assert!(first.next_cursor.is_some(), "{era}");
+        let all = c.list_all_tools().await.expect("every page");
+        let mut names: Vec<String> = all.iter().map(|t| t.name.to_string()).collect();
+        let listed = names.len();
+        names.dedup();
+        assert_eq!(names.len(), listed, "{era}: a tool listed twice");
+        assert!(names.is_sorted(), "{era}: pages out of order");
+        assert!(listed > 8, "{era}: {listed} tools, so several pages");
+        let bad = c
+            .list_tools(Some(
+                rmcp::model::PaginatedRequestParams::default()
+                    .with_cursor(Some("not-a-cursor".into())),
+            ))
+            .await
+            .expect_err("a bad cursor is refused");
+        assert!(
+            bad.to_string()
+                .contains("no cursor to start from the first page"),
+            "{era}: {bad}"
+        );
+        let _ = c.cancel().await;
+    }
+}
+
+/// An in-process toolhost over a catalog of `n` generated tools plus a few
+/// distinctive ones, and an rmcp client talking MCP to it over a pipe.
+mod big {
+    use super::*;
+    use std::sync::Arc;
+    use toolhost_catalog::{Descriptor, Outcome, Snapshot, Store};
+    use toolhost_mcp::{AgentView, Handler, Hub, Identity};
+    use toolhost_pipeline::{Binding, Limits, Pipeline};
+
+    pub const SPECIAL: [(&str, &str, &str, &str); 5] = [
+        (
+            "jira",
+            "create_issue",
+            "Create issue",
+            "Creates a Jira issue in a project, with a summary and a description.",
+        ),
+        (
+            "git",
+            "commit_changes",
+            "Commit",
+            "Records the staged changes in the repository with a message.",
+        ),
+        (
+            "calendar",
+            "schedule_meeting",
+            "Schedule meeting",
+            "Books a meeting in the team calendar.",
+        ),
+        (
+            "notes",
+            "search_notes",
+            "Search notes",
+            "Finds notes of the task by words.",
+        ),
+        (
+            "weather",
+            "get_forecast",
+            "Forecast",
+            "Gets the weather forecast for a city.",
+        ),
+    ];
+
+    fn descriptor(plugin: &str, local: &str, title: &str, description: &str) -> Descriptor {
+        Descriptor {
+            exposed_name: toolhost_manifest::naming::exposed("kandev", plugin, local),
+            plugin_id: plugin.to_owned(),
+            plugin_version: "1.0.0".to_owned(),
+            local_name: local.to_owned(),
+            title: Some(title.to_owned()),
+            description: description.to_owned(),
+            instructions: None,
+            surfaces: vec!["chat".to_owned()],
+            input_schema: json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+            output_schema: None,
+            annotations: {
+                let read_only = local.starts_with("get") || local.starts_with("search");
+                toolhost_manifest::Annotations {
+                    read_only,
+                    destructive: !read_only,
+                    ..toolhost_manifest::Annotations::default()
+                }
+            },
+            timeout_ms: 30_000,
+            aliases: std::collections::BTreeMap::new(),
+            unknown_arguments: toolhost_validate::UnknownArguments::Reject,
+            reset_timeout_on_progress: false,
+            fingerprint: toolhost_catalog::Fingerprint::UNSEALED,
+        }
+    }
+
+    pub fn snapshot(n: usize, revision: u64, skip: usize, extra: &[&str]) -> Snapshot {
+        let mut tools: Vec<Descriptor> = (skip..n)
+            .map(|i| {
+                descriptor(
+                    &format!("p{:03}", i / 32),
+                    &format!("tool_{i}"),
+                    &format!("Tool {i}"),
+                    &format!("Does thing number {i} for the task."),
+                )
+            })
+            .collect();
+        tools.extend(SPECIAL.iter().map(|(p, l, t, d)| descriptor(p, l, t, d)));
+        tools.extend(
+            extra
+                .iter()
+                .map(|p| descriptor(p, "added", "Added", "Added later.")),
+        );
+        Snapshot {
+            epoch: 1,
+            generation: "g".into(),
+            revision,
+            tools,
+        }
+        .sealed()
+    }
+
+    pub async fn start(n: usize, view: AgentView) -> (Arc<Store>, Client) {
+        let store = Arc::new(Store::new("kandev"));
+        let r = store.offer(snapshot(n, 1, 0, &[]));
+        assert_eq!(r.outcome, Outcome::Accepted, "{:?}", r.reasons);
+        let plugins = Arc::new(toolhost_runtime::Plugins::new());
+        let hub = Hub::new(
+            Arc::new(Pipeline::new(
+                Arc::clone(&store),
+                Arc::clone(&plugins) as _,
+                Limits::default(),
+            )),
+            plugins,
+        );
+        hub.set_agent_view(view);
+        let (server_io, client_io) = tokio::io::duplex(1 << 22);
+        let handler = Handler::new(hub, Identity::Fixed(Binding::new("chat", "t", "s", None)));
+        tokio::spawn(async move {
+            if let Ok(running) = handler.serve(server_io).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let client = Agent::default().serve(client_io).await.expect("a client");
+        (store, client)
+    }
+}
+
+#[tokio::test]
+async fn ten_thousand_tools_page_to_the_end_without_repeats_or_gaps_across_a_change() {
+    let view = toolhost_mcp::AgentView {
+        tools_page_size: 500,
+        ..toolhost_mcp::AgentView::default()
+    };
+    let (store, c) = big::start(10_000, view).await;
+    // Straight through: every tool once, in order.
+    let mut seen: Vec<String> = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let p = c
+            .list_tools(Some(
+                rmcp::model::PaginatedRequestParams::default().with_cursor(cursor.clone()),
+            ))
+            .await
+            .expect("a page");
+        assert!(p.tools.len() <= 500);
+        pages += 1;
+        seen.extend(p.tools.iter().map(|t| t.name.to_string()));
+        cursor = p.next_cursor;
+        if cursor.is_none() {
+            break;
+        }
+    }
+    assert_eq!(seen.len(), 10_005, "{pages} pages");
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "repeats or disorder");
+
+    // A change after 5 pages: the first 300 generated tools leave, one tool
+    // is added before the cursor's place and one after it.
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..5 {
+        let p = c
+            .list_tools(Some(
+                rmcp::model::PaginatedRequestParams::default().with_cursor(cursor.clone()),
+            ))
+            .await
+            .expect("a page");
+        seen.extend(p.tools.iter().map(|t| t.name.to_string()));
+        cursor = p.next_cursor;
+    }
+    let at = seen.last().cloned().expect("5 pages");
+    let r = store.offer(big::snapshot(10_000, 2, 300, &["aaa", "zzz"]));
+    assert_eq!(r.outcome, toolhost_catalog::Outcome::Accepted);
+    while let Some(cur) = cursor.take() {
+        let p = c
+            .list_tools(Some(
+                rmcp::model::PaginatedRequestParams::default().with_cursor(Some(cur)),
+            ))
+            .await
+            .expect("a page after the change");
+        seen.extend(p.tools.iter().map(|t| t.name.to_string()));
+        cursor = p.next_cursor;
+    }
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "repeats or disorder");
+    let now: Vec<String> = c
+        .list_all_tools()
+        .await
+        .expect("the new catalog")
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    // Every tool of the new catalog after the cursor's place was seen, and
+    // so was the one added there; the one added before it was not (a
+    // list_changed notification tells the client to list again).
+    for name in now.iter().filter(|n| n.as_str() > at.as_str()) {
+        assert!(seen.binary_search(name).is_ok(), "{name} was skipped");
+    }
+    assert!(seen.iter().any(|n| n == "kandev_zzz_added"));
+    assert!(!seen.iter().any(|n| n == "kandev_aaa_added"));
+    let _ = c.cancel().await;
+}
+
+#[tokio::test]
+async fn the_find_tool_over_ten_thousand_tools_answers_the_expected_one_first() {
+    let view = toolhost_mcp::AgentView {
+        find_tools: Some("kandev".into()),
+        ..toolhost_mcp::AgentView::default()
+    };
+    let (_store, c) = big::start(10_000, view).await;
+    let find = "kandev_toolhost_find_tools";
+    let first = c.list_tools(None).await.expect("the first page");
+    let listed = c.list_all_tools().await.expect("all");
+    assert!(
+        listed.iter().any(|t| t.name == find),
+        "the find tool is listed"
+    );
+    assert_eq!(first.tools.len(), 1000, "the default page");
+    for (query, expected) in [
+        ("create a jira issue", "kandev_jira_create_issue"),
+        ("commit my changes", "kandev_git_commit_changes"),
+        ("book a meeting", "kandev_calendar_schedule_meeting"),
+        ("search notes", "kandev_notes_search_notes"),
+        ("weather forecast for Paris", "kandev_weather_get_forecast"),
+    ] {
+        let r = call(&c, find, Some(json!({ "query": query }))).await;
+        assert_eq!(r.is_error, Some(false), "{query}: {r:?}");
+        let s = r.structured_content.clone().expect("structured");
+        assert_eq!(s["tools"][0]["name"], expected, "{query}: {s}");
+        assert!(s["tools"][0]["inputSchema"].is_object(), "with its schema");
+        assert!(!text(&r).contains(query), "the query is not echoed");
+    }
+    // Filters, and the bound on what one answer holds.
+    let r = call(&c, find, Some(json!({"query": "thing", "limit": 50}))).await;
+    assert_eq!(
+        error_code(&r).as_deref(),
+        Some("invalid_arguments"),
+        "limit is at most 20"
+    );
+    let r = call(&c, find, Some(json!({"query": "thing", "limit": 20}))).await;
+    let s = r.structured_content.clone().expect("structured");
+    assert_eq!(s["tools"].as_array().map(Vec::len), Some(20));
+    assert_eq!(s["matches"], 10_000);
+    let r = call(
+        &c,
+        find,
+        Some(json!({"query": "issue notes forecast", "read_only": true})),
+    )
+    .await;
+    let s = r.structured_content.clone().expect("structured");
+    let names: Vec<&str> = s["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["kandev_notes_search_notes", "kandev_weather_get_forecast"]
+    );
+    let r = call(&c, find, Some(json!({"query": "issue", "plugin": "git"}))).await;
+    assert_eq!(
+        r.structured_content.clone().expect("structured")["matches"],
+        0
+    );
+    let r = call(&c, find, Some(json!({"query": "x", "qurey": "typo"}))).await;
+    assert_eq!(
+        error_code(&r).as_deref(),
+        Some("invalid_arguments"),
+        "{r:?}"
+    );
+    let _ = c.cancel().await;
 }

@@ -361,6 +361,13 @@ async fn questions_round_trip_in_both_eras() {
         let r = call(&c, params("kandev_rp_confirm", json!({}))).await;
         assert_eq!(outcome_code(&r), "invalid_arguments", "{era:?}: {r:?}");
         assert!(!serde_json::to_string(&r).unwrap().contains(SECRET));
+        // The text the model reads names the field, as argument errors do.
+        let said = r
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect::<String>();
+        assert!(said.contains("`confirm`"), "{era:?}: {said}");
         let seen = eventually(WAIT, "the plugin sees the end of the call", async || {
             let e = events(&data, "answered");
             (e.len() > before).then_some(e)

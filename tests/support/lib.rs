@@ -605,12 +605,33 @@ pub async fn listed_names(c: &AgentClient) -> Vec<String> {
 /// `structuredContent.error.code` of a failure.
 #[must_use]
 pub fn outcome_code(r: &rmcp::model::CallToolResult) -> String {
-    r.structured_content
+    let from_meta = r
+        .meta
+        .as_ref()
+        .and_then(|m| m.0.get("error"))
+        .and_then(|e| e.get("code"))
+        .and_then(serde_json::Value::as_str);
+    let from_structured = r
+        .structured_content
         .as_ref()
         .and_then(|s| s.pointer("/error/code"))
-        .and_then(serde_json::Value::as_str)
-        .unwrap_or("ok")
-        .to_owned()
+        .and_then(serde_json::Value::as_str);
+    if let (Some(m), Some(s)) = (from_meta, from_structured) {
+        assert_eq!(m, s, "_meta.error and structuredContent.error disagree");
+    }
+    from_meta.or(from_structured).unwrap_or("ok").to_owned()
+}
+
+/// toolhost's error object of a failed call: `_meta.error` (every failure
+/// has it; `structuredContent.error` only where the tool declares no
+/// output schema).
+#[must_use]
+pub fn error_of(r: &rmcp::model::CallToolResult) -> serde_json::Value {
+    r.meta
+        .as_ref()
+        .and_then(|m| m.0.get("error"))
+        .cloned()
+        .unwrap_or(serde_json::Value::Null)
 }
 
 /// Calls `name` with `args` (a JSON object; anything else sends no

@@ -49,6 +49,7 @@ pub fn snapshot_from_proto(p: pb::Snapshot) -> Result<Snapshot, Vec<String>> {
             exposed_name: t.exposed_name,
             title: (!t.title.is_empty()).then_some(t.title),
             description: t.description,
+            instructions: None,
             surfaces: t.surfaces,
             input_schema: input,
             output_schema: output,

@@ -114,7 +114,8 @@ impl Session {
         if v.get("error").is_some() {
             return Ok("unknown_tool".to_owned());
         }
-        Ok(v.pointer("/result/structuredContent/error/code")
+        Ok(v.pointer("/result/_meta/error/code")
+            .or_else(|| v.pointer("/result/structuredContent/error/code"))
             .and_then(Value::as_str)
             .unwrap_or("ok")
             .to_owned())

@@ -29,6 +29,7 @@
 
 mod argcheck;
 mod args;
+mod discovery;
 mod goals;
 mod load;
 mod measure;
@@ -62,9 +63,9 @@ async fn main() -> Result<()> {
     }
     if args.scale {
         println!("## The catalog at scale\n");
-        return scale::report(if args.quick { 200 } else { 1_000 })
-            .await
-            .map(drop);
+        scale::report(if args.quick { 200 } else { 1_000 }).await?;
+        println!("\n## What agents are shown of a large catalog\n");
+        return discovery::report(&discovery::examples_dir()).await;
     }
     if args.argcheck {
         println!("## Argument checking against jsonschema's `is_valid`\n");

@@ -25,6 +25,7 @@ fn tool(plugin: &str, i: usize) -> Descriptor {
         local_name: local,
         title: Some(format!("Tool {i}")),
         description: format!("Does thing number {i} for the task."),
+        instructions: None,
         surfaces: vec!["chat".to_owned()],
         input_schema: serde_json::json!({
             "type": "object",
@@ -41,7 +42,7 @@ fn tool(plugin: &str, i: usize) -> Descriptor {
     }
 }
 
-fn snapshot(n: usize, revision: u64) -> Snapshot {
+pub(crate) fn snapshot(n: usize, revision: u64) -> Snapshot {
     Snapshot {
         epoch: 1,
         generation: "g".into(),
@@ -50,8 +51,8 @@ fn snapshot(n: usize, revision: u64) -> Snapshot {
     }
 }
 
-#[derive(Clone)]
-struct Counter(Arc<AtomicUsize>);
+#[derive(Clone, Default)]
+pub(crate) struct Counter(Arc<AtomicUsize>);
 
 impl ClientHandler for Counter {
     async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
@@ -59,7 +60,7 @@ impl ClientHandler for Counter {
     }
 }
 
-async fn connect(
+pub(crate) async fn connect(
     hub: &Arc<Hub>,
     counter: &Counter,
 ) -> Result<rmcp::service::RunningService<RoleClient, Counter>> {
@@ -126,8 +127,14 @@ pub async fn report(sessions: usize) -> Result<Duration> {
         )),
         plugins,
     );
-    // Every session here has one identity: no per-token quota.
+    // Every session here has one identity: no per-token quota. The whole
+    // listing in one answer, as before pages (the pages are measured in
+    // `discovery`).
     hub.set_max_sessions_per_token(0);
+    hub.set_agent_view(toolhost_mcp::AgentView {
+        tools_page_size: 0,
+        ..toolhost_mcp::AgentView::default()
+    });
     tokio::spawn(Arc::clone(&hub).run_notifier());
     let counter = Counter(Arc::new(AtomicUsize::new(0)));
     let client = connect(&hub, &counter).await?;

@@ -25,6 +25,7 @@ fn tool(i: usize) -> Descriptor {
         local_name: local,
         title: Some(format!("Tool {i}")),
         description: format!("Does thing number {i} for the task."),
+        instructions: None,
         surfaces: vec!["chat".to_owned(), format!("surface-{}", i % 8)],
         // Distinct schemas: the worst case for compilation.
         input_schema: json!({

@@ -48,6 +48,10 @@ pub struct Descriptor {
     pub title: Option<String>,
     /// For the model.
     pub description: String,
+    /// The plugin's sentence for the server's instructions; cosmetic like
+    /// the description (a pushed descriptor may leave it out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
     /// Where the tool is offered; sorted and unique once normalized.
     pub surfaces: Vec<String>,
     /// As declared.
@@ -174,6 +178,7 @@ impl Descriptor {
             exposed_name: _,
             title: _,
             description: _,
+            instructions: _,
             surfaces: _,
             input_schema: _,
             output_schema: _,
@@ -195,6 +200,7 @@ impl Descriptor {
             c.str(s);
         }
         c.opt_str(self.title.as_deref());
+        c.opt_str(self.instructions.as_deref());
         c.len(self.surfaces.len());
         for s in &self.surfaces {
             c.str(s);
@@ -277,6 +283,7 @@ impl Descriptor {
             exposed_name: naming::exposed(prefix, &m.id, &t.name),
             title: t.title.clone(),
             description: t.description.clone(),
+            instructions: t.instructions.clone(),
             surfaces: t.surfaces.clone(),
             input_schema: t.input_schema.clone(),
             output_schema: t.output_schema.clone(),

@@ -20,6 +20,7 @@ fn tool(plugin: &str, local: &str, surfaces: &[&str], schema: Value) -> Descript
         exposed_name: naming::exposed("kandev", plugin, local),
         title: None,
         description: format!("{local} of {plugin}"),
+        instructions: None,
         surfaces: surfaces.iter().map(|s| (*s).to_owned()).collect(),
         input_schema: schema,
         output_schema: None,

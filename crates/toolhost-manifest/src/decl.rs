@@ -82,6 +82,9 @@ pub struct ToolDecl {
     pub title: Option<String>,
     /// What the tool does, for the model.
     pub description: String,
+    /// One sentence for the server's instructions: how to call it well
+    /// (`[[tools]] instructions`).
+    pub instructions: Option<String>,
     /// Where the tool is offered.
     pub surfaces: Vec<String>,
     /// Per-call deadline.

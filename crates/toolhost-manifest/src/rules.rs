@@ -61,10 +61,11 @@ pub(crate) const TOP_KEYS: [&str; 8] = [
     "capabilities",
 ];
 const RUNTIME_KEYS: [&str; 5] = ["command", "args", "env", "startup_timeout_ms", "protocol"];
-const TOOL_KEYS: [&str; 13] = [
+const TOOL_KEYS: [&str; 14] = [
     "name",
     "title",
     "description",
+    "instructions",
     "surfaces",
     "timeout_ms",
     "input_schema_file",
@@ -203,6 +204,15 @@ pub(crate) fn tools(cx: &mut Ctx<'_>, root: &Table, dir: &Path) -> Vec<ToolDecl>
     out
 }
 
+/// The longest sentence a tool may add to the server's instructions.
+pub const MAX_INSTRUCTIONS: usize = 300;
+
+/// One line an agent reads among the server's instructions: short, not
+/// blank, and nothing that could break the line or the terminal.
+fn is_valid_instructions(s: &str) -> bool {
+    !s.trim().is_empty() && s.len() <= MAX_INSTRUCTIONS && !s.chars().any(char::is_control)
+}
+
 fn tool(cx: &mut Ctx<'_>, t: &Table, dir: &Path) -> Option<ToolDecl> {
     let before = cx.problems.len();
     cx.unknown_keys(t, "the tool", &TOOL_KEYS);
@@ -235,6 +245,18 @@ fn tool(cx: &mut Ctx<'_>, t: &Table, dir: &Path) -> Option<ToolDecl> {
             ),
         );
     }
+    let instructions = cx.string(t, "instructions", false);
+    if let Some(s) = &instructions
+        && !is_valid_instructions(s)
+    {
+        cx.report(
+            Rule::ToolDescription,
+            format!(
+                "instructions must be one line of 1 to {MAX_INSTRUCTIONS} bytes, not blank, without control characters ({} given)",
+                s.len()
+            ),
+        );
+    }
     let surfaces = surfaces(cx, t);
     let timeout_ms = timeout(cx, t);
     let reset_timeout_on_progress = cx.boolean(t, "reset_timeout_on_progress").unwrap_or(false);
@@ -258,6 +280,7 @@ fn tool(cx: &mut Ctx<'_>, t: &Table, dir: &Path) -> Option<ToolDecl> {
         name,
         title,
         description,
+        instructions,
         surfaces,
         timeout_ms,
         input_schema,

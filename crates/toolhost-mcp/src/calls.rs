@@ -228,8 +228,12 @@ impl Running {
 /// Starts one call through the pipeline, not yet driven: what every path
 /// into a tool call (a session's, a 2026-07-28 request's, a plain
 /// stateless one's) shares.
+///
+/// `find_tool` is the built-in find tool's name when it is served: a call
+/// of it is answered here, at once, without the pipeline.
 pub(crate) fn start(
     pipeline: &Arc<toolhost_pipeline::Pipeline>,
+    find_tool: Option<&str>,
     binding: toolhost_pipeline::Binding,
     name: &str,
     arguments: Option<Value>,
@@ -238,6 +242,18 @@ pub(crate) fn start(
     let (relay, events) = Relay::new(wants);
     let cancel = CancellationToken::new();
     let pipeline = Arc::clone(pipeline);
+    let catalog = pipeline.store().current();
+    if find_tool == Some(name) {
+        let answer = crate::find::run(&catalog, &binding, name, arguments);
+        return Running {
+            call: Box::pin(std::future::ready(Ok(answer))),
+            events,
+            cancel,
+            expires: Instant::now() + Duration::from_secs(5),
+            task: None,
+        };
+    }
+    drop(catalog);
     let owned_name = name.to_owned();
     let call_cancel = cancel.clone();
     let expires = Instant::now() + pipeline.max_timeout() + Duration::from_secs(5);

@@ -149,8 +149,12 @@ async fn answer(
         can_ask: false,
     };
     let arguments = call.params.arguments.map(serde_json::Value::Object);
+    let find = direct
+        .hub
+        .find_tool_name(&direct.hub.pipeline.store().current());
     let running = crate::calls::start(
         &direct.hub.pipeline,
+        find.as_deref(),
         binding,
         &call.params.name,
         arguments,

@@ -122,7 +122,23 @@ impl ServerHandler for Handler {
             let _ = self.admitted.set(id);
         }
         cx.peer.set_peer_info(request.clone());
-        self.negotiate_initialize(&request)
+        let mut result = self.negotiate_initialize(&request)?;
+        result.instructions = Some(self.hub.instructions_for(&b.surface).to_string());
+        Ok(result)
+    }
+
+    async fn discover(
+        &self,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::DiscoverResult, McpError> {
+        let b = self.binding(&cx.extensions)?;
+        let info = self
+            .get_info()
+            .with_instructions(self.hub.instructions_for(&b.surface).to_string());
+        Ok(rmcp::model::DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            info,
+        ))
     }
 
     async fn on_initialized(&self, _cx: NotificationContext<RoleServer>) {
@@ -164,13 +180,23 @@ impl ServerHandler for Handler {
 
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         cx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let b = self.binding(&cx.extensions)?;
         let catalog = self.hub.pipeline.store().current();
-        let tools = self.hub.listings.listing(&catalog, &b.surface);
-        Ok(ListToolsResult::with_all_items(tools.as_ref().clone()))
+        let view = self.hub.agent_view();
+        let builtin = self
+            .hub
+            .find_tool_name(&catalog)
+            .zip(view.find_tools.as_deref())
+            .map(|(_, prefix)| crate::find::tool(prefix));
+        let tools = self.hub.listings.listing(&catalog, &b.surface, builtin);
+        let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
+        let (page, next) = crate::pages::page(&tools, cursor, view.tools_page_size)?;
+        let mut result = ListToolsResult::with_all_items(page);
+        result.next_cursor = next;
+        Ok(result)
     }
 
     async fn set_level(
@@ -302,7 +328,17 @@ impl Handler {
         cx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let b = self.binding(&cx.extensions)?;
-        let running = crate::calls::start(&self.hub.pipeline, b, name, arguments, self.wants(cx));
+        let find = self
+            .hub
+            .find_tool_name(&self.hub.pipeline.store().current());
+        let running = crate::calls::start(
+            &self.hub.pipeline,
+            find.as_deref(),
+            b,
+            name,
+            arguments,
+            self.wants(cx),
+        );
         self.drive_call(name, running, cx).await
     }
 

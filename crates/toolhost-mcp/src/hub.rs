@@ -106,7 +106,34 @@ pub struct Hub {
     max_per_owner: std::sync::atomic::AtomicUsize,
     /// How long a `subscriptions/listen` stream lives without a new one.
     listen_timeout: Mutex<Duration>,
+    /// What agents are shown: pages, instructions, the find tool.
+    view: std::sync::RwLock<AgentView>,
+    pub(crate) instructions: crate::instructions::InstructionsCache,
 }
+
+/// What agents are shown besides the catalog itself (`[mcp]`).
+#[derive(Debug, Clone)]
+pub struct AgentView {
+    /// Most tools per `tools/list` page; 0: one page.
+    pub tools_page_size: usize,
+    /// The byte budget of the generated instructions.
+    pub instructions_bytes: usize,
+    /// Serve the built-in find tool under this exposed-name prefix.
+    pub find_tools: Option<String>,
+}
+
+impl Default for AgentView {
+    fn default() -> Self {
+        Self {
+            tools_page_size: DEFAULT_TOOLS_PAGE_SIZE,
+            instructions_bytes: crate::instructions::DEFAULT_BUDGET,
+            find_tools: None,
+        }
+    }
+}
+
+/// The default `tools/list` page: catalogs of ordinary size answer in one.
+pub const DEFAULT_TOOLS_PAGE_SIZE: usize = 1000;
 
 impl std::fmt::Debug for Hub {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -132,7 +159,40 @@ impl Hub {
             max_sessions: std::sync::atomic::AtomicUsize::new(DEFAULT_MAX_SESSIONS),
             max_per_owner: std::sync::atomic::AtomicUsize::new(DEFAULT_MAX_SESSIONS_PER_TOKEN),
             listen_timeout: Mutex::new(Duration::from_secs(300)),
+            view: std::sync::RwLock::new(AgentView::default()),
+            instructions: crate::instructions::InstructionsCache::default(),
         })
+    }
+
+    /// Sets what agents are shown besides the catalog (at start).
+    pub fn set_agent_view(&self, view: AgentView) {
+        *self.view.write().unwrap_or_else(PoisonError::into_inner) = view;
+    }
+
+    /// What agents are shown besides the catalog.
+    #[must_use]
+    pub fn agent_view(&self) -> AgentView {
+        self.view
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The instructions a session on `surface` gets, from the current
+    /// catalog.
+    #[must_use]
+    pub fn instructions_for(&self, surface: &str) -> Arc<str> {
+        let budget = self.agent_view().instructions_bytes;
+        self.instructions
+            .get(&self.store().current(), surface, budget)
+    }
+
+    /// The built-in find tool's exposed name, when it is served and no
+    /// catalog tool has that name.
+    pub(crate) fn find_tool_name(&self, catalog: &toolhost_catalog::Catalog) -> Option<String> {
+        let prefix = self.agent_view().find_tools?;
+        let name = crate::find::exposed_name(&prefix);
+        catalog.get(&name).is_none().then_some(name)
     }
 
     /// Sets the most live sessions and subscriptions one bearer token may

@@ -29,20 +29,30 @@ mod admission;
 mod calls;
 mod content;
 mod direct;
+mod find;
 mod handler;
 mod http;
 mod hub;
+mod instructions;
 pub mod limits;
 mod listener;
 mod metrics;
+mod pages;
 mod sessions;
 mod tokens;
 mod tools;
 mod unmarked;
 
+pub use find::exposed_name as find_tool_name;
 pub use handler::{Handler, Identity, serve_stdio};
 pub use http::{HttpOptions, http_router};
-pub use hub::{DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_TOKEN, Hub, Refused};
+pub use hub::{
+    AgentView, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_TOKEN, DEFAULT_TOOLS_PAGE_SIZE, Hub,
+    Refused,
+};
+pub use instructions::{
+    DEFAULT_BUDGET as DEFAULT_INSTRUCTIONS_BYTES, generate as generate_instructions,
+};
 pub use limits::ConnectionLimits;
 pub use listener::{ClientGone, requests_read, serve_http, take_large_request};
 pub use tokens::TokenTable;

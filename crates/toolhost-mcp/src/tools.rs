@@ -44,7 +44,14 @@ pub(crate) struct ListingCache {
 type Listing = (u64, Arc<Vec<Tool>>);
 
 impl ListingCache {
-    pub(crate) fn listing(&self, catalog: &Catalog, surface: &str) -> Arc<Vec<Tool>> {
+    /// The listing of `surface`, with `builtin` (the find tool, when it is
+    /// served) in its place in name order.
+    pub(crate) fn listing(
+        &self,
+        catalog: &Catalog,
+        surface: &str,
+        builtin: Option<Tool>,
+    ) -> Arc<Vec<Tool>> {
         let epoch = catalog.surface_epoch(surface);
         if let Some((e, tools)) = self
             .by_surface
@@ -55,8 +62,12 @@ impl ListingCache {
         {
             return Arc::clone(tools);
         }
-        let tools: Arc<Vec<Tool>> =
-            Arc::new(catalog.visible(surface).map(|e| to_tool(e)).collect());
+        let mut tools: Vec<Tool> = catalog.visible(surface).map(|e| to_tool(e)).collect();
+        if let Some(b) = builtin {
+            let at = tools.partition_point(|t| t.name < b.name);
+            tools.insert(at, b);
+        }
+        let tools = Arc::new(tools);
         let mut cache = self
             .by_surface
             .lock()

@@ -190,9 +190,10 @@ impl Pipeline {
             authorized_at: None,
             events: crate::caller::EventCounts::default(),
         };
-        let result = match call.run(arguments).instrument(span).await {
+        let mut result = match call.run(arguments).instrument(span).await {
             Ok(r) | Err(CallFailure(r)) => r,
         };
+        result.fit_output_schema(entry.output.is_some());
         // 8. Audit: ids, outcome and duration; never contents. The version
         // named is the one the call was authorized against.
         let version = call.authorized_at.as_ref();
@@ -531,6 +532,20 @@ impl Call<'_> {
             }
         }
         let mut meta = None;
+        let mut structured = structured;
+        if is_error
+            && let (Some(Ok(out_schema)), Some(s)) = (&self.entry.output, &structured)
+            && out_schema.check_value(s).is_err()
+        {
+            // The tool's own error, shaped unlike its success: kept, but
+            // where no client checks it against the output schema.
+            let mut m = serde_json::Map::new();
+            m.insert(
+                "structured_error".into(),
+                structured.take().unwrap_or_default(),
+            );
+            meta = Some(m);
+        }
         if !checked.unknown_args.is_empty() {
             let note = format!(
                 "(ignored unknown arguments: {})",
@@ -546,9 +561,8 @@ impl Call<'_> {
                 }
                 None => content.push(Block::text(note)),
             }
-            let mut m = serde_json::Map::new();
-            m.insert("unknown_args".into(), Value::from(checked.unknown_args));
-            meta = Some(m);
+            meta.get_or_insert_default()
+                .insert("unknown_args".into(), Value::from(checked.unknown_args));
         }
         Ok(CallResult {
             content,

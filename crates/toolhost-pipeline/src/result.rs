@@ -59,7 +59,8 @@ pub struct CallResult {
     /// The content blocks: one text block for a protocol-1 plugin or a
     /// failure, any checked blocks for a protocol-2 plugin.
     pub content: Vec<Block>,
-    /// Structured content: the plugin's, or `{"error": ...}` on failure.
+    /// Structured content: the plugin's, or `{"error": ...}` on a failure
+    /// of a tool that declares no output schema.
     pub structured: Option<Value>,
     /// MCP `isError`.
     pub is_error: bool,
@@ -72,9 +73,11 @@ pub struct CallResult {
 }
 
 impl CallResult {
-    /// A failure: `isError`, a text for the model, and
-    /// `structuredContent.error = {code, message, violations?}`. The message
-    /// must not contain argument values; callers build it from names only.
+    /// A failure: `isError`, a text for the model, and the error
+    /// `{code, message, violations?}` in `_meta.error` and
+    /// `structuredContent.error` (see [`CallResult::fit_output_schema`]).
+    /// The message must not contain argument values; callers build it from
+    /// names only.
     #[must_use]
     pub fn failure(
         code: ErrorCode,
@@ -93,12 +96,26 @@ impl CallResult {
                 serde_json::to_value(v).unwrap_or(Value::Null),
             );
         }
+        let mut meta = Map::new();
+        meta.insert("error".into(), Value::Object(error.clone()));
         Self {
             content: vec![Block::text(format!("Error ({}): {message}", code.as_str()))],
             structured: Some(json!({ "error": error })),
             is_error: true,
             code: Some(code),
-            meta: None,
+            meta: Some(meta),
+        }
+    }
+
+    /// Keeps the result's `structuredContent` within what the tool
+    /// declares. A client may check `structuredContent` against the tool's
+    /// output schema on errors too (the TypeScript SDK's does, and throws
+    /// the result away), so a tool with an output schema gets toolhost's
+    /// `{"error": ...}` in `_meta.error` only; a tool without one gets it
+    /// in both places.
+    pub(crate) fn fit_output_schema(&mut self, has_output_schema: bool) {
+        if has_output_schema && self.code.is_some() {
+            self.structured = None;
         }
     }
 

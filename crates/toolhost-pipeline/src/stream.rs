@@ -276,11 +276,15 @@ impl Call<'_> {
                 ),
             )),
             Ok(a) => check_answer(question, a).map_err(|violations| {
+                // The violations' own words, as argument errors give them:
+                // names and rules, never the value the user typed.
+                let why: Vec<&str> = violations.iter().map(|v| v.message.as_str()).collect();
                 CallFailure::with_violations(
                     ErrorCode::InvalidArguments,
                     format!(
-                        "the answer to {name}'s question does not match the requested schema; \
-                         the call was stopped and may or may not have taken effect"
+                        "the answer to {name}'s question does not match the requested schema: {}; \
+                         the call was stopped and may or may not have taken effect",
+                        why.join("; ")
                     ),
                     &violations,
                 )

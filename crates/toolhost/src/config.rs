@@ -36,6 +36,20 @@ pub struct Config {
     /// The plugin sandbox, for every plugin.
     #[serde(default)]
     pub sandbox: SandboxFile,
+    /// What agents are shown besides the catalog.
+    #[serde(default)]
+    pub mcp: McpFile,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpFile {
+    /// Most tools per `tools/list` page (0: one page).
+    pub tools_page_size: Option<usize>,
+    /// The byte budget of the instructions generated from the schemas.
+    pub instructions_bytes: Option<usize>,
+    /// Serve the built-in `<prefix>_toolhost_find_tools`.
+    pub find_tools: Option<bool>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -400,6 +414,8 @@ pub struct Settings {
     pub operators: std::collections::BTreeMap<String, Operator>,
     /// The sandbox's daemon-wide settings.
     pub sandbox: SandboxConfig,
+    /// What agents are shown besides the catalog (`[mcp]`).
+    pub agent_view: toolhost_mcp::AgentView,
 }
 
 impl Config {
@@ -414,6 +430,7 @@ impl Config {
                 "prefix {prefix:?} must be 1 to 16 lowercase letters and digits, starting with a letter"
             );
         }
+        let agent_view = self.mcp.resolve(&prefix)?;
         let state_dir = o
             .state_dir
             .clone()
@@ -501,6 +518,7 @@ impl Config {
                 .map(|(id, p)| Ok((id.clone(), p.operator(id)?)))
                 .collect::<Result<_>>()?,
             sandbox: self.sandbox.resolve()?,
+            agent_view,
         })
     }
 
@@ -528,6 +546,26 @@ impl Config {
                 "--stdio needs a binding: --surface, --task-id and --session-id (or [stdio] in the config file)"
             ),
         }
+    }
+}
+
+impl McpFile {
+    fn resolve(&self, prefix: &str) -> Result<toolhost_mcp::AgentView> {
+        let instructions_bytes = self
+            .instructions_bytes
+            .unwrap_or(toolhost_mcp::DEFAULT_INSTRUCTIONS_BYTES);
+        if !(512..=1 << 20).contains(&instructions_bytes) {
+            bail!(
+                "[mcp] instructions_bytes must be between 512 and 1048576 ({instructions_bytes} given): below 512 not even the first line fits"
+            );
+        }
+        Ok(toolhost_mcp::AgentView {
+            tools_page_size: self
+                .tools_page_size
+                .unwrap_or(toolhost_mcp::DEFAULT_TOOLS_PAGE_SIZE),
+            instructions_bytes,
+            find_tools: self.find_tools.unwrap_or(false).then(|| prefix.to_owned()),
+        })
     }
 }
 

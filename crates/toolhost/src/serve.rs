@@ -200,6 +200,7 @@ impl Daemon {
         if let Some(max) = s.max_sessions_per_token {
             hub.set_max_sessions_per_token(max);
         }
+        hub.set_agent_view(s.agent_view.clone());
         let tokens = Arc::new(TokenTable::new());
         for (secret, b) in &s.tokens {
             tokens.bind(secret, binding(b));

@@ -90,6 +90,74 @@ fn task_of(call: &ToolCall) -> Result<String, ToolError> {
     Ok(call.context.task_id.clone())
 }
 
+/// The tags of one note's arguments (the schema has checked them).
+fn tags_of(v: &Value) -> Vec<String> {
+    v.get("tags")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|t| t.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The operator's limit ([[config]] max_notes; the manifest's default
+/// otherwise).
+fn max_notes() -> usize {
+    toolhost_plugin_sdk::config()
+        .get_i64("max_notes")
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(1000)
+}
+
+/// Several notes at once: all of them, or none when they would pass the
+/// limit.
+async fn add_notes(notes: Arc<Notes>, call: ToolCall) -> Result<ToolOutput, ToolError> {
+    let task = task_of(&call)?;
+    let items: Vec<Value> = call
+        .arguments
+        .get("notes")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let _guard = notes.lock.lock().await;
+    let mut store = notes.load()?;
+    let entry = store.tasks.entry(task).or_default();
+    let max = max_notes();
+    if entry.notes.len() + items.len() > max {
+        return Err(ToolError::new(format!(
+            "this task has {} notes and may keep {max}: {} more do not fit; add fewer, or delete some with delete_notes first",
+            entry.notes.len(),
+            items.len()
+        )));
+    }
+    let mut ids = Vec::with_capacity(items.len());
+    for item in &items {
+        entry.next_id += 1;
+        ids.push(entry.next_id);
+        entry.notes.push(Note {
+            id: entry.next_id,
+            text: item
+                .get("text")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            tags: tags_of(item),
+            session_id: call.context.session_id.clone(),
+        });
+    }
+    let count = entry.notes.len();
+    notes.save(&store)?;
+    let mut out = Map::new();
+    out.insert("ids".into(), json!(ids));
+    out.insert("count".into(), json!(count));
+    Ok(ToolOutput::structured(out).with_text(format!(
+        "Added {} note(s); the task has {count} note(s).",
+        ids.len()
+    )))
+}
+
 async fn add_note(notes: Arc<Notes>, call: ToolCall) -> Result<ToolOutput, ToolError> {
     let task = task_of(&call)?;
     let text = call
@@ -98,25 +166,11 @@ async fn add_note(notes: Arc<Notes>, call: ToolCall) -> Result<ToolOutput, ToolE
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    let tags: Vec<String> = call
-        .arguments
-        .get("tags")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|t| t.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
+    let tags = tags_of(&Value::Object(call.arguments.clone()));
     let _guard = notes.lock.lock().await;
     let mut store = notes.load()?;
     let entry = store.tasks.entry(task).or_default();
-    // The operator's limit ([[config]] max_notes; the manifest's default
-    // otherwise).
-    let max = toolhost_plugin_sdk::config()
-        .get_i64("max_notes")
-        .and_then(|n| usize::try_from(n).ok())
-        .unwrap_or(1000);
+    let max = max_notes();
     if entry.notes.len() >= max {
         return Err(ToolError::new(format!(
             "this task already has {max} notes, the most it may keep; delete some with delete_notes first"
@@ -343,9 +397,11 @@ fn main() -> ExitCode {
         lock: Mutex::new(()),
     });
     let (a, s, c) = (Arc::clone(&notes), Arc::clone(&notes), Arc::clone(&notes));
+    let many = Arc::clone(&notes);
     let (e, d, t) = (Arc::clone(&notes), Arc::clone(&notes), notes);
     Plugin::new()
         .tool("add_note", move |call| add_note(Arc::clone(&a), call))
+        .tool("add_notes", move |call| add_notes(Arc::clone(&many), call))
         .tool("search_notes", move |call| {
             search_notes(Arc::clone(&s), call)
         })

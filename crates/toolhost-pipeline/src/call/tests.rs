@@ -164,6 +164,7 @@ fn add_note(timeout_ms: u32) -> Descriptor {
         exposed_name: NAME.into(),
         title: None,
         description: "Adds a note.".into(),
+        instructions: None,
         surfaces: vec!["chat".into()],
         input_schema: json!({
             "type": "object",
@@ -718,11 +719,73 @@ async fn structured_content_must_match_the_output_schema_unless_it_is_an_error()
         code(&call(&p, &chat(), json!({ "text": "hi" })).await),
         "plugin_error"
     );
-    // The plugin's own error passes unchecked.
+    // The plugin's own error that fits the schema keeps its structure;
+    // one that does not is moved where no client checks it.
+    fake.answers(Ok(structured(json!({ "id": 3 }), true)));
+    let r = call(&p, &chat(), json!({ "text": "hi" })).await;
+    assert_eq!(code(&r), "tool_error");
+    assert_eq!(r.structured, Some(json!({ "id": 3 })));
     fake.answers(Ok(structured(json!({ "reason": "quota" }), true)));
     let r = call(&p, &chat(), json!({ "text": "hi" })).await;
     assert_eq!(code(&r), "tool_error");
     assert!(r.is_error);
+    assert_eq!(r.structured, None);
+    assert_eq!(
+        r.meta.as_ref().map(|m| m["structured_error"].clone()),
+        Some(json!({ "reason": "quota" }))
+    );
+}
+
+/// Every failure of a tool with an output schema: the error in `_meta`
+/// only, so a client that checks structured content on errors accepts it;
+/// without an output schema, in both places.
+#[tokio::test]
+async fn a_failure_never_breaks_the_tools_output_schema() {
+    let fake = Fake::new();
+    let p = pipeline_with(&fake, vec![with_output_schema()], Limits::default());
+    let checks = [
+        (json!({ "text": 5 }), None, "invalid_arguments"),
+        (
+            json!({ "text": "hi" }),
+            Some(Err(InvokeError::Timeout(Duration::from_millis(5)))),
+            "timeout",
+        ),
+        (
+            json!({ "text": "hi" }),
+            Some(Err(InvokeError::TooLarge(10))),
+            "result_too_large",
+        ),
+        (
+            json!({ "text": "hi" }),
+            Some(Ok(structured(json!({ "id": "x" }), false))),
+            "plugin_error",
+        ),
+    ];
+    for (args, answer, want) in checks {
+        if let Some(a) = answer {
+            fake.answers(a);
+        }
+        let r = call(&p, &chat(), args).await;
+        assert_eq!(code(&r), want, "{}", r.text());
+        assert_eq!(r.structured, None, "{want}: structured content on an error");
+        let error = r
+            .meta
+            .as_ref()
+            .map(|m| m["error"].clone())
+            .unwrap_or_default();
+        assert_eq!(error["code"], want);
+        assert!(r.text().starts_with(&format!("Error ({want}): ")));
+    }
+    let p = pipeline_with(&fake, vec![add_note(1000)], Limits::default());
+    let r = call(&p, &chat(), json!({ "text": 5 })).await;
+    assert_eq!(
+        r.structured.as_ref().map(|s| s["error"]["code"].clone()),
+        Some(json!("invalid_arguments"))
+    );
+    assert_eq!(
+        r.meta.as_ref().map(|m| m["error"]["code"].clone()),
+        Some(json!("invalid_arguments"))
+    );
 }
 
 #[tokio::test]
