@@ -1052,7 +1052,7 @@ mod big {
     use std::sync::Arc;
     use toolhost_catalog::{Descriptor, Outcome, Snapshot, Store};
     use toolhost_mcp::{AgentView, Handler, Hub, Identity};
-    use toolhost_pipeline::{Binding, Limits, Pipeline};
+    use toolhost_pipeline::Binding;
 
     pub const SPECIAL: [(&str, &str, &str, &str); 5] = [
         (
@@ -1145,15 +1145,7 @@ mod big {
         let store = Arc::new(Store::new("kandev"));
         let r = store.offer(snapshot(n, 1, 0, &[]));
         assert_eq!(r.outcome, Outcome::Accepted, "{:?}", r.reasons);
-        let plugins = Arc::new(toolhost_runtime::Plugins::new());
-        let hub = Hub::new(
-            Arc::new(Pipeline::new(
-                Arc::clone(&store),
-                Arc::clone(&plugins) as _,
-                Limits::default(),
-            )),
-            plugins,
-        );
+        let hub = Hub::without_plugins(Arc::clone(&store));
         hub.set_agent_view(view);
         let (server_io, client_io) = tokio::io::duplex(1 << 22);
         let handler = Handler::new(hub, Identity::Fixed(Binding::new("chat", "t", "s", None)));

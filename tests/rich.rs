@@ -367,7 +367,10 @@ async fn questions_round_trip_in_both_eras() {
             .iter()
             .filter_map(|c| c.as_text().map(|t| t.text.clone()))
             .collect::<String>();
-        assert!(said.contains("`confirm`"), "{era:?}: {said}");
+        assert!(
+            said.contains("/confirm` must be of type boolean"),
+            "{era:?}: {said}"
+        );
         let seen = eventually(WAIT, "the plugin sees the end of the call", async || {
             let e = events(&data, "answered");
             (e.len() > before).then_some(e)

@@ -9,8 +9,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use toolhost_catalog::{Descriptor, Outcome, Store};
 use toolhost_mcp::{AgentView, Hub};
-use toolhost_pipeline::{Limits, Pipeline};
-use toolhost_runtime::Plugins;
 
 fn median(mut v: Vec<Duration>) -> f64 {
     v.sort();
@@ -18,15 +16,7 @@ fn median(mut v: Vec<Duration>) -> f64 {
 }
 
 fn hub(store: &Arc<Store>, view: AgentView) -> Arc<Hub> {
-    let plugins = Arc::new(Plugins::new());
-    let hub = Hub::new(
-        Arc::new(Pipeline::new(
-            Arc::clone(store),
-            Arc::clone(&plugins) as _,
-            Limits::default(),
-        )),
-        plugins,
-    );
+    let hub = Hub::without_plugins(Arc::clone(store));
     hub.set_max_sessions_per_token(0);
     hub.set_agent_view(view);
     hub

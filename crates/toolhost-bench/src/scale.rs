@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 use toolhost_catalog::{Descriptor, Outcome, Snapshot, Store};
 use toolhost_manifest::{Annotations, naming};
 use toolhost_mcp::{Handler, Hub, Identity};
-use toolhost_pipeline::{Binding, Limits, Pipeline};
-use toolhost_runtime::Plugins;
+use toolhost_pipeline::Binding;
 use toolhost_validate::UnknownArguments;
 
 fn tool(plugin: &str, i: usize) -> Descriptor {
@@ -118,15 +117,7 @@ pub async fn report(sessions: usize) -> Result<Duration> {
     one_tool_sorted.sort();
     let (one_tool, one_tool_sorted) = (one_tool[2], one_tool_sorted[2]);
 
-    let plugins = Arc::new(Plugins::new());
-    let hub = Hub::new(
-        Arc::new(Pipeline::new(
-            Arc::clone(&store),
-            Arc::clone(&plugins) as _,
-            Limits::default(),
-        )),
-        plugins,
-    );
+    let hub = Hub::without_plugins(Arc::clone(&store));
     // Every session here has one identity: no per-token quota. The whole
     // listing in one answer, as before pages (the pages are measured in
     // `discovery`).

@@ -142,6 +142,7 @@ fn the_example_plugin_is_valid() {
             "kandev_notes_export_notes",
             "kandev_notes_delete_notes",
             "kandev_notes_tidy_tags",
+            "kandev_notes_add_notes",
         ]
     );
     assert_eq!(m.runtime.protocol, 2);

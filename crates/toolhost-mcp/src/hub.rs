@@ -164,6 +164,22 @@ impl Hub {
         })
     }
 
+    /// A hub over `store` with no plugin running and default limits: for
+    /// benches and tests of what agents are shown (a call of a plugin's
+    /// tool answers `plugin_unavailable`).
+    #[must_use]
+    pub fn without_plugins(store: Arc<Store>) -> Arc<Self> {
+        let plugins = Arc::new(Plugins::new());
+        Self::new(
+            Arc::new(Pipeline::new(
+                store,
+                Arc::clone(&plugins) as _,
+                toolhost_pipeline::Limits::default(),
+            )),
+            plugins,
+        )
+    }
+
     /// Sets what agents are shown besides the catalog (at start).
     pub fn set_agent_view(&self, view: AgentView) {
         *self.view.write().unwrap_or_else(PoisonError::into_inner) = view;
