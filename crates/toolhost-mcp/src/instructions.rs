@@ -31,6 +31,9 @@ const HEADER: &str = "Tools served by toolhost from installed plugins. A failed 
 tool result whose text says what to fix (arguments are checked against each tool's input \
 schema): correct the call and try again.";
 
+/// The longest sentence of a tool (the manifest's rule).
+const MAX_SENTENCE: usize = 300;
+
 /// How deep nested shapes are followed (a list of objects whose items hold
 /// an object is two).
 const MAX_DEPTH: usize = 2;
@@ -134,7 +137,11 @@ fn line(name: &str, input: &Value, sentence: Option<&str>) -> Option<String> {
     if !text.is_empty() {
         text.push('.');
     }
-    if let Some(s) = sentence {
+    // Installs check the sentence; whatever reached the catalog another
+    // way is held to the same rule here.
+    if let Some(s) = sentence.filter(|s| {
+        !s.trim().is_empty() && s.len() <= MAX_SENTENCE && !s.chars().any(char::is_control)
+    }) {
         if !text.is_empty() {
             text.push(' ');
         }

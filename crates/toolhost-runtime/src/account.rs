@@ -97,19 +97,49 @@ pub(crate) fn reclaim(data_dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// `path` and everything beneath it, owned by `user`; links are not
-/// followed (a link the plugin left cannot turn this into a chown of
-/// something else).
+/// `path` and everything beneath it, owned by `user`. The walk goes by
+/// descriptors opened with `O_NOFOLLOW` and changes owners relative to
+/// them: a symbolic link is changed itself, never followed, and a
+/// directory swapped for a link while the walk runs makes the walk fail,
+/// not wander (another process of the same account could try exactly
+/// that, to have root hand it something outside).
 fn chown_tree(path: &Path, user: &RunAs) -> std::io::Result<()> {
-    std::os::unix::fs::lchown(path, Some(user.uid), Some(user.gid))?;
-    let meta = std::fs::symlink_metadata(path)?;
-    if meta.is_dir() {
-        for entry in std::fs::read_dir(path)? {
-            chown_tree(&entry?.path(), user)?;
+    use rustix::fs::{AtFlags, Mode, OFlags, chownat, fchown, openat};
+    let owner = Some(rustix::fs::Uid::from_raw(user.uid));
+    let group = Some(rustix::fs::Gid::from_raw(user.gid));
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let root = openat(rustix::fs::CWD, path, flags, Mode::empty())?;
+    fchown(&root, owner, group)?;
+    let mut stack = vec![root];
+    let mut seen = 0usize;
+    while let Some(dir) = stack.pop() {
+        for entry in rustix::fs::Dir::read_from(&dir)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            if name == c"." || name == c".." {
+                continue;
+            }
+            seen += 1;
+            if seen > MAX_ENTRIES {
+                return Err(std::io::Error::other(format!(
+                    "more than {MAX_ENTRIES} entries beneath it"
+                )));
+            }
+            if entry.file_type() == rustix::fs::FileType::Directory {
+                // Opened without following: a link put in its place fails.
+                let sub = openat(&dir, name, flags, Mode::empty())?;
+                fchown(&sub, owner, group)?;
+                stack.push(sub);
+            } else {
+                chownat(&dir, name, owner, group, AtFlags::SYMLINK_NOFOLLOW)?;
+            }
         }
     }
     Ok(())
 }
+
+/// The most entries a data directory handed over may hold.
+const MAX_ENTRIES: usize = 1_000_000;
 
 /// Whether every directory above `target` lets `user` search it.
 fn reachable(user: &RunAs, target: &Path) -> Result<(), HandOverError> {
@@ -151,6 +181,30 @@ mod tests {
             uid: 65_534,
             gid: 65_534,
         }
+    }
+
+    #[test]
+    fn handing_over_changes_links_not_what_they_point_at() {
+        if !rustix::process::geteuid().is_root() {
+            return;
+        }
+        use std::os::unix::fs::MetadataExt as _;
+        let root = std::env::temp_dir().join(format!("hand-links-{}", std::process::id()));
+        let data = root.join("data");
+        std::fs::create_dir_all(data.join("sub")).unwrap();
+        let outside = root.join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("secret"), "root's").unwrap();
+        std::fs::write(data.join("sub/own"), "x").unwrap();
+        std::os::unix::fs::symlink(&outside, data.join("sub/link")).unwrap();
+        std::os::unix::fs::symlink(outside.join("secret"), data.join("file-link")).unwrap();
+        chown_tree(&data, &nobody()).unwrap();
+        let uid = |p: &Path| std::fs::symlink_metadata(p).unwrap().uid();
+        assert_eq!(uid(&data.join("sub/own")), 65_534);
+        assert_eq!(uid(&data.join("sub/link")), 65_534, "the link itself");
+        assert_eq!(uid(&outside), 0, "not what it points at");
+        assert_eq!(uid(&outside.join("secret")), 0);
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]
