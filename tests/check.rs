@@ -107,3 +107,22 @@ fn a_plugin_with_several_kinds_of_problem_gets_them_all_at_once() {
         assert!(all.contains(rule), "{rule} missing from:\n{all}");
     }
 }
+
+/// A reader that has gone (`toolhost check … | head -0`) ends the command
+/// quietly, as it would any Unix tool: no panic, no message.
+#[test]
+fn a_closed_pipe_on_stdout_is_no_panic() {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let out = Command::new(bin("toolhost"))
+        .args(["check", "plugins-example"])
+        .current_dir(workspace_root())
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("run toolhost");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.is_empty(), "{err}");
+}

@@ -348,10 +348,10 @@ pub async fn run(args: CallArgs) -> Result<ExitCode> {
     let _ = client.cancel().await;
     let is_error = result.is_error.unwrap_or(false);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
+        outln!("{}", serde_json::to_string_pretty(&result)?);
     } else {
         for c in &result.content {
-            println!("{}", render(c));
+            outln!("{}", render(c));
         }
     }
     Ok(if is_error {

@@ -90,14 +90,14 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
                 .iter()
                 .map(|p| json!({ "file": p.file, "tool": p.tool, "rule": p.rule.code(), "message": p.message }))
                 .collect();
-            println!(
+            outln!(
                 "{}",
                 json!({ "valid": valid, "plugins": plugins, "problems": problems })
             );
         }
         Format::Text => {
             for m in &set.plugins {
-                println!(
+                outln!(
                     "{} {} ({}), plugin protocol {}",
                     m.id,
                     m.version,
@@ -105,12 +105,12 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
                     m.runtime.protocol
                 );
                 for t in &m.tools {
-                    println!("  {}", naming::exposed(&args.prefix, &m.id, &t.name));
-                    println!("      surfaces: {}", t.surfaces.join(", "));
-                    println!("      hints:    {}", hints(&t.annotations));
+                    outln!("  {}", naming::exposed(&args.prefix, &m.id, &t.name));
+                    outln!("      surfaces: {}", t.surfaces.join(", "));
+                    outln!("      hints:    {}", hints(&t.annotations));
                 }
                 for line in m.asks() {
-                    println!("  {line}");
+                    outln!("  {line}");
                 }
             }
             for p in &problems {
@@ -118,7 +118,7 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
             }
             if valid {
                 let tools: usize = set.plugins.iter().map(|m| m.tools.len()).sum();
-                println!("ok: {} plugin(s), {tools} tool(s)", set.plugins.len());
+                outln!("ok: {} plugin(s), {tools} tool(s)", set.plugins.len());
             } else {
                 eprintln!("{} problem(s) found", problems.len());
             }

@@ -8,6 +8,9 @@
 
 #![forbid(unsafe_code)]
 
+#[macro_use]
+mod out;
+
 mod call;
 mod check;
 mod cli;

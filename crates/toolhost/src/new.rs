@@ -285,7 +285,7 @@ pub fn run(args: &NewArgs) -> Result<ExitCode> {
                 .with_context(|| format!("cannot make {} executable", file.display()))?;
         }
     }
-    println!(
+    outln!(
         "wrote {} ({:?}); see its README.md",
         dir.display(),
         args.lang

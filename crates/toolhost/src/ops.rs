@@ -137,9 +137,9 @@ fn print_config(items: &[pb::ConfigItem]) {
             what = format!("{what} ({})", i.source);
         }
         let kind = if i.secret { " secret" } else { "" };
-        println!("    config {}{kind}: {what}", i.name);
+        outln!("    config {}{kind}: {what}", i.name);
         if !i.problem.is_empty() {
-            println!("      problem: {}", i.problem);
+            outln!("      problem: {}", i.problem);
         }
     }
 }
@@ -147,7 +147,7 @@ fn print_config(items: &[pb::ConfigItem]) {
 /// What a plugin asks for, what it is granted, and its sandbox.
 fn print_grants(p: &pb::PluginStatus) {
     if !p.missing_config.is_empty() {
-        println!(
+        outln!(
             "    needs configuration: {} (toolhost plugins config {} NAME=VALUE)",
             p.missing_config.join(", "),
             p.id
@@ -155,11 +155,11 @@ fn print_grants(p: &pb::PluginStatus) {
     }
     for a in &p.asks {
         if !a.starts_with("config ") {
-            println!("    {a}");
+            outln!("    {a}");
         }
     }
     if !p.ungranted.is_empty() {
-        println!(
+        outln!(
             "    not granted: {} (grant = [..] under [plugin.\"{}\"] in the configuration)",
             p.ungranted.join(", "),
             p.id
@@ -169,7 +169,7 @@ fn print_grants(p: &pb::PluginStatus) {
 
 fn print_sandbox(p: &pb::PluginStatus) {
     for r in &p.sandbox {
-        println!("    sandbox {:<13} {:<13} {}", r.rule, r.state, r.detail);
+        outln!("    sandbox {:<13} {:<13} {}", r.rule, r.state, r.detail);
     }
 }
 
@@ -208,7 +208,7 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
     let plugins = installed_plugins(&mut c).await?;
     if t.format == Format::Json {
         let plugins: Vec<_> = plugins.iter().map(plugin_json).collect();
-        println!(
+        outln!(
             "{}",
             serde_json::json!({
                 "catalog": { "generation": st.generation, "revision": st.revision, "tools": st.tools, "defects": st.defects, "managed": st.managed,
@@ -223,37 +223,43 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
     } else {
         "embedded (from installed plugins)"
     };
-    println!(
+    outln!(
         "catalog   generation {} revision {} ({mode})",
-        st.generation, st.revision
+        st.generation,
+        st.revision
     );
-    println!("          {} tool(s), {} withheld", st.tools, st.defects);
+    outln!("          {} tool(s), {} withheld", st.tools, st.defects);
     for d in &st.withheld {
-        println!("          withheld {}: {}", d.tool, d.reason);
+        outln!("          withheld {}: {}", d.tool, d.reason);
     }
-    println!(
+    outln!(
         "sessions  {} listening, {} token(s) bound",
-        st.sessions, st.bound_tokens
+        st.sessions,
+        st.bound_tokens
     );
     if !st.admin_socket.is_empty() {
-        println!("admin     {}", st.admin_socket);
+        outln!("admin     {}", st.admin_socket);
     }
-    println!("plugins");
+    outln!("plugins");
     for p in plugins {
         let pid = if p.pid == 0 {
             "-".to_owned()
         } else {
             p.pid.to_string()
         };
-        println!(
+        outln!(
             "  {:<24} {:<10} {:<11} pid {:<8} restarts {}",
-            p.id, p.version, p.state, pid, p.restarts
+            p.id,
+            p.version,
+            p.state,
+            pid,
+            p.restarts
         );
         if !p.last_error.is_empty() {
-            println!("      last error: {}", p.last_error);
+            outln!("      last error: {}", p.last_error);
         }
         if !p.missing_config.is_empty() {
-            println!("      needs configuration: {}", p.missing_config.join(", "));
+            outln!("      needs configuration: {}", p.missing_config.join(", "));
         }
         let open: Vec<&str> = p
             .sandbox
@@ -264,7 +270,7 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
             .map(|r| r.rule.as_str())
             .collect();
         if !open.is_empty() {
-            println!(
+            outln!(
                 "      sandbox not enforced: {} (toolhost plugins show {})",
                 open.join(", "),
                 p.id
@@ -289,15 +295,15 @@ pub async fn tools(t: &Target) -> Result<ExitCode> {
             .iter()
             .map(|d| serde_json::json!({ "exposed": d.exposed_name, "plugin": d.plugin_id, "version": d.plugin_version, "local": d.local_name, "surfaces": d.surfaces }))
             .collect();
-        println!(
+        outln!(
             "{}",
             serde_json::json!({ "generation": snap.generation, "revision": snap.revision, "tools": tools })
         );
         return Ok(ExitCode::SUCCESS);
     }
-    println!("generation {} revision {}", snap.generation, snap.revision);
+    outln!("generation {} revision {}", snap.generation, snap.revision);
     for d in &snap.tools {
-        println!(
+        outln!(
             "  {:<48} {}@{}  [{}]",
             d.exposed_name,
             d.plugin_id,
@@ -319,7 +325,7 @@ pub async fn catalog(t: &Target, cmd: &CatalogCommand) -> Result<ExitCode> {
                 .into_inner();
             let snap = snapshot_from_proto(snap)
                 .map_err(|p| anyhow::anyhow!("unreadable catalog: {p:?}"))?;
-            println!("{}", serde_json::to_string_pretty(&snap)?);
+            outln!("{}", serde_json::to_string_pretty(&snap)?);
             Ok(ExitCode::SUCCESS)
         }
         CatalogCommand::Push { file } => {
@@ -346,7 +352,7 @@ pub async fn catalog(t: &Target, cmd: &CatalogCommand) -> Result<ExitCode> {
                     .iter()
                     .map(|d| serde_json::json!({ "tool": d.tool, "reason": d.reason }))
                     .collect();
-                println!(
+                outln!(
                     "{}",
                     serde_json::json!({
                         "outcome": word,
@@ -358,15 +364,19 @@ pub async fn catalog(t: &Target, cmd: &CatalogCommand) -> Result<ExitCode> {
                     })
                 );
             } else {
-                println!(
+                outln!(
                     "{word}: offered generation {} epoch {} revision {}; now generation {} revision {}",
-                    snap.generation, snap.epoch, snap.revision, r.generation, r.revision
+                    snap.generation,
+                    snap.epoch,
+                    snap.revision,
+                    r.generation,
+                    r.revision
                 );
                 for reason in &r.reasons {
-                    println!("  reason: {reason}");
+                    outln!("  reason: {reason}");
                 }
                 for d in &r.defects {
-                    println!("  withheld: {}: {}", d.tool, d.reason);
+                    outln!("  withheld: {}: {}", d.tool, d.reason);
                 }
             }
             Ok(match outcome {
@@ -386,15 +396,18 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
             let plugins = installed_plugins(&mut c).await?;
             if t.format == Format::Json {
                 let v: Vec<_> = plugins.iter().map(plugin_json).collect();
-                println!("{}", serde_json::Value::Array(v));
+                outln!("{}", serde_json::Value::Array(v));
             } else {
                 for p in plugins {
-                    println!(
+                    outln!(
                         "{:<24} {:<10} {:<10} {}",
-                        p.id, p.version, p.origin, p.state
+                        p.id,
+                        p.version,
+                        p.origin,
+                        p.state
                     );
                     for d in &p.withheld {
-                        println!("    withheld {}: {}", d.tool, d.reason);
+                        outln!("    withheld {}: {}", d.tool, d.reason);
                     }
                     print_grants(&p);
                 }
@@ -407,10 +420,10 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
                 anyhow::bail!("no plugin {id:?} is installed");
             };
             if t.format == Format::Json {
-                println!("{}", plugin_json(p));
+                outln!("{}", plugin_json(p));
                 return Ok(ExitCode::SUCCESS);
             }
-            println!("{} {} ({}, {})", p.id, p.version, p.origin, p.state);
+            outln!("{} {} ({}, {})", p.id, p.version, p.origin, p.state);
             print_grants(p);
             print_config(&p.config);
             print_sandbox(p);
@@ -435,9 +448,11 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
                 .await
                 .map_err(|s| anyhow::anyhow!("{}", s.message()))?
                 .into_inner();
-            println!(
+            outln!(
                 "ok: {id} is {}; catalog generation {} revision {}",
-                r.state, r.generation, r.revision
+                r.state,
+                r.generation,
+                r.revision
             );
             print_config(&r.config);
             return Ok(ExitCode::SUCCESS);
@@ -446,7 +461,7 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
             c.restart_plugin(pb::RestartPluginRequest { id: id.clone() })
                 .await
                 .map_err(|e| status_error(&e))?;
-            println!("restarting {id}");
+            outln!("restarting {id}");
             return Ok(ExitCode::SUCCESS);
         }
         PluginsCommand::Install { path } => {
@@ -483,15 +498,16 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
     {
         let listed = installed_plugins(&mut c).await.unwrap_or_default();
         if let Some(p) = listed.iter().find(|p| p.id == m.id) {
-            println!("{} {} asks for:", p.id, p.version);
+            outln!("{} {} asks for:", p.id, p.version);
             print_grants(p);
             print_config(&p.config);
         }
     }
     let r = r?.into_inner();
-    println!(
+    outln!(
         "ok: catalog generation {} revision {}",
-        r.generation, r.revision
+        r.generation,
+        r.revision
     );
     Ok(ExitCode::SUCCESS)
 }

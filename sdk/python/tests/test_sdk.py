@@ -56,6 +56,11 @@ async def rich(call):
     ]
 
 
+@plugin.tool("types")
+async def types(call):
+    return {"types": {k: type(v).__name__ for k, v in call.arguments.items()}, "ids": call.arguments.get("ids")}
+
+
 @plugin.tool("sleepy")
 async def sleepy(call):
     try:
@@ -98,6 +103,13 @@ async def test_protocol_1_calls_answer_text_structured_and_errors(channel):
     with pytest.raises(grpc.aio.AioRpcError) as e:
         await stub.InvokeAgentTool(request("nope"))
     assert e.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_json_integers_arrive_as_int_and_fractions_as_float(channel):
+    stub = v1_grpc.PluginStub(channel)
+    r = await stub.InvokeAgentTool(request("types", n=1, x=2.5, big=2.0**60, ids=[1, 2], flag=True))
+    out = json_format.MessageToDict(r.structured_content)
+    assert out["types"] == {"n": "int", "x": "float", "big": "float", "ids": "list", "flag": "bool"}
 
 
 async def test_protocol_2_carries_progress_logs_a_question_and_blocks(channel):

@@ -80,9 +80,21 @@ export class Question {
 }
 
 /** The user's answer, already checked by toolhost against the fields. */
-export interface Answer {
-  action: "accept" | "decline" | "cancel";
-  values: { [key: string]: Json };
+export class Answer {
+  constructor(
+    readonly action: "accept" | "decline" | "cancel",
+    readonly values: { [key: string]: Json },
+  ) {}
+
+  /** Whether the user accepted. */
+  get accepted(): boolean {
+    return this.action === "accept";
+  }
+
+  /** An accepted boolean field (false otherwise). */
+  flag(name: string): boolean {
+    return this.accepted && this.values[name] === true;
+  }
 }
 
 /** The context of a call: who is calling. */
@@ -168,6 +180,6 @@ export class ToolCall {
     });
     const a = await answered;
     const action = a.action === 1 ? "accept" : a.action === 2 ? "decline" : "cancel";
-    return { action, values: action === "accept" ? structToJson(a.content as WireStruct) : {} };
+    return new Answer(action, action === "accept" ? structToJson(a.content as WireStruct) : {});
   }
 }

@@ -23,7 +23,7 @@
  * `config.secret("token")?.expose()`.
  */
 
-export { AskError, LogLevel, Question, ToolCall, type Answer, type CallContext } from "./call.js";
+export { Answer, AskError, LogLevel, Question, ToolCall, type CallContext } from "./call.js";
 export { Config, Secret, config, loadConfig, type ConfigValue } from "./config.js";
 export { Content, ToolError, ToolResult, type Audience, type Returned } from "./content.js";
 export { Plugin, services, type Handler } from "./plugin.js";

@@ -27,7 +27,7 @@ const plugin = new Plugin()
     call.log(LogLevel.Debug, "too quiet to send");
     const answer = await call.ask(new Question("Proceed?").boolean("ok", "OK").require("ok"));
     return [
-      answer.action === "accept" && answer.values.ok === true ? "done" : "stopped",
+      answer.flag("ok") && answer.accepted ? "done" : "stopped",
       Content.image(new Uint8Array([0x89, 0x50]), "image/png").annotated({ audience: ["user"], priority: 0.5 }),
       Content.resourceText("notes://a.md", "text/markdown", "# A"),
     ];

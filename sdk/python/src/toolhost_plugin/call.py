@@ -235,5 +235,7 @@ class ToolCall:
             await asyncio.Event().wait()
         answer = await waiting
         action = {v2.Answer.ACCEPT: "accept", v2.Answer.DECLINE: "decline"}.get(answer.action, "cancel")
-        values = json_format.MessageToDict(answer.content) if action == "accept" else {}
+        from .plugin import integers
+
+        values = integers(json_format.MessageToDict(answer.content)) if action == "accept" else {}
         return Answer(action, values)

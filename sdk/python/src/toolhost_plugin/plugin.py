@@ -158,11 +158,28 @@ def _text(s: str):
     return Content.text(s)
 
 
+_EXACT_INT = 2**53
+
+
+def integers(value):
+    """JSON numbers as JSON gave them: protobuf carries every number as a
+    double, so `1` arrives as `1.0`. A double with no fractional part, in
+    the range doubles hold exactly, becomes an `int` again (as the Rust
+    SDK does); any other stays a float."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= _EXACT_INT:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: integers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [integers(v) for v in value]
+    return value
+
+
 def _call_of(request: v1.AgentToolRequest, link: Optional[Link]) -> ToolCall:
     return ToolCall(
         request.invocation_id,
         request.name,
-        json_format.MessageToDict(request.arguments),
+        integers(json_format.MessageToDict(request.arguments)),
         request.context,
         link,
     )
