@@ -998,6 +998,15 @@ async fn instructions_spell_out_nested_shapes_in_both_eras_within_budget() {
         for hidden in ["unknown", "alias", "report"] {
             assert!(!instructions.contains(hidden), "{era}: advertises {hidden}");
         }
+        // Declared, but testplug has no handler of that name: said in words.
+        let args = json!({"title": "t", "steps": [{"file": "a.rs", "line": 1, "text": "x"}]});
+        let r = call(&c, "kandev_walk_show_walkthrough", Some(args)).await;
+        assert_eq!(error_code(&r).as_deref(), Some("plugin_error"), "{r:?}");
+        assert!(
+            text(&r).contains("does not implement show_walkthrough"),
+            "{era}: {}",
+            text(&r)
+        );
         let _ = c.cancel().await;
     }
 }

@@ -474,12 +474,32 @@ impl Call<'_> {
                     d.exposed_name, self.pipeline.limits.max_result_bytes
                 ),
             ),
+            // The plugin's own status message is not passed on: it is the
+            // plugin's text, and may carry what the call sent it. The
+            // code says enough to act on.
             InvokeError::Refused { code, .. } => CallFailure::new(
                 ErrorCode::PluginError,
-                format!(
-                    "plugin {} answered with a gRPC error ({code:?})",
-                    d.plugin_id
-                ),
+                match code {
+                    tonic::Code::NotFound => format!(
+                        "plugin {} does not implement {}: its manifest declares the tool, but its code has no \
+                         handler of that name; the call did not run (tell the plugin's author)",
+                        d.plugin_id, d.local_name
+                    ),
+                    tonic::Code::Unauthenticated => format!(
+                        "plugin {} refused toolhost's call token; the call did not run (the plugin's SDK \
+                         may be older than this toolhost)",
+                        d.plugin_id
+                    ),
+                    tonic::Code::Unimplemented => format!(
+                        "plugin {} does not implement the plugin protocol its manifest declares; the call \
+                         did not run",
+                        d.plugin_id
+                    ),
+                    code => format!(
+                        "plugin {} answered with a gRPC error ({code:?}); it may or may not have taken effect",
+                        d.plugin_id
+                    ),
+                },
             ),
         }
     }

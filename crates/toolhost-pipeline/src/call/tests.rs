@@ -621,7 +621,16 @@ async fn a_failed_invocation_is_never_retried_and_says_what_it_means() {
                 message: "no such tool".into(),
             },
             "plugin_error",
-            "NotFound",
+            "does not implement add:",
+        ),
+        (
+            InvokeError::Refused {
+                plugin: "notes".into(),
+                code: tonic::Code::Internal,
+                message: "the plugin's own words".into(),
+            },
+            "plugin_error",
+            "gRPC error (Internal)",
         ),
     ];
     for (error, expected, says) in cases {
@@ -631,6 +640,7 @@ async fn a_failed_invocation_is_never_retried_and_says_what_it_means() {
         let r = call(&p, &chat(), json!({ "text": "hi" })).await;
         assert_eq!(code(&r), expected);
         assert!(r.text().contains(says), "{}", r.text());
+        assert!(!r.text().contains("own words"), "{}", r.text());
         assert_eq!(fake.invocations(), 1, "attempted once");
     }
 }
