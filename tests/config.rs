@@ -463,3 +463,26 @@ async fn a_configuration_change_fails_no_call_under_a_call_loop() {
     })
     .await;
 }
+
+/// `plugins install` of a plugin that needs a value before it can start:
+/// installed, so exit 0, and the next step said.
+#[tokio::test]
+async fn an_install_that_only_needs_configuration_succeeds_and_says_what_to_set() {
+    let root = Scratch::new("install-needy");
+    let config = TestConfig::new(root.path(), &[]).build();
+    let d = Daemon::start(root.path(), &config, &[]);
+    d.wait_metric("toolhost_sessions", 0.0).await;
+    let needy = probeplug_dir(root.path(), "needy", NEEDY_DECLS);
+    let (ok, out) = cli(
+        root.path(),
+        &["plugins", "install", &needy.display().to_string()],
+    );
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("installed: needy")
+            && out.contains("toolhost plugins config needy region=VALUE token=@FILE"),
+        "{out}"
+    );
+    let mut c = admin(root.path()).await;
+    assert_eq!(plugin(&mut c, "needy").await.state, "needs_config");
+}

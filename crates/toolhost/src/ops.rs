@@ -486,6 +486,10 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
             .await
         }
     };
+    let needs_config = answer
+        .as_ref()
+        .err()
+        .is_some_and(|s| s.code() == tonic::Code::FailedPrecondition);
     let r = answer.map_err(|s| anyhow::anyhow!("{}", s.message()));
     // What an installed plugin asks for is shown as it arrives, granted or
     // not, even when it cannot start yet.
@@ -501,6 +505,30 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
             outln!("{} {} asks for:", p.id, p.version);
             print_grants(p);
             print_config(&p.config);
+            // Installed, and waiting only for its configuration: that is a
+            // success with a next step, not a failure.
+            if needs_config && p.version == m.version.to_string() && !p.missing_config.is_empty() {
+                outln!(
+                    "installed: {} {} starts once its configuration is set: toolhost plugins config {} {}",
+                    p.id,
+                    p.version,
+                    p.id,
+                    p.missing_config
+                        .iter()
+                        .map(|n| {
+                            // A secret is best given from a file.
+                            let secret = p.config.iter().any(|i| &i.name == n && i.secret);
+                            if secret {
+                                format!("{n}=@FILE")
+                            } else {
+                                format!("{n}=VALUE")
+                            }
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
         }
     }
     let r = r?.into_inner();
