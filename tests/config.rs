@@ -183,6 +183,26 @@ async fn values_arrive_needs_config_withholds_and_secrets_reach_the_plugin_alone
         !names.iter().any(|n| n.starts_with("kandev_needy_")),
         "a plugin that needs configuration lists no tool: {names:?}"
     );
+    // A call to one says why, not "Unknown tool"; a name nobody declared
+    // is still unknown.
+    let r = toolhost_e2e::call_tool(&c, "kandev_needy_count", json!({}))
+        .await
+        .expect("a tool result");
+    assert_eq!(toolhost_e2e::outcome_code(&r), "tool_unavailable", "{r:?}");
+    let said: String = r
+        .content
+        .iter()
+        .filter_map(|b| b.as_text().map(|t| t.text.clone()))
+        .collect();
+    assert!(
+        said.contains("needs configuration") && said.contains("region, token"),
+        "{said}"
+    );
+    let unknown = toolhost_e2e::call_tool(&c, "kandev_needy_nothing_like_it", json!({})).await;
+    assert!(
+        unknown.is_err_and(|e| e.to_string().contains("Unknown tool")),
+        "an undeclared name is unknown"
+    );
     let got = config_of(
         &c,
         "kandev_cfg_config",

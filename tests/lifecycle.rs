@@ -243,7 +243,8 @@ async fn install_upgrade_disable_enable_remove_while_agents_work() {
     })
     .await;
     assert!(!names(&c).await.iter().any(|n| n.starts_with("kandev_kit_")));
-    assert_eq!(echo(&c, "ok").await, "unknown_tool");
+    // Still refused, and now with the reason: the operator disabled it.
+    assert_eq!(echo(&c, "ok").await, "tool_unavailable");
     // Enable: back.
     assert!(
         a.enable_plugin(pb::PluginRef { id: "kit".into() })

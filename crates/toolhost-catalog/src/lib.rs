@@ -33,4 +33,4 @@ mod store;
 pub use catalog::{Catalog, Defect, Entry, NameChanges};
 pub use descriptor::{Descriptor, Fingerprint, Snapshot, canonical_digest};
 pub use installed::Installed;
-pub use store::{Fence, OfferResult, Outcome, Store};
+pub use store::{Absence, Fence, OfferResult, Outcome, Store};

@@ -192,10 +192,23 @@ fn judge(f: &Fence, live: bool, s: &Offered<'_>, same_content: bool) -> Option<(
     }
 }
 
+/// A declared tool that is not served now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Absence {
+    /// The surfaces that would see it.
+    pub surfaces: Vec<String>,
+    /// Why it is not served, in words for the agent (what is wrong, not
+    /// how the plugin is built).
+    pub why: String,
+}
+
 /// The catalog store. Cheap to share behind an `Arc`.
 pub struct Store {
     prefix: String,
     current: ArcSwap<Catalog>,
+    /// Tools a surface would see that are not served now, and why: so a
+    /// call to one says why instead of "Unknown tool".
+    absent: ArcSwap<std::collections::HashMap<String, Absence>>,
     writer: Mutex<Writer>,
     changes: watch::Sender<u64>,
     reaper: Reaper,
@@ -267,10 +280,30 @@ impl Store {
         Self {
             prefix: prefix.into(),
             current: ArcSwap::from_pointee(Catalog::default()),
+            absent: ArcSwap::from_pointee(std::collections::HashMap::new()),
             writer: Mutex::new(Writer::default()),
             changes: watch::channel(0).0,
             reaper: Reaper::new(),
         }
+    }
+
+    /// Replaces what is known of the tools that are declared but not
+    /// served (by exposed name). The catalog's authority sets it whenever
+    /// it publishes.
+    pub fn set_absent(&self, absent: std::collections::HashMap<String, Absence>) {
+        self.absent.store(Arc::new(absent));
+    }
+
+    /// Why `name` is not served, if it is a tool `surface` would see and
+    /// the authority said why.
+    #[must_use]
+    pub fn why_absent(&self, surface: &str, name: &str) -> Option<String> {
+        let absent = self.absent.load();
+        let a = absent.get(name)?;
+        a.surfaces
+            .iter()
+            .any(|s| s == surface)
+            .then(|| a.why.clone())
     }
 
     /// The current catalog. Lock-free; hold the `Arc` as long as needed.

@@ -171,11 +171,29 @@ impl Pipeline {
         // 1. Resolve among the tools this session can see.
         let catalog = self.store.current();
         let Some(entry) = catalog.resolve(&binding.surface, name).cloned() else {
+            // A tool this surface would see, declared but not served now,
+            // is unavailable for a reason the agent is told; any other
+            // name is unknown (and nothing about other surfaces shows).
+            let why = self.store.why_absent(&binding.surface, name);
+            let outcome = if why.is_some() {
+                "tool_unavailable"
+            } else {
+                "unknown_tool"
+            };
             tracing::info!(target: "toolhost::audit", invocation_id, tool = %truncate(name),
                 task_id = %log_safe(&binding.task_id, 256), session_id = %log_safe(&binding.session_id, 256),
-                outcome = "unknown_tool", "tool call");
-            self.counters.count("", "unknown_tool", started.elapsed());
-            return Err(UnknownTool(truncate(name)));
+                outcome, "tool call");
+            self.counters.count("", outcome, started.elapsed());
+            return match why {
+                // The name matched a declared tool: it is ours, not the
+                // agent's text, to repeat.
+                Some(why) => Ok(CallResult::failure(
+                    ErrorCode::ToolUnavailable,
+                    format!("{name} is unavailable: {why}"),
+                    None,
+                )),
+                None => Err(UnknownTool(truncate(name))),
+            };
         };
         drop(catalog);
         let d = &entry.descriptor;

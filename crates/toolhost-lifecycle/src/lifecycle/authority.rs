@@ -44,6 +44,8 @@ impl Lifecycle {
             .iter()
             .map(|m| (m.id.clone(), m.version.to_string()))
             .collect();
+        self.store
+            .set_absent(absences(&self.cfg.prefix, inner.records.values(), &key));
         if inner.listed.as_ref() == Some(&key) {
             return inner.revision;
         }
@@ -63,6 +65,52 @@ impl Lifecycle {
         inner.listed = Some(key);
         revision
     }
+}
+
+/// The tools of every plugin not listed, by exposed name, with why, in
+/// words an agent can act on (ask the operator, try again soon). The
+/// daemon's log and `status` have the details.
+fn absences<'a>(
+    prefix: &str,
+    records: impl Iterator<Item = &'a super::records::Record>,
+    listed: &[(String, String)],
+) -> std::collections::HashMap<String, toolhost_catalog::Absence> {
+    let mut out = std::collections::HashMap::new();
+    for r in records {
+        let m = &r.manifest;
+        if listed.iter().any(|(id, _)| *id == m.id) {
+            continue;
+        }
+        let phase = r.handle.as_ref().map(|h| h.state().phase);
+        let why = if !r.enabled {
+            format!("its plugin {} is disabled by the operator", m.id)
+        } else if !r.resolved.missing.is_empty() {
+            format!(
+                "its plugin {} needs configuration the operator has not set yet ({}); ask them to set it",
+                m.id,
+                r.resolved.missing.join(", ")
+            )
+        } else {
+            match phase {
+                Some(Phase::Failed) => format!(
+                    "its plugin {} has failed and is stopped until the operator restarts it",
+                    m.id
+                ),
+                Some(Phase::Stopped) | None => format!("its plugin {} is stopped", m.id),
+                Some(_) => format!("its plugin {} is starting; try again in a moment", m.id),
+            }
+        };
+        for t in &m.tools {
+            out.insert(
+                toolhost_manifest::naming::exposed(prefix, &m.id, &t.name),
+                toolhost_catalog::Absence {
+                    surfaces: t.surfaces.clone(),
+                    why: why.clone(),
+                },
+            );
+        }
+    }
+    out
 }
 
 /// Publishes a revision whenever a plugin's state changes in a way that
