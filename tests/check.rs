@@ -126,3 +126,37 @@ fn a_closed_pipe_on_stdout_is_no_panic() {
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(err.is_empty(), "{err}");
 }
+
+/// A schema broken three ways is reported three times, each with its
+/// place inside the schema.
+#[test]
+fn every_schema_error_is_reported_with_its_place() {
+    let root = toolhost_e2e::Scratch::new("check-schema");
+    std::fs::write(
+        root.path().join("plugin.toml"),
+        r#"id = "bad"
+version = "1.0.0"
+name = "Bad"
+
+[runtime]
+command = "/bin/true"
+
+[[tools]]
+name = "t"
+description = "A tool."
+surfaces = ["chat"]
+input_schema = { type = "object", properties = { a = { type = "strin" }, b = { type = "string", pattern = "(" }, c = { type = "integer", minimum = "five" } } }
+"#,
+    )
+    .unwrap();
+    let (code, out, err) = check(&[&root.path().display().to_string()]);
+    assert_eq!(code, 1, "{out}{err}");
+    for at in [
+        "at /properties/a/type:",
+        "at /properties/b/pattern:",
+        "at /properties/c/minimum:",
+    ] {
+        assert!(err.contains(at), "{at} missing:\n{err}");
+    }
+    assert!(!err.contains("five"), "a value shown:\n{err}");
+}

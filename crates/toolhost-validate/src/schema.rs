@@ -65,6 +65,100 @@ fn problem(rule: SchemaRule, message: impl Into<String>) -> SchemaProblem {
     }
 }
 
+/// The most meta-schema problems reported for one schema.
+const MAX_META_PROBLEMS: usize = 20;
+
+/// Where `schema` breaks its draft's meta-schema, at most
+/// [`MAX_META_PROBLEMS`], each naming its place ("at /properties/b/pattern")
+/// and the rule, with any value masked.
+fn meta_problems(schema: &Value, draft: Draft) -> Vec<SchemaProblem> {
+    let meta = match draft {
+        Draft::Draft4 => jsonschema::draft4::meta::validator(),
+        Draft::Draft6 => jsonschema::draft6::meta::validator(),
+        Draft::Draft7 => jsonschema::draft7::meta::validator(),
+        Draft::Draft201909 => jsonschema::draft201909::meta::validator(),
+        _ => jsonschema::draft202012::meta::validator(),
+    };
+    meta.iter_errors(schema)
+        .take(MAX_META_PROBLEMS)
+        .map(|e| located(&e))
+        .collect()
+}
+
+/// Every `pattern` (and `patternProperties` key) of `v` that is not a
+/// regular expression the validator accepts, with its place: the
+/// meta-schema cannot say so, and a compile names only the first.
+fn pattern_problems(v: &Value, draft: Draft, at: &mut String, out: &mut Vec<SchemaProblem>) {
+    if out.len() >= MAX_META_PROBLEMS {
+        return;
+    }
+    let bad = |p: &str| {
+        jsonschema::options()
+            .with_draft(draft)
+            .build(&serde_json::json!({ "pattern": p }))
+            .is_err()
+    };
+    match v {
+        Value::Object(m) => {
+            for (k, child) in m {
+                let len = at.len();
+                at.push('/');
+                at.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                match (k.as_str(), child) {
+                    ("pattern", Value::String(p)) if bad(p) => out.push(problem(
+                        SchemaRule::DoesNotCompile,
+                        format!("the schema does not compile: at {at}: not a regular expression"),
+                    )),
+                    ("patternProperties", Value::Object(props)) => {
+                        for key in props.keys().filter(|k| bad(k)) {
+                            out.push(problem(
+                                SchemaRule::DoesNotCompile,
+                                format!(
+                                    "the schema does not compile: at {at}: a key is not a regular expression ({})",
+                                    key.chars().take(64).collect::<String>()
+                                ),
+                            ));
+                        }
+                        pattern_problems(child, draft, at, out);
+                    }
+                    _ => pattern_problems(child, draft, at, out),
+                }
+                at.truncate(len);
+            }
+        }
+        Value::Array(items) => {
+            for (i, child) in items.iter().enumerate() {
+                let len = at.len();
+                at.push('/');
+                at.push_str(&i.to_string());
+                pattern_problems(child, draft, at, out);
+                at.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Where in the schema an error is: a JSON pointer, or "the root".
+fn place(e: &jsonschema::ValidationError<'_>) -> String {
+    let at = e.instance_path().to_string();
+    if at.is_empty() {
+        "the root".to_owned()
+    } else {
+        at
+    }
+}
+
+/// A compile or meta-schema error as a problem naming its place in the
+/// schema, the value masked.
+fn located(e: &jsonschema::ValidationError<'_>) -> SchemaProblem {
+    let at = place(e);
+    problem(
+        SchemaRule::DoesNotCompile,
+        format!("the schema does not compile: at {at}: {}", e.masked()),
+    )
+}
+
 /// The draft a schema declares with `$schema`; 2020-12 when it declares none.
 fn draft_of(schema: &Value) -> Result<Draft, SchemaProblem> {
     let Some(uri) = schema.get("$schema") else {
@@ -223,16 +317,29 @@ impl CompiledSchema {
         } else {
             schema
         };
-        let validator = jsonschema::options()
+        // Every way the schema breaks its draft's meta-schema, each with its
+        // place in the schema (a compile stops at the first); then what
+        // only compiling finds (a pattern that is not a regular expression),
+        // with its place too.
+        let mut broken = meta_problems(schema, draft);
+        pattern_problems(schema, draft, &mut String::new(), &mut broken);
+        let built = jsonschema::options()
             .with_draft(draft)
             .should_validate_formats(true)
-            .build(to_compile)
-            .map_err(|e| {
-                vec![problem(
-                    SchemaRule::DoesNotCompile,
-                    format!("the schema does not compile: {}", e.masked()),
-                )]
-            })?;
+            .build(to_compile);
+        let validator = match built {
+            Ok(v) if broken.is_empty() => v,
+            Ok(_) => return Err(broken),
+            Err(e) => {
+                // Once per place: the compile's first error is usually one
+                // already found above.
+                let at = format!("at {}:", place(&e));
+                if !broken.iter().any(|p| p.message.contains(&at)) {
+                    broken.push(located(&e));
+                }
+                return Err(broken);
+            }
+        };
         let root = RootKeys::of(schema, draft)
             .map_err(|m| vec![problem(SchemaRule::DoesNotCompile, m)])?;
         Ok(Self {
@@ -350,6 +457,36 @@ mod tests {
         assert_eq!(
             rules(json!({"type":"object","properties":big})),
             vec![SchemaRule::TooLarge]
+        );
+    }
+
+    #[test]
+    fn every_meta_schema_problem_is_reported_with_its_place() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "a": { "type": "strin" },
+                "b": { "type": "string", "pattern": "(" },
+                "c": { "type": "integer", "minimum": "five" }
+            }
+        });
+        let problems = CompiledSchema::compile(&schema).expect_err("three problems");
+        let text: Vec<&str> = problems.iter().map(|p| p.message.as_str()).collect();
+        for at in [
+            "/properties/a/type",
+            "/properties/b/pattern",
+            "/properties/c/minimum",
+        ] {
+            assert!(
+                text.iter().any(|t| t.contains(&format!("at {at}:"))),
+                "{at} missing from {text:?}"
+            );
+        }
+        assert!(
+            !text
+                .iter()
+                .any(|t| t.contains("five") || t.contains("strin\"")),
+            "{text:?}"
         );
     }
 
