@@ -559,10 +559,28 @@ impl Call<'_> {
                 None => Err(vec![]),
             };
             if let Err(violations) = verdict {
+                // Where, by the violations' own words (places and rules,
+                // never the value), for the agent and the operator alike.
+                let what = if violations.is_empty() {
+                    "it has no structured content".to_owned()
+                } else {
+                    violations
+                        .iter()
+                        .map(|v| v.message.as_str())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                };
+                tracing::warn!(
+                    plugin = %d.plugin_id,
+                    tool = %d.exposed_name,
+                    problems = %what,
+                    "a result does not match the tool's output schema"
+                );
                 return Err(CallFailure::with_violations(
                     ErrorCode::PluginError,
                     format!(
-                        "plugin {}'s result does not match the tool's declared output schema",
+                        "plugin {}'s result does not match the tool's declared output schema: {what}. \
+                         The tool ran and may have done its work, so do not simply repeat the call",
                         d.plugin_id
                     ),
                     &violations,

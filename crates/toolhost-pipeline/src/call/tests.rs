@@ -720,6 +720,7 @@ async fn structured_content_must_match_the_output_schema_unless_it_is_an_error()
     let r = call(&p, &chat(), json!({ "text": "hi" })).await;
     assert_eq!(code(&r), "plugin_error");
     assert!(!r.text().contains("seven"), "no value echoed: {}", r.text());
+    assert!(r.text().contains("/id"), "the place is named: {}", r.text());
     fake.answers(Ok(AgentToolResponse {
         text: "no structure".into(),
         structured_content: None,
