@@ -242,9 +242,8 @@ pub(crate) fn start(
     let (relay, events) = Relay::new(wants);
     let cancel = CancellationToken::new();
     let pipeline = Arc::clone(pipeline);
-    let catalog = pipeline.store().current();
     if find_tool == Some(name) {
-        let answer = crate::find::run(&catalog, &binding, name, arguments);
+        let answer = crate::find::run(&pipeline.store().current(), &binding, name, arguments);
         return Running {
             call: Box::pin(std::future::ready(Ok(answer))),
             events,
@@ -253,7 +252,6 @@ pub(crate) fn start(
             task: None,
         };
     }
-    drop(catalog);
     let owned_name = name.to_owned();
     let call_cancel = cancel.clone();
     let expires = Instant::now() + pipeline.max_timeout() + Duration::from_secs(5);

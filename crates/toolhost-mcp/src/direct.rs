@@ -8,7 +8,7 @@
 //! anything: there is no session, no progress token, no log level, and no
 //! client that could answer a question. Profiles put rmcp's share of such a
 //! call at a third of toolhost's CPU. This module answers exactly that
-//! shape itself, through the same pipeline call ([`crate::calls::start`]),
+//! shape itself, through the same pipeline call (`Hub::start_call`),
 //! the same result mapping ([`crate::handler::result_of`]) and rmcp's own
 //! message types, so the bytes on the wire are the ones rmcp would write.
 //!
@@ -149,17 +149,9 @@ async fn answer(
         can_ask: false,
     };
     let arguments = call.params.arguments.map(serde_json::Value::Object);
-    let find = direct
+    let running = direct
         .hub
-        .find_tool_name(&direct.hub.pipeline.store().current());
-    let running = crate::calls::start(
-        &direct.hub.pipeline,
-        find.as_deref(),
-        binding,
-        &call.params.name,
-        arguments,
-        wants,
-    );
+        .start_call(binding, &call.params.name, arguments, wants);
     let mut unfinished = Unfinished(Some(running));
     let out = Outlet {
         peer: None,

@@ -328,17 +328,7 @@ impl Handler {
         cx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let b = self.binding(&cx.extensions)?;
-        let find = self
-            .hub
-            .find_tool_name(&self.hub.pipeline.store().current());
-        let running = crate::calls::start(
-            &self.hub.pipeline,
-            find.as_deref(),
-            b,
-            name,
-            arguments,
-            self.wants(cx),
-        );
+        let running = self.hub.start_call(b, name, arguments, self.wants(cx));
         self.drive_call(name, running, cx).await
     }
 

@@ -206,9 +206,46 @@ impl Hub {
     /// The built-in find tool's exposed name, when it is served and no
     /// catalog tool has that name.
     pub(crate) fn find_tool_name(&self, catalog: &toolhost_catalog::Catalog) -> Option<String> {
-        let prefix = self.agent_view().find_tools?;
-        let name = crate::find::exposed_name(&prefix);
+        // No clone of the view, and nothing made, when the tool is off (the
+        // default): this runs for every call.
+        let name = crate::find::exposed_name(
+            self.view
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .find_tools
+                .as_deref()?,
+        );
         catalog.get(&name).is_none().then_some(name)
+    }
+
+    /// Starts one call, on any path into a tool call: the built-in find
+    /// tool is answered at once, everything else goes to the pipeline.
+    pub(crate) fn start_call(
+        &self,
+        binding: toolhost_pipeline::Binding,
+        name: &str,
+        arguments: Option<serde_json::Value>,
+        wants: crate::calls::Wants,
+    ) -> crate::calls::Running {
+        let find = if self
+            .view
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .find_tools
+            .is_some()
+        {
+            self.find_tool_name(&self.store().current())
+        } else {
+            None
+        };
+        crate::calls::start(
+            &self.pipeline,
+            find.as_deref(),
+            binding,
+            name,
+            arguments,
+            wants,
+        )
     }
 
     /// Sets the most live sessions and subscriptions one bearer token may
