@@ -314,6 +314,7 @@ async fn plugins_misbehave_while_agents_work() {
     assert!(
         admin
             .install_plugin(pb::InstallPluginRequest {
+                values: Default::default(),
                 path: kit1.display().to_string()
             })
             .await
@@ -397,6 +398,7 @@ async fn plugins_misbehave_while_agents_work() {
                 std::fs::write(src.join("plugin.toml"), patched).expect("the step before failed");
                 if admin
                     .upgrade_plugin(pb::UpgradePluginRequest {
+                        values: Default::default(),
                         path: src.display().to_string(),
                     })
                     .await

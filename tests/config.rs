@@ -126,20 +126,7 @@ async fn config_of(c: &toolhost_e2e::AgentClient, tool: &str, names: &[&str]) ->
 }
 
 fn cli(root: &Path, args: &[&str]) -> (bool, String) {
-    let out = std::process::Command::new(bin("toolhost"))
-        .args(args)
-        .arg("--admin")
-        .arg(root.join("state/admin.sock"))
-        .output()
-        .expect("run the CLI");
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
+    toolhost_e2e::cli_at(&root.join("state/admin.sock"), args)
 }
 
 #[tokio::test]
@@ -505,4 +492,76 @@ async fn an_install_that_only_needs_configuration_succeeds_and_says_what_to_set(
     );
     let mut c = admin(root.path()).await;
     assert_eq!(plugin(&mut c, "needy").await.state, "needs_config");
+}
+
+/// `check --config`: the operator's file, checked before a start, with
+/// every problem at once and the key or plugin that was meant; and the
+/// inline-secret refusal shown by the CLI, not only in the daemon's log.
+#[tokio::test]
+async fn the_operators_file_is_checked_before_a_start_and_its_problems_are_shown() {
+    let root = Scratch::new("check-config");
+    let needy = probeplug_dir(root.path(), "needy", NEEDY_DECLS);
+    let check = |file: &Path| {
+        let out = std::process::Command::new(bin("toolhost"))
+            .args(["check", "--config"])
+            .arg(file)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        (
+            out.status.success(),
+            text + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+
+    // A misspelt key: the file does not read, and the key meant is named.
+    let typo = root.path().join("typo.toml");
+    std::fs::write(&typo, "[http]\nallowed_host = [\"localhost\"]\n").unwrap();
+    let (ok, out) = check(&typo);
+    assert!(!ok);
+    assert!(
+        out.contains("unknown field `allowed_host`")
+            && out.contains("did you mean `allowed_hosts`?"),
+        "{out}"
+    );
+
+    // A file that reads, with three problems: all three are reported, and
+    // the secret's value is never repeated.
+    let config = TestConfig::new(root.path(), &[needy])
+        .extra(
+            "[plugin.needy]\n[plugin.needy.config]\nregion = \"eu\"\nregoin = \"us\"\ntoken = \"inline-secret-0123456789\"\n\n[plugin.neddy]\n",
+        )
+        .build();
+    let file = root.path().join("toolhost.toml");
+    std::fs::write(&file, &config).unwrap();
+    let (ok, out) = check(&file);
+    assert!(!ok, "{out}");
+    for want in [
+        "`token` is a secret, so it is not read inline; use token_file or token_env",
+        "sets `regoin`, which the plugin does not declare; did you mean `region`?",
+        "[plugin.neddy]: no plugin \"neddy\" is on the plugin paths or installed; did you mean [plugin.needy]?",
+        "3 problem(s) found",
+    ] {
+        assert!(out.contains(want), "{want}:\n{out}");
+    }
+    assert!(!out.contains("inline-secret-0123456789"), "{out}");
+
+    // The daemon starts anyway (the secret is not read), and the CLI says
+    // why the plugin waits for its token.
+    let d = Daemon::start(root.path(), &config, &[]);
+    d.wait_metric("toolhost_sessions", 0.0).await;
+    let (ok, out) = cli(root.path(), &["plugins", "show", "needy"]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains(
+            "config file: [plugin.needy.config]: `token` is a secret, so it is not read inline"
+        ),
+        "{out}"
+    );
+    assert!(!out.contains("inline-secret-0123456789"), "{out}");
+    let (_, out) = cli(root.path(), &["plugins", "config", "needy"]);
+    assert!(
+        out.contains("is a secret, so it is not read inline"),
+        "{out}"
+    );
 }

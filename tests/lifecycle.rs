@@ -86,6 +86,7 @@ async fn install_upgrade_disable_enable_remove_while_agents_work() {
     let v1 = kit(root.path(), "src1", "kit", "1.0.0", "normal", 20);
     let r = a
         .install_plugin(pb::InstallPluginRequest {
+            values: Default::default(),
             path: v1.display().to_string(),
         })
         .await;
@@ -102,6 +103,7 @@ async fn install_upgrade_disable_enable_remove_while_agents_work() {
     let clash = kit(root.path(), "src-clash", "my_kit", "1.0.0", "normal", 20);
     let r = a
         .install_plugin(pb::InstallPluginRequest {
+            values: Default::default(),
             path: clash.display().to_string(),
         })
         .await;
@@ -156,6 +158,7 @@ async fn install_upgrade_disable_enable_remove_while_agents_work() {
     let v2 = kit(root.path(), "src2", "kit", "2.0.0", "normal", 5);
     let r = a
         .upgrade_plugin(pb::UpgradePluginRequest {
+            values: Default::default(),
             path: v2.display().to_string(),
         })
         .await;
@@ -179,6 +182,7 @@ async fn install_upgrade_disable_enable_remove_while_agents_work() {
     let v3 = kit(root.path(), "src3", "kit", "3.0.0", "exit-early", 5);
     let r = a
         .upgrade_plugin(pb::UpgradePluginRequest {
+            values: Default::default(),
             path: v3.display().to_string(),
         })
         .await;
@@ -292,6 +296,7 @@ async fn what_is_installed_and_enabled_survives_a_restart() {
         let v1 = kit(root.path(), "src1", "kit", "1.0.0", "normal", 20);
         assert!(
             a.install_plugin(pb::InstallPluginRequest {
+                values: Default::default(),
                 path: v1.display().to_string()
             })
             .await
@@ -366,6 +371,7 @@ async fn an_interrupted_install_leaves_nothing_half_installed() {
         let mut a2 = a.clone();
         let pending = tokio::spawn(async move {
             a2.install_plugin(pb::InstallPluginRequest {
+                values: Default::default(),
                 path: v1.display().to_string(),
             })
             .await

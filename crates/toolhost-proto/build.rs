@@ -1,7 +1,9 @@
 //! Compiles `proto/` with protox (pure Rust), so no system `protoc` is needed.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    // `proto` links to the workspace's proto/ (the one source of the
+    // contracts); a packaged crate holds a copy of it.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("proto");
     let files = [
         root.join("kandev/plugin/v1/plugin.proto"),
         root.join("toolhost/plugin/v2/plugin.proto"),

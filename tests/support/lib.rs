@@ -43,6 +43,26 @@ pub fn bin(name: &str) -> PathBuf {
     p
 }
 
+/// Runs the `toolhost` CLI against the daemon whose admin socket is
+/// `admin`, as an operator would: (success, stdout and stderr).
+#[must_use]
+pub fn cli_at(admin: &Path, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(bin("toolhost"))
+        .args(args)
+        .arg("--admin")
+        .arg(admin)
+        .output()
+        .expect("run the CLI");
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
 /// A fresh scratch directory, removed when dropped.
 #[derive(Debug)]
 pub struct Scratch(tempfile::TempDir);

@@ -86,7 +86,15 @@ impl AdminService {
 
 fn status_of(h: &PluginHandle) -> pb::PluginStatus {
     let s = h.state();
+    let (unimplemented_tools, undeclared_tools) = h.tool_differences();
     pb::PluginStatus {
+        unimplemented_tools,
+        undeclared_tools,
+        sdk: s
+            .described
+            .as_ref()
+            .map(|d| d.sdk.clone())
+            .unwrap_or_default(),
         id: h.id().to_owned(),
         version: h.version().to_owned(),
         state: s.phase.as_str().to_owned(),
@@ -96,6 +104,19 @@ fn status_of(h: &PluginHandle) -> pb::PluginStatus {
         enabled: true,
         ..Default::default()
     }
+}
+
+/// Values given with an install or upgrade, bounded before anything names
+/// them: at most 128 items, names of at most 64 bytes.
+fn bounded_values(
+    values: std::collections::HashMap<String, String>,
+) -> Result<std::collections::BTreeMap<String, String>, Status> {
+    if values.len() > 128 || values.keys().any(|n| n.len() > 64) {
+        return Err(Status::invalid_argument(
+            "item names are at most 64 bytes, and at most 128 items per call",
+        ));
+    }
+    Ok(values.into_iter().collect())
 }
 
 fn config_items(items: &[toolhost_lifecycle::settings::ItemStatus]) -> Vec<pb::ConfigItem> {
@@ -139,6 +160,7 @@ fn plugin_status(
     st.missing_config = info.needs_config;
     st.asks = info.asks;
     st.ungranted = info.ungranted;
+    st.config_file_problems = info.config_file_problems;
     st.sandbox = info
         .sandbox
         .iter()
@@ -307,16 +329,20 @@ impl Admin for AdminService {
         &self,
         request: Request<pb::InstallPluginRequest>,
     ) -> Result<Response<pb::LifecycleResponse>, Status> {
-        let path = std::path::PathBuf::from(request.into_inner().path);
-        self.lifecycle_answer(self.state.lifecycle.install(&path).await)
+        let r = request.into_inner();
+        let set = bounded_values(r.values)?;
+        let path = std::path::PathBuf::from(r.path);
+        self.lifecycle_answer(self.state.lifecycle.install(&path, &set).await)
     }
 
     async fn upgrade_plugin(
         &self,
         request: Request<pb::UpgradePluginRequest>,
     ) -> Result<Response<pb::LifecycleResponse>, Status> {
-        let path = std::path::PathBuf::from(request.into_inner().path);
-        self.lifecycle_answer(self.state.lifecycle.upgrade(&path).await)
+        let r = request.into_inner();
+        let set = bounded_values(r.values)?;
+        let path = std::path::PathBuf::from(r.path);
+        self.lifecycle_answer(self.state.lifecycle.upgrade(&path, &set).await)
     }
 
     async fn enable_plugin(

@@ -31,6 +31,7 @@ pub async fn report() -> Result<()> {
     let v1 = kit(&dir, "1.0.0")?;
     admin
         .install_plugin(toolhost_admin::admin::InstallPluginRequest {
+            values: Default::default(),
             path: v1.display().to_string(),
         })
         .await?;
@@ -75,6 +76,7 @@ pub async fn report() -> Result<()> {
     let begin = Instant::now();
     admin
         .upgrade_plugin(toolhost_admin::admin::UpgradePluginRequest {
+            values: Default::default(),
             path: v2.display().to_string(),
         })
         .await?;

@@ -111,7 +111,7 @@ pub(crate) fn stage(from: &Path, to: &Path, limits: ArchiveLimits) -> std::io::R
     if from.is_file() && (name.ends_with(".tar.gz") || name.ends_with(".tgz")) {
         unpack(from, to, limits)?;
     } else {
-        copy(from, to)?;
+        copy(from, to, limits)?;
     }
     normalize_modes(to)
 }
@@ -137,7 +137,7 @@ fn normalize_modes(dir: &Path) -> std::io::Result<()> {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
 }
 
-fn copy(from: &Path, to: &Path) -> std::io::Result<()> {
+fn copy(from: &Path, to: &Path, limits: ArchiveLimits) -> std::io::Result<()> {
     if !from.is_dir() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -147,27 +147,88 @@ fn copy(from: &Path, to: &Path) -> std::io::Result<()> {
             ),
         ));
     }
-    copy_dir(from, to)
+    let mut budget = Budget {
+        limits,
+        entries: 0,
+        bytes: 0,
+    };
+    copy_dir(from, from, to, &mut budget)
 }
 
-fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+/// Left out when a plugin directory is installed as it is: version
+/// control and caches; and links to build tools (`.bin` in any
+/// `node_modules`), which a plugin does not run. Nothing the plugin needs at run time.
+const LEFT_OUT: [&str; 4] = [".git", ".hg", ".svn", "__pycache__"];
+
+/// Build trees that make a directory a development tree, not a plugin: the
+/// plugin runs on what is in them (a binary in `target/`, an interpreter
+/// a venv links to outside the directory), so leaving them out would
+/// install a plugin that cannot start, and copying them would copy
+/// hundreds of megabytes. `toolhost pack` makes the plugin out of them.
+const BUILD_TREES: [&str; 3] = ["target", ".venv", "venv"];
+
+/// What has been copied so far, against the archive limits.
+struct Budget {
+    limits: ArchiveLimits,
+    entries: u64,
+    bytes: u64,
+}
+
+fn pack_hint(root: &Path) -> String {
+    format!(
+        "run `toolhost pack {}` and install the .tar.gz it writes: it holds what the plugin needs at run time",
+        root.display()
+    )
+}
+
+fn copy_dir(root: &Path, from: &Path, to: &Path, budget: &mut Budget) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
+    let mut entries: Vec<_> = std::fs::read_dir(from)?.collect::<std::io::Result<_>>()?;
+    entries.sort_by_key(std::fs::DirEntry::file_name);
+    for entry in entries {
         let kind = entry.file_type()?;
+        let path = entry.path();
+        let rel = path.strip_prefix(root).unwrap_or(&path);
+        let rel_text = rel.to_string_lossy();
+        let name = entry.file_name();
+        let bin_links = name == ".bin" && from.file_name().is_some_and(|p| p == "node_modules");
+        if bin_links || LEFT_OUT.contains(&name.to_string_lossy().as_ref()) {
+            continue;
+        }
+        if kind.is_dir() && BUILD_TREES.contains(&rel_text.as_ref()) {
+            return Err(invalid(format!(
+                "{}/ is a build tree, not part of an installable plugin; {}",
+                rel.display(),
+                pack_hint(root)
+            )));
+        }
+        budget.entries += 1;
+        if budget.entries > budget.limits.max_entries {
+            return Err(invalid(format!(
+                "the directory holds more than {} entries (the limit); {}",
+                budget.limits.max_entries,
+                pack_hint(root)
+            )));
+        }
         let target = to.join(entry.file_name());
         if kind.is_dir() {
-            copy_dir(&entry.path(), &target)?;
+            copy_dir(root, &path, &target, budget)?;
         } else if kind.is_file() {
-            std::fs::copy(entry.path(), &target)?;
+            budget.bytes = budget.bytes.saturating_add(entry.metadata()?.len());
+            if budget.bytes > budget.limits.max_bytes {
+                return Err(invalid(format!(
+                    "the directory holds more than {} bytes (the limit); {}",
+                    budget.limits.max_bytes,
+                    pack_hint(root)
+                )));
+            }
+            std::fs::copy(&path, &target)?;
         } else {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!(
-                    "{} is a symlink or special file; plugins must be plain files",
-                    entry.path().display()
-                ),
-            ));
+            return Err(invalid(format!(
+                "{} is a symlink or special file; plugins must be plain files, so {}",
+                rel.display(),
+                pack_hint(root)
+            )));
         }
     }
     Ok(())
@@ -255,6 +316,95 @@ fn unpack(archive: &Path, to: &Path, limits: ArchiveLimits) -> std::io::Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A fresh directory with `files` in it.
+    fn tree(name: &str, files: &[&str]) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("lc-copy-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for f in files {
+            let p = dir.join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "x").unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn a_directory_installs_without_version_control_caches_or_bin_links() {
+        let src = tree(
+            "leave-out",
+            &[
+                "plugin.toml",
+                ".git/HEAD",
+                "pkg/__pycache__/m.pyc",
+                "node_modules/a/index.js",
+            ],
+        );
+        std::fs::create_dir_all(src.join("node_modules/.bin")).unwrap();
+        std::os::unix::fs::symlink("../a/index.js", src.join("node_modules/.bin/a")).unwrap();
+        let to = src.with_extension("out");
+        let _ = std::fs::remove_dir_all(&to);
+        copy(&src, &to, ArchiveLimits::default()).unwrap();
+        assert!(to.join("plugin.toml").is_file());
+        assert!(to.join("node_modules/a/index.js").is_file());
+        for gone in [".git", "pkg/__pycache__", "node_modules/.bin"] {
+            assert!(!to.join(gone).exists(), "{gone}");
+        }
+        let _ = std::fs::remove_dir_all(&src);
+        let _ = std::fs::remove_dir_all(&to);
+    }
+
+    #[test]
+    fn a_build_tree_or_a_link_is_refused_with_what_to_do() {
+        for (name, files) in [
+            ("target", &["plugin.toml", "target/release/big"][..]),
+            ("venv", &["plugin.toml", ".venv/pyvenv.cfg"][..]),
+        ] {
+            let src = tree(name, files);
+            let to = src.with_extension("out");
+            let err = copy(&src, &to, ArchiveLimits::default())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("is a build tree"), "{err}");
+            assert!(
+                err.contains(&format!("run `toolhost pack {}`", src.display())),
+                "{err}"
+            );
+            let _ = std::fs::remove_dir_all(&src);
+            let _ = std::fs::remove_dir_all(&to);
+        }
+        let src = tree("link", &["plugin.toml"]);
+        std::os::unix::fs::symlink("/etc", src.join("etc")).unwrap();
+        let to = src.with_extension("out");
+        let err = copy(&src, &to, ArchiveLimits::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("etc is a symlink or special file"), "{err}");
+        assert!(err.contains("toolhost pack"), "{err}");
+        let _ = std::fs::remove_dir_all(&src);
+        let _ = std::fs::remove_dir_all(&to);
+    }
+
+    #[test]
+    fn a_directory_over_the_limits_is_refused_before_it_is_all_copied() {
+        let src = tree("limits", &["plugin.toml", "a", "b", "c"]);
+        let to = src.with_extension("out");
+        let few = ArchiveLimits {
+            max_bytes: 1 << 20,
+            max_entries: 2,
+        };
+        let err = copy(&src, &to, few).unwrap_err().to_string();
+        assert!(err.contains("more than 2 entries"), "{err}");
+        let small = ArchiveLimits {
+            max_bytes: 2,
+            max_entries: 100,
+        };
+        let _ = std::fs::remove_dir_all(&to);
+        let err = copy(&src, &to, small).unwrap_err().to_string();
+        assert!(err.contains("more than 2 bytes"), "{err}");
+        let _ = std::fs::remove_dir_all(&src);
+        let _ = std::fs::remove_dir_all(&to);
+    }
 
     #[test]
     fn the_state_file_round_trips_and_a_missing_one_is_empty() {

@@ -38,6 +38,6 @@ mod lifecycle;
 pub mod settings;
 mod spec;
 
-pub use files::ArchiveLimits;
+pub use files::{ArchiveLimits, private_dir};
 pub use lifecycle::{Lifecycle, LifecycleConfig, LifecycleError, PluginInfo};
 pub use spec::plugin_spec;

@@ -24,5 +24,6 @@ pub fn plugin_spec(m: &Manifest, data_root: &Path) -> PluginSpec {
         protocol: m.runtime.protocol,
         config: None,
         sandbox: toolhost_sandbox::SandboxPolicy::default(),
+        tools: m.tools.iter().map(|t| t.name.clone()).collect(),
     }
 }

@@ -214,6 +214,19 @@ type EventStream = std::pin::Pin<
 impl StreamService for Service {
     type InvokeStream = EventStream;
 
+    async fn describe(
+        &self,
+        request: tonic::Request<wire::DescribeRequest>,
+    ) -> Result<tonic::Response<wire::DescribeResponse>, tonic::Status> {
+        self.check_caller(&request)?;
+        let mut tools: Vec<String> = self.tools.keys().cloned().collect();
+        tools.sort();
+        Ok(tonic::Response::new(wire::DescribeResponse {
+            tools,
+            sdk: concat!("toolhost-plugin-sdk ", env!("CARGO_PKG_VERSION")).to_owned(),
+        }))
+    }
+
     async fn invoke(
         &self,
         request: tonic::Request<tonic::Streaming<wire::HostEvent>>,

@@ -38,6 +38,39 @@ pub struct PluginClient {
     call_token: Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>,
 }
 
+/// What a plugin process says its code implements.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Described {
+    /// Local tool names with a handler, sorted.
+    pub tools: Vec<String>,
+    /// The SDK and its version, as the plugin tells it (made safe to log).
+    pub sdk: String,
+}
+
+impl Described {
+    /// Declared tools without a handler, and handlers for tools not
+    /// declared (which no agent can reach).
+    #[must_use]
+    pub fn differences<'a>(
+        &self,
+        declared: impl IntoIterator<Item = &'a str>,
+    ) -> (Vec<String>, Vec<String>) {
+        let declared: std::collections::BTreeSet<&str> = declared.into_iter().collect();
+        let implemented: std::collections::BTreeSet<&str> =
+            self.tools.iter().map(String::as_str).collect();
+        (
+            declared
+                .difference(&implemented)
+                .map(|s| (*s).to_owned())
+                .collect(),
+            implemented
+                .difference(&declared)
+                .map(|s| (*s).to_owned())
+                .collect(),
+        )
+    }
+}
+
 /// The calls in flight on one plugin process, counted so that a cap on
 /// them is exact: the check and the count are one atomic step. Cheap to
 /// clone; clones share the count.
@@ -281,6 +314,39 @@ impl PluginClient {
                 max_event_bytes,
             }),
         }
+    }
+
+    /// What the process says its code implements (protocol 2's
+    /// `Describe`), within `timeout`. `None` when it does not say: a
+    /// protocol-1 plugin, an SDK without `Describe`, or no answer in time.
+    /// What it says is the plugin's word, so it is bounded here: at most
+    /// 1,000 names of at most 128 bytes, and an SDK line of 200 bytes.
+    pub async fn describe(&self, timeout: Duration) -> Option<Described> {
+        if self.protocol != 2 {
+            return None;
+        }
+        let mut req = tonic::Request::new(toolhost_proto::plugin_v2::DescribeRequest {});
+        req.set_timeout(timeout);
+        self.present_token(&mut req);
+        let mut grpc = self.grpc_v2.clone();
+        let answer = tokio::time::timeout(timeout, grpc.describe(req))
+            .await
+            .ok()?
+            .ok()?;
+        let answer = answer.into_inner();
+        let mut tools: Vec<String> = answer
+            .tools
+            .into_iter()
+            .filter(|t| t.len() <= 128)
+            .take(1000)
+            .map(|t| crate::logs::log_safe(&t, 128).into_owned())
+            .collect();
+        tools.sort();
+        tools.dedup();
+        Some(Described {
+            tools,
+            sdk: crate::logs::log_safe(&answer.sdk, 200).into_owned(),
+        })
     }
 
     /// Adds the process's call token to a request: the plugin answers

@@ -59,7 +59,7 @@ mod spec;
 mod supervisor;
 
 pub use client::{
-    CallSlot, CallSlots, CallStream, DEFAULT_MAX_ANSWER_BYTES, InvokeError, PluginClient,
+    CallSlot, CallSlots, CallStream, DEFAULT_MAX_ANSWER_BYTES, Described, InvokeError, PluginClient,
 };
 pub use leaders::Leaders;
 pub use logs::{Bucket, log_safe};

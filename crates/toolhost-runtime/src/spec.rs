@@ -35,6 +35,9 @@ pub struct PluginSpec {
     pub config: Option<Delivered>,
     /// The sandbox it runs in.
     pub sandbox: toolhost_sandbox::SandboxPolicy,
+    /// The local names of the tools its manifest declares, to compare with
+    /// what the process says it implements.
+    pub tools: Vec<String>,
 }
 
 /// Configuration values and secrets for one plugin, as the JSON document

@@ -99,6 +99,9 @@ pub struct PluginState {
     pub last_error: Option<String>,
     /// A client for the current process, when ready.
     pub client: Option<PluginClient>,
+    /// What the current process says it implements, when it says
+    /// (asked once per start, before it is ready).
+    pub described: Option<crate::client::Described>,
 }
 
 enum Command {
@@ -112,6 +115,8 @@ enum Command {
 pub struct PluginHandle {
     id: String,
     version: String,
+    /// The tools its manifest declares (local names).
+    declared: Vec<String>,
     state: watch::Receiver<PluginState>,
     commands: mpsc::UnboundedSender<Command>,
 }
@@ -121,6 +126,19 @@ impl PluginHandle {
     #[must_use]
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// Where the running process's code and the manifest disagree:
+    /// declared tools without a handler, and handlers for undeclared
+    /// tools. Empty when they agree or the process has not said.
+    #[must_use]
+    pub fn tool_differences(&self) -> (Vec<String>, Vec<String>) {
+        self.state
+            .borrow()
+            .described
+            .as_ref()
+            .map(|d| d.differences(self.declared.iter().map(String::as_str)))
+            .unwrap_or_default()
     }
 
     /// The version being run.
@@ -191,9 +209,10 @@ pub(crate) fn supervise_among(
         restarts: 0,
         last_error: None,
         client: None,
+        described: None,
     });
     let (ctx, crx) = mpsc::unbounded_channel();
-    let (id, version) = (spec.id.clone(), spec.version.clone());
+    let (id, version, declared) = (spec.id.clone(), spec.version.clone(), spec.tools.clone());
     tokio::spawn(
         Supervisor {
             spec,
@@ -207,6 +226,7 @@ pub(crate) fn supervise_among(
     PluginHandle {
         id,
         version,
+        declared,
         state: rx,
         commands: ctx,
     }
@@ -400,6 +420,20 @@ impl Supervisor {
             &running.call_token,
         )
         .speaking(self.spec.protocol);
+        let described = client.describe(self.config.health_timeout).await;
+        if let Some(d) = &described {
+            let (unimplemented, undeclared) =
+                d.differences(self.spec.tools.iter().map(String::as_str));
+            if !unimplemented.is_empty() || !undeclared.is_empty() {
+                tracing::warn!(
+                    plugin = %self.spec.id,
+                    unimplemented = %unimplemented.join(", "),
+                    undeclared = %undeclared.join(", "),
+                    "the plugin's code and its manifest disagree: declared tools without a handler answer that they are not implemented, and handlers for undeclared tools are never called"
+                );
+            }
+        }
+        self.state.send_modify(|s| s.described = described);
         self.publish(Phase::Ready, Some(running.pid), Some(client), None);
         tracing::info!(plugin = %self.spec.id, pid = running.pid, "plugin ready");
 

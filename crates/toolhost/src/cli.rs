@@ -1,7 +1,7 @@
 //! The command line: the commands, and which library code each runs on
 //! which runtime.
 
-use crate::{call, check, new, ops, serve};
+use crate::{call, check, new, ops, pack, serve};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -23,6 +23,9 @@ enum Command {
     /// Write a new plugin to start from: a manifest with one tool, its
     /// schema, the code on the language's SDK, a launcher and a README.
     New(new::NewArgs),
+    /// Build a plugin and write an installable .tar.gz of what it needs at
+    /// run time (release binary, vendored dependencies, built JavaScript).
+    Pack(pack::PackArgs),
     /// Call one tool through a running daemon's MCP endpoint, as an agent
     /// would. Exit 0 on success, 1 when the result is an error.
     Call(call::CallArgs),
@@ -51,6 +54,7 @@ pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Check(args) => check::run(&args),
         Command::New(args) => new::run(&args),
+        Command::Pack(args) => pack::run(&args),
         Command::Serve(args) => {
             serve_runtime().and_then(|rt| rt.block_on(serve::run(args)).map(|()| ExitCode::SUCCESS))
         }

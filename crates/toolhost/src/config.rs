@@ -237,8 +237,13 @@ impl Config {
     pub fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read config file {}", path.display()))?;
-        let mut c: Self = toml::from_str(&text)
-            .with_context(|| format!("invalid config file {}", path.display()))?;
+        let mut c: Self = toml::from_str(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "invalid config file {}: {e}{}",
+                path.display(),
+                typo_hint(e.message())
+            )
+        })?;
         let base = path.parent().unwrap_or_else(|| Path::new("."));
         let rebase = |p: &mut PathBuf| {
             if p.is_relative() {
@@ -307,6 +312,24 @@ pub fn default_state_dir() -> PathBuf {
         .map_or_else(|| PathBuf::from(".toolhost"), |base| base.join("toolhost"))
 }
 
+/// "; did you mean `x`?" for serde's "unknown field `y`, expected one of
+/// `x`, ..." (and "unknown variant"), when `y` is a typo of one of them.
+fn typo_hint(message: &str) -> String {
+    let Some(rest) = message
+        .strip_prefix("unknown field `")
+        .or_else(|| message.strip_prefix("unknown variant `"))
+    else {
+        return String::new();
+    };
+    let Some((word, expected)) = rest.split_once('`') else {
+        return String::new();
+    };
+    let candidates: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    toolhost_lifecycle::settings::did_you_mean(word, candidates.iter().copied())
+        .map(|c| format!("did you mean `{c}`?"))
+        .unwrap_or_default()
+}
+
 impl Config {
     /// The admin socket this configuration implies.
     pub fn admin_socket(&self, state_dir_flag: Option<&Path>) -> PathBuf {
@@ -330,227 +353,8 @@ impl TokenConfig {
     }
 }
 
-/// The flags of `toolhost serve` that override the file.
-#[derive(Debug, Default, Clone, clap::Args)]
-pub struct Overrides {
-    /// Plugin directories, or directories of plugin directories (repeatable).
-    #[arg(long = "plugins", value_name = "DIR")]
-    pub plugins: Vec<PathBuf>,
-    /// Serve one MCP session on stdin/stdout (logs go to stderr).
-    #[arg(long)]
-    pub stdio: bool,
-    /// Serve streamable HTTP at http://ADDR/mcp (e.g. 127.0.0.1:7010; port 0 picks one).
-    #[arg(long, value_name = "ADDR")]
-    pub http: Option<String>,
-    /// Surface of the stdio session.
-    #[arg(long)]
-    pub surface: Option<String>,
-    /// Task id of the stdio session.
-    #[arg(long)]
-    pub task_id: Option<String>,
-    /// Session id of the stdio session.
-    #[arg(long)]
-    pub session_id: Option<String>,
-    /// Workspace id of the stdio session.
-    #[arg(long)]
-    pub workspace_id: Option<String>,
-    /// Where plugins' data directories live.
-    #[arg(long)]
-    pub state_dir: Option<PathBuf>,
-    /// Log format: pretty or json.
-    #[arg(long)]
-    pub log_format: Option<String>,
-}
-
-/// What the HTTP listener serves with, resolved.
-#[derive(Debug, Clone)]
-pub struct HttpSettings {
-    pub listen: String,
-    pub allowed_hosts: Option<Vec<String>>,
-    pub allowed_origins: Option<Vec<String>>,
-    pub stateless_json: bool,
-    pub direct_calls: Option<bool>,
-    pub session_idle_timeout: Option<Duration>,
-    /// Before fitting under the open-file limit.
-    pub max_connections: Option<usize>,
-    pub header_timeout: Option<Duration>,
-    pub idle_timeout: Option<Duration>,
-    pub body_timeout: Option<Duration>,
-}
-
-/// Everything `serve` needs: the flags over the file over the defaults,
-/// resolved once, with every cross-field rule checked.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    pub log_format: String,
-    pub log_level: String,
-    pub prefix: String,
-    pub plugin_paths: Vec<PathBuf>,
-    pub state_dir: PathBuf,
-    /// The stdio session's binding, when serving stdio.
-    pub stdio: Option<BindingConfig>,
-    /// The HTTP listener, when serving HTTP.
-    pub http: Option<HttpSettings>,
-    /// Bearer tokens (resolved secrets) and their bindings.
-    pub tokens: Vec<(String, BindingConfig)>,
-    pub max_sessions: Option<usize>,
-    pub max_sessions_per_token: Option<usize>,
-    pub max_timeout: Duration,
-    pub max_result_bytes: Option<usize>,
-    pub max_calls_per_plugin: Option<usize>,
-    pub max_request_bytes: Option<usize>,
-    pub reserved_fds: Option<u64>,
-    pub max_archive_bytes: Option<u64>,
-    pub max_archive_entries: Option<u64>,
-    pub supervisor: SupervisorConfig,
-    pub managed: bool,
-    /// The backend's Authorizer address, and how long it may take.
-    pub authorize: Option<(String, Duration)>,
-    pub admin_socket: PathBuf,
-    /// `[admin] tcp` and its token.
-    pub admin_tcp: Option<(String, String)>,
-    pub admin_max_connections: Option<usize>,
-    /// Per plugin id, what the operator decided.
-    pub operators: std::collections::BTreeMap<String, Operator>,
-    /// The sandbox's daemon-wide settings.
-    pub sandbox: SandboxConfig,
-    /// What agents are shown besides the catalog (`[mcp]`).
-    pub agent_view: toolhost_mcp::AgentView,
-}
-
-impl Config {
-    /// Applies the flags over the file and checks the whole.
-    pub fn resolve(mut self, o: Overrides) -> Result<Settings> {
-        let prefix = self
-            .prefix
-            .clone()
-            .unwrap_or_else(|| toolhost_manifest::naming::DEFAULT_PREFIX.to_owned());
-        if !toolhost_manifest::naming::is_valid_prefix(&prefix) {
-            bail!(
-                "prefix {prefix:?} must be 1 to 16 lowercase letters and digits, starting with a letter"
-            );
-        }
-        let agent_view = self.mcp.resolve(&prefix)?;
-        let state_dir = o
-            .state_dir
-            .clone()
-            .or(self.state_dir.clone())
-            .unwrap_or_else(default_state_dir);
-        let stdio = self.stdio_binding(&o)?;
-        let http_config = self.http.take().unwrap_or_default();
-        // A stdio server is started by an MCP client for itself: it serves
-        // HTTP only when asked with --http, so it never collides with a
-        // daemon started from the same configuration.
-        let listen = if o.stdio {
-            o.http.clone()
-        } else {
-            o.http.clone().or(http_config.listen.clone())
-        };
-        if !o.stdio && listen.is_none() {
-            bail!(
-                "nothing to serve on: pass --stdio and/or --http ADDR (or [http] listen in the config file)"
-            );
-        }
-        let tokens = http_config
-            .tokens
-            .iter()
-            .map(|t| Ok((t.secret()?, t.binding.clone())))
-            .collect::<Result<Vec<_>>>()?;
-        let admin_tcp = match (&self.admin.tcp, &self.admin.token_file) {
-            (None, _) => None,
-            (Some(_), None) => bail!(
-                "[admin] tcp needs token_file: the admin API is never served on TCP without a token"
-            ),
-            (Some(addr), Some(file)) => Some((addr.clone(), read_secret(file)?)),
-        };
-        let ms = |v: Option<u64>| v.map(Duration::from_millis);
-        Ok(Settings {
-            log_format: o
-                .log_format
-                .clone()
-                .or(self.log.format.clone())
-                .unwrap_or_else(|| "pretty".into()),
-            log_level: self.log.level.clone().unwrap_or_else(|| "info".into()),
-            prefix,
-            plugin_paths: if o.plugins.is_empty() {
-                self.plugins.clone()
-            } else {
-                o.plugins.clone()
-            },
-            admin_socket: self.admin_socket(Some(&state_dir)),
-            state_dir,
-            stdio,
-            http: listen.map(|listen| HttpSettings {
-                listen,
-                allowed_hosts: http_config.allowed_hosts.clone(),
-                allowed_origins: http_config.allowed_origins.clone(),
-                stateless_json: http_config.stateless_json,
-                direct_calls: http_config.direct_calls,
-                session_idle_timeout: ms(http_config.session_idle_timeout_ms),
-                max_connections: http_config.max_connections,
-                header_timeout: ms(http_config.header_timeout_ms),
-                idle_timeout: ms(http_config.idle_timeout_ms),
-                body_timeout: ms(http_config.body_timeout_ms),
-            }),
-            tokens,
-            max_sessions: http_config.max_sessions,
-            max_sessions_per_token: http_config.max_sessions_per_token,
-            max_timeout: ms(self.limits.max_timeout_ms).unwrap_or(DEFAULT_MAX_TIMEOUT),
-            max_result_bytes: self.limits.max_result_bytes,
-            max_calls_per_plugin: self.limits.max_calls_per_plugin,
-            max_request_bytes: self.limits.max_request_bytes,
-            reserved_fds: self.limits.reserved_fds,
-            max_archive_bytes: self.limits.max_archive_bytes,
-            max_archive_entries: self.limits.max_archive_entries,
-            supervisor: self.supervisor.resolve(),
-            managed: self.backend.managed,
-            authorize: self.backend.authorize.clone().map(|a| {
-                (
-                    a,
-                    Duration::from_millis(self.backend.authorize_timeout_ms.unwrap_or(1000)),
-                )
-            }),
-            admin_tcp,
-            admin_max_connections: self.admin.max_connections,
-            operators: self
-                .plugin
-                .iter()
-                .map(|(id, p)| Ok((id.clone(), p.operator(id)?)))
-                .collect::<Result<_>>()?,
-            sandbox: self.sandbox.resolve()?,
-            agent_view,
-        })
-    }
-
-    /// The stdio session's binding: flags over `[stdio]`. Required only
-    /// when serving stdio.
-    fn stdio_binding(&self, o: &Overrides) -> Result<Option<BindingConfig>> {
-        let base = self.stdio.as_ref();
-        let pick = |flag: &Option<String>, from: Option<&String>| flag.clone().or(from.cloned());
-        let surface = pick(&o.surface, base.map(|b| &b.surface));
-        let task_id = pick(&o.task_id, base.map(|b| &b.task_id));
-        let session_id = pick(&o.session_id, base.map(|b| &b.session_id));
-        let workspace_id = o
-            .workspace_id
-            .clone()
-            .or(base.and_then(|b| b.workspace_id.clone()));
-        match (surface, task_id, session_id) {
-            _ if !o.stdio => Ok(None),
-            (Some(surface), Some(task_id), Some(session_id)) => Ok(Some(BindingConfig {
-                surface,
-                task_id,
-                session_id,
-                workspace_id,
-            })),
-            _ => bail!(
-                "--stdio needs a binding: --surface, --task-id and --session-id (or [stdio] in the config file)"
-            ),
-        }
-    }
-}
-
 impl McpFile {
-    fn resolve(&self, prefix: &str) -> Result<toolhost_mcp::AgentView> {
+    pub(crate) fn resolve(&self, prefix: &str) -> Result<toolhost_mcp::AgentView> {
         let instructions_bytes = self
             .instructions_bytes
             .unwrap_or(toolhost_mcp::DEFAULT_INSTRUCTIONS_BYTES);
@@ -570,7 +374,7 @@ impl McpFile {
 }
 
 impl SandboxFile {
-    fn resolve(&self) -> Result<SandboxConfig> {
+    pub(crate) fn resolve(&self) -> Result<SandboxConfig> {
         let d = SandboxConfig::default();
         let c = SandboxConfig {
             enabled: self.enabled.unwrap_or(d.enabled),
@@ -599,7 +403,7 @@ impl SandboxFile {
 impl PluginConfig {
     /// The operator's decisions for plugin `id`, every value read from its
     /// source by the lifecycle's rules (`toolhost_lifecycle::settings::sources`).
-    fn operator(&self, id: &str) -> Result<Operator> {
+    pub fn operator(&self, id: &str) -> Result<Operator> {
         let file = OperatorFile {
             pass_env: self.pass_env.clone(),
             config: self

@@ -15,11 +15,14 @@ mod call;
 mod check;
 mod cli;
 mod config;
+mod dev;
 mod format;
 mod memory;
 mod new;
 mod ops;
+mod pack;
 mod serve;
+mod settings;
 
 use clap::Parser as _;
 use std::process::ExitCode;

@@ -1,16 +1,22 @@
 //! `toolhost new ID --lang rust|python|typescript [DIR]`: a working plugin
 //! to start from. It writes a manifest declaring one tool (`hello`), that
 //! tool's schema, the code on the language's SDK, a launcher in `bin/`, and
-//! a README of five lines. `toolhost check DIR` accepts it as written, and
-//! `toolhost serve --plugins DIR` serves it once built.
+//! a README whose every command works as written: build, `toolhost check`,
+//! `toolhost serve --dev`, `toolhost call`, `toolhost pack` and
+//! `toolhost plugins install`.
 //!
-//! Inside a toolhost checkout (DIR under a directory holding
-//! `crates/toolhost-plugin-sdk`), the Rust and TypeScript templates depend
-//! on the SDKs by path, so they build against the code beside them;
-//! anywhere else they name the published packages by version
-//! (`toolhost-plugin-sdk = "0.1"` on crates.io, `@toolhost/plugin@^0.1.0`
-//! on npm). The Python template imports `toolhost_plugin` from whichever
-//! Python its launcher finds (see the launcher).
+//! The project depends on the SDK by its published name and version
+//! (`toolhost-plugin-sdk` on crates.io, `toolhost-plugin` on PyPI,
+//! `@toolhost/plugin` on npm). With `--sdk DIR` (or `TOOLHOST_SDK_DIR`) it
+//! builds from local artifacts instead, as `scripts/package-sdks DIR` makes
+//! them in a toolhost checkout: offline, or before a release. The project
+//! still names the published packages; the local artifacts stand in for
+//! them (`[patch.crates-io]`, pip's `--find-links`, an npm `file:`
+//! tarball), so dropping the flag later changes one place.
+//!
+//! The launcher in `bin/` runs the plugin both as a development tree and
+//! as `toolhost pack` lays it out (a release binary in `dist/`, Python
+//! dependencies in `vendor/`, production `node_modules/`).
 
 use anyhow::{Context as _, Result, bail};
 use std::path::{Path, PathBuf};
@@ -33,6 +39,10 @@ pub struct NewArgs {
     lang: Lang,
     /// Where to write it (default: ./ID). Must not exist, or be empty.
     dir: Option<PathBuf>,
+    /// Build from local SDK artifacts in this directory (as
+    /// `scripts/package-sdks DIR` makes them) instead of the registries.
+    #[arg(long, value_name = "DIR", env = "TOOLHOST_SDK_DIR")]
+    sdk: Option<PathBuf>,
 }
 
 const SCHEMA: &str = r#"{
@@ -67,57 +77,83 @@ annotations = {{ read_only = true, idempotent = true, open_world = false }}
     )
 }
 
-/// The toolhost checkout `dir` is in, if any: the directory holding
-/// `crates/toolhost-plugin-sdk`.
-fn checkout_of(dir: &Path) -> Option<PathBuf> {
-    let abs = std::path::absolute(dir).ok()?;
-    abs.ancestors()
-        .find(|a| a.join("crates/toolhost-plugin-sdk/Cargo.toml").is_file())
-        .map(Path::to_path_buf)
+/// The SDKs' version: they are released with toolhost, under its version.
+const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Where the SDK comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Sdk {
+    /// The registries, by name and version.
+    Published,
+    /// Local artifacts, as `scripts/package-sdks` lays them out:
+    /// `rust/<crate>-<version>/` (unpacked crates), the Python wheel and
+    /// sdist, and the npm tarball, all in one (absolute) directory.
+    Local(PathBuf),
 }
 
-/// `to` relative to `from` (both absolute), for path dependencies.
-fn relative(from: &Path, to: &Path) -> String {
-    let from: Vec<_> = from.components().collect();
-    let to: Vec<_> = to.components().collect();
-    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
-    let mut out = PathBuf::new();
-    for _ in common..from.len() {
-        out.push("..");
+impl Sdk {
+    /// Checks that `dir` holds the artifact `lang` needs, and makes it
+    /// absolute (the project may be built from anywhere).
+    fn local(dir: &Path, lang: Lang) -> Result<Self> {
+        let dir = std::path::absolute(dir)
+            .with_context(|| format!("cannot resolve {}", dir.display()))?;
+        let want: Vec<PathBuf> = match lang {
+            Lang::Rust => vec![
+                dir.join(format!("rust/toolhost-plugin-sdk-{SDK_VERSION}/Cargo.toml")),
+                dir.join(format!("rust/toolhost-proto-{SDK_VERSION}/Cargo.toml")),
+            ],
+            Lang::Python => {
+                vec![dir.join(format!("toolhost_plugin-{SDK_VERSION}-py3-none-any.whl"))]
+            }
+            Lang::Typescript => vec![dir.join(format!("toolhost-plugin-{SDK_VERSION}.tgz"))],
+        };
+        if let Some(missing) = want.iter().find(|p| !p.is_file()) {
+            bail!(
+                "--sdk {}: no {} there. Make the artifacts with `scripts/package-sdks {}` in a toolhost checkout",
+                dir.display(),
+                missing.strip_prefix(&dir).unwrap_or(missing).display(),
+                dir.display()
+            );
+        }
+        Ok(Self::Local(dir))
     }
-    for c in &to[common..] {
-        out.push(c);
-    }
-    out.display().to_string()
 }
 
 /// The files of a template, by path inside the plugin directory; the
 /// boolean marks executables.
-fn files(id: &str, lang: Lang, dir: &Path) -> Vec<(String, String, bool)> {
+fn files(id: &str, lang: Lang, sdk: &Sdk) -> Vec<(String, String, bool)> {
     let bin = format!("bin/{id}-plugin");
     let crate_name = format!("{}-plugin", id.replace(['.', '_'], "-"));
-    let abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
-    let checkout = checkout_of(dir);
     let mut out = vec![
         ("plugin.toml".to_owned(), manifest(id), false),
         ("schemas/hello.json".to_owned(), SCHEMA.to_owned(), false),
     ];
     match lang {
         Lang::Rust => {
-            let sdk = match &checkout {
-                Some(root) => format!(
-                    "{{ path = {:?} }}",
-                    relative(&abs, &root.join("crates/toolhost-plugin-sdk"))
-                ),
-                None => "\"0.1\"".to_owned(),
+            let patch = match sdk {
+                Sdk::Published => String::new(),
+                Sdk::Local(dir) => {
+                    let at = |name: &str| {
+                        format!(
+                            "{name} = {{ path = {:?} }}\n",
+                            dir.join(format!("rust/{name}-{SDK_VERSION}"))
+                                .display()
+                                .to_string()
+                        )
+                    };
+                    format!(
+                        "\n# Local SDK artifacts standing in for the crates.io release.\n[patch.crates-io]\n{}{}",
+                        at("toolhost-plugin-sdk"),
+                        at("toolhost-proto")
+                    )
+                }
             };
             out.push((
                 "Cargo.toml".into(),
                 format!(
                     "[package]\nname = \"{crate_name}\"\nversion = \"0.1.0\"\nedition = \"2024\"\npublish = false\n\n\
                      # A workspace of its own, wherever it is put.\n[workspace]\n\n[dependencies]\n\
-                     # A path inside a toolhost checkout; elsewhere the crates.io release, \"0.1\".\n\
-                     toolhost-plugin-sdk = {sdk}\n"
+                     toolhost-plugin-sdk = \"{SDK_VERSION}\"\n{patch}"
                 ),
                 false,
             ));
@@ -140,8 +176,10 @@ fn main() -> std::process::ExitCode {
             out.push((
                 bin.clone(),
                 format!(
-                    "#!/bin/sh\n# Runs the build: release if there is one, else debug.\nhere=$(cd \"$(dirname \"$0\")/..\" && pwd)\n\
-                     target=${{CARGO_TARGET_DIR:-$here/target}}\nexe=$target/release/{crate_name}\n\
+                    "#!/bin/sh\n# Runs the packed binary (dist/), else the release build, else the debug one.\n\
+                     here=$(cd \"$(dirname \"$0\")/..\" && pwd)\n\
+                     target=${{CARGO_TARGET_DIR:-$here/target}}\nexe=$here/dist/{crate_name}\n\
+                     [ -x \"$exe\" ] || exe=$target/release/{crate_name}\n\
                      [ -x \"$exe\" ] || exe=$target/debug/{crate_name}\n\
                      [ -x \"$exe\" ] || {{ echo \"not built: cargo build --release in $here\" >&2; exit 127; }}\nexec \"$exe\" \"$@\"\n"
                 ),
@@ -152,7 +190,11 @@ fn main() -> std::process::ExitCode {
                 readme(id, "cargo build --release"),
                 false,
             ));
-            out.push((".gitignore".into(), "/target\n".into(), false));
+            out.push((
+                ".gitignore".into(),
+                "/target\n/dist\n*.tar.gz\n".into(),
+                false,
+            ));
         }
         Lang::Python => {
             out.push((
@@ -172,11 +214,27 @@ plugin.run()
                 .into(),
                 false,
             ));
+            let find_links = match sdk {
+                Sdk::Published => String::new(),
+                Sdk::Local(dir) => format!(
+                    "# Local SDK artifacts standing in for the PyPI release.\n--find-links {}\n",
+                    dir.display()
+                ),
+            };
+            out.push((
+                "requirements.txt".into(),
+                format!("{find_links}toolhost-plugin~={SDK_VERSION}\n"),
+                false,
+            ));
             out.push((
                 bin.clone(),
-                "#!/bin/sh\n# Runs plugin.py with $TOOLHOST_PYTHON, else ./.venv, else python3; that\n\
-                 # Python needs the SDK: pip install toolhost-plugin.\n\
-                 here=$(cd \"$(dirname \"$0\")/..\" && pwd)\npy=${TOOLHOST_PYTHON:-}\n\
+                "#!/bin/sh\n# Packed (toolhost pack): the system Python, with the dependencies in vendor/.\n\
+                 # In development: $TOOLHOST_PYTHON, else ./.venv, else python3.\n\
+                 here=$(cd \"$(dirname \"$0\")/..\" && pwd)\n\
+                 if [ -d \"$here/vendor\" ]; then\n  \
+                 for py in /usr/bin/python3 /usr/local/bin/python3 python3; do command -v \"$py\" >/dev/null && break; done\n  \
+                 PYTHONPATH=\"$here/vendor\" PYTHONDONTWRITEBYTECODE=1 exec \"$py\" \"$here/plugin.py\" \"$@\"\nfi\n\
+                 py=${TOOLHOST_PYTHON:-}\n\
                  [ -n \"$py\" ] || { [ -x \"$here/.venv/bin/python\" ] && py=\"$here/.venv/bin/python\"; }\n\
                  exec \"${py:-python3}\" \"$here/plugin.py\" \"$@\"\n"
                     .into(),
@@ -186,15 +244,24 @@ plugin.run()
                 "README.md".into(),
                 readme(
                     id,
-                    "python3 -m venv .venv && .venv/bin/pip install toolhost-plugin",
+                    "python3 -m venv .venv && .venv/bin/pip install -r requirements.txt",
                 ),
+                false,
+            ));
+            out.push((
+                ".gitignore".into(),
+                "/.venv\n/vendor\n__pycache__/\n*.tar.gz\n".into(),
                 false,
             ));
         }
         Lang::Typescript => {
-            let sdk = match &checkout {
-                Some(root) => format!("file:{}", relative(&abs, &root.join("sdk/typescript"))),
-                None => "^0.1.0".to_owned(),
+            let sdk = match sdk {
+                Sdk::Published => format!("^{SDK_VERSION}"),
+                Sdk::Local(dir) => format!(
+                    "file:{}",
+                    dir.join(format!("toolhost-plugin-{SDK_VERSION}.tgz"))
+                        .display()
+                ),
             };
             out.push((
                 "plugin.ts".into(),
@@ -212,7 +279,7 @@ new Plugin()
                 format!(
                     "{{\n  \"name\": \"{crate_name}\",\n  \"version\": \"0.1.0\",\n  \"private\": true,\n  \"type\": \"module\",\n  \
                      \"scripts\": {{ \"build\": \"tsc -p tsconfig.json\" }},\n  \
-                     \"dependencies\": {{ \"@toolhost/plugin\": \"{sdk}\" }},\n  \
+                     \"dependencies\": {{ \"@toolhost/plugin\": {sdk:?} }},\n  \
                      \"devDependencies\": {{ \"@types/node\": \"^20.19.0\", \"typescript\": \"~5.9.3\" }}\n}}\n"
                 ),
                 false,
@@ -237,18 +304,33 @@ new Plugin()
                 readme(id, "npm install && npm run build"),
                 false,
             ));
-            out.push((".gitignore".into(), "node_modules/\ndist/\n".into(), false));
+            out.push((
+                ".gitignore".into(),
+                "node_modules/\ndist/\n*.tar.gz\n".into(),
+                false,
+            ));
         }
     }
     out
 }
 
+/// Every command in it works as written, in this order, from the plugin's
+/// directory (the e2e tests run them).
 fn readme(id: &str, build: &str) -> String {
+    let tool = toolhost_manifest::naming::exposed("kandev", id, "hello");
     format!(
-        "# {id}\n\nA toolhost plugin: `plugin.toml` declares its tools, the code implements them.\n\
-         Build: `{build}`. Check: `toolhost check .`.\n\
-         Serve: `toolhost serve --plugins .`; call: `toolhost call {} '{{\"name\": \"Ada\"}}'`.\n",
-        toolhost_manifest::naming::exposed("kandev", id, "hello")
+        "# {id}\n\n\
+         A toolhost plugin: `plugin.toml` declares its tools; the code implements them.\n\n\
+         1. Build: `{build}`\n\
+         2. Check the manifest and schemas: `toolhost check .`\n\
+         3. Serve it for development: `toolhost serve --dev .`\n   \
+         (it prints a token to export; stop it with Ctrl-C)\n\
+         4. Call it from another terminal, with that token exported:\n   \
+         `toolhost call {tool} '{{\"name\": \"Ada\"}}'`\n\
+         5. Pack it: `toolhost pack .` writes `{id}-0.1.0.tar.gz`, which a daemon installs with\n   \
+         `toolhost plugins install {id}-0.1.0.tar.gz`.\n\n\
+         The tool's name for agents is `{tool}`. Add a tool by declaring it in\n\
+         `plugin.toml` (with its schema) and implementing it in the code.\n"
     )
 }
 
@@ -272,7 +354,11 @@ pub fn run(args: &NewArgs) -> Result<ExitCode> {
             dir.display()
         );
     }
-    for (path, text, executable) in files(&args.id, args.lang, &dir) {
+    let sdk = match &args.sdk {
+        Some(d) => Sdk::local(d, args.lang)?,
+        None => Sdk::Published,
+    };
+    for (path, text, executable) in files(&args.id, args.lang, &sdk) {
         let file = dir.join(&path);
         if let Some(parent) = file.parent() {
             std::fs::create_dir_all(parent)
@@ -298,18 +384,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn relative_paths_climb_then_descend() {
-        assert_eq!(
-            relative(Path::new("/a/b/c"), Path::new("/a/x/y")),
-            "../../x/y"
-        );
-        assert_eq!(relative(Path::new("/a"), Path::new("/a/b")), "b");
-    }
-
-    #[test]
     fn every_template_has_a_manifest_schema_code_launcher_and_readme() {
         for lang in [Lang::Rust, Lang::Python, Lang::Typescript] {
-            let f = files("demo", lang, Path::new("/nowhere/demo"));
+            let f = files("demo", lang, &Sdk::Published);
             let names: Vec<&str> = f.iter().map(|(p, _, _)| p.as_str()).collect();
             for want in [
                 "plugin.toml",
@@ -320,13 +397,44 @@ mod tests {
                 assert!(names.contains(&want), "{lang:?}: {names:?}");
             }
             let readme = &f.iter().find(|(p, _, _)| p == "README.md").unwrap().1;
-            assert_eq!(readme.lines().count(), 5, "{lang:?}: {readme}");
+            for step in [
+                "toolhost check .",
+                "toolhost serve --dev .",
+                "toolhost pack .",
+            ] {
+                assert!(readme.contains(step), "{lang:?}: {readme}");
+            }
         }
-        // Outside a checkout, the SDKs by version.
-        let rust = files("demo", Lang::Rust, Path::new("/nowhere/demo"));
+        // The published names by default; local artifacts stand in for them.
+        let published = format!("toolhost-plugin-sdk = \"{SDK_VERSION}\"");
+        let rust = files("demo", Lang::Rust, &Sdk::Published);
         assert!(
-            rust.iter()
-                .any(|(p, t, _)| p == "Cargo.toml" && t.contains("toolhost-plugin-sdk = \"0.1\""))
+            rust.iter().any(|(p, t, _)| p == "Cargo.toml"
+                && t.contains(&published)
+                && !t.contains("[patch"))
         );
+        let local = Sdk::Local(PathBuf::from("/sdk"));
+        let rust = files("demo", Lang::Rust, &local);
+        assert!(rust.iter().any(|(p, t, _)| p == "Cargo.toml"
+            && t.contains(&published)
+            && t.contains(&format!(
+                "path = \"/sdk/rust/toolhost-proto-{SDK_VERSION}\""
+            ))));
+        let py = files("demo", Lang::Python, &local);
+        assert!(py.iter().any(|(p, t, _)| p == "requirements.txt"
+            && t.contains("--find-links /sdk\n")
+            && t.ends_with(&format!("toolhost-plugin~={SDK_VERSION}\n"))));
+        let ts = files("demo", Lang::Typescript, &local);
+        assert!(ts.iter().any(|(p, t, _)| p == "package.json"
+            && t.contains(&format!("\"file:/sdk/toolhost-plugin-{SDK_VERSION}.tgz\""))));
+    }
+
+    #[test]
+    fn local_artifacts_that_are_not_there_are_named() {
+        let err = Sdk::local(Path::new("/nonexistent-sdk"), Lang::Typescript)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("toolhost-plugin-0.1.0.tgz"), "{err}");
+        assert!(err.contains("scripts/package-sdks"), "{err}");
     }
 }

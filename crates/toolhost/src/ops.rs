@@ -4,7 +4,8 @@
 use crate::config::Config;
 use crate::format::Format;
 use anyhow::{Context as _, Result};
-use std::path::PathBuf;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use toolhost_admin::admin as pb;
 use toolhost_admin::{snapshot_from_proto, snapshot_to_proto};
@@ -55,15 +56,23 @@ pub enum PluginsCommand {
         /// The plugin id.
         id: String,
     },
-    /// Install a plugin from a directory or a .tar.gz of one.
+    /// Install a plugin from a .tar.gz (`toolhost pack` makes one) or a
+    /// directory, with configuration values in the same step.
     Install {
-        /// The plugin directory or archive.
+        /// The plugin archive or directory.
         path: PathBuf,
+        /// NAME=VALUE or NAME=@FILE: configuration values, checked against
+        /// the plugin's items and stored before it starts.
+        values: Vec<String>,
     },
-    /// Upgrade an installed plugin to the version in a directory or .tar.gz.
+    /// Upgrade an installed plugin to the version in a .tar.gz or
+    /// directory, with values for what the new version needs.
     Upgrade {
-        /// The plugin directory or archive.
+        /// The plugin archive or directory.
         path: PathBuf,
+        /// NAME=VALUE or NAME=@FILE: values for the new version (an item it
+        /// adds), stored once it has taken over.
+        values: Vec<String>,
     },
     /// Enable a plugin: start it; its tools return when it is ready.
     Enable {
@@ -144,8 +153,36 @@ fn print_config(items: &[pb::ConfigItem]) {
     }
 }
 
+/// What the operator should fix, one line each: the configuration file's
+/// problems, and where the running code and the manifest disagree.
+fn plugin_warnings(p: &pb::PluginStatus) -> Vec<String> {
+    let mut out = Vec::new();
+    for problem in &p.config_file_problems {
+        out.push(format!("config file: {problem}"));
+    }
+    if !p.unimplemented_tools.is_empty() {
+        out.push(format!(
+            "tools declared but not implemented: {} (calls to them fail; add a handler or remove them from plugin.toml)",
+            p.unimplemented_tools.join(", ")
+        ));
+    }
+    if !p.undeclared_tools.is_empty() {
+        out.push(format!(
+            "tools implemented but not declared: {} (no agent can call them; declare them in plugin.toml)",
+            p.undeclared_tools.join(", ")
+        ));
+    }
+    out
+}
+
 /// What a plugin asks for, what it is granted, and its sandbox.
 fn print_grants(p: &pb::PluginStatus) {
+    if !p.sdk.is_empty() {
+        outln!("    built on {}", p.sdk);
+    }
+    for line in plugin_warnings(p) {
+        outln!("    {line}");
+    }
     if !p.missing_config.is_empty() {
         outln!(
             "    needs configuration: {} (toolhost plugins config {} NAME=VALUE)",
@@ -180,10 +217,48 @@ fn plugin_json(p: &pb::PluginStatus) -> serde_json::Value {
         "withheld": p.withheld.iter().map(|d| serde_json::json!({ "tool": d.tool, "reason": d.reason })).collect::<Vec<_>>(),
         "config": p.config.iter().map(|i| serde_json::json!({ "name": i.name, "secret": i.secret, "required": i.required, "state": i.state, "source": i.source, "problem": i.problem })).collect::<Vec<_>>(),
         "missing_config": p.missing_config,
+        "unimplemented_tools": p.unimplemented_tools,
+        "undeclared_tools": p.undeclared_tools,
+        "sdk": p.sdk,
+        "config_file_problems": p.config_file_problems,
         "asks": p.asks,
         "ungranted": p.ungranted,
         "sandbox": p.sandbox.iter().map(|r| serde_json::json!({ "rule": r.rule, "state": r.state, "detail": r.detail })).collect::<Vec<_>>(),
     })
+}
+
+/// The id and version of the plugin a directory or `.tar.gz` holds, read
+/// from its `plugin.toml` (at the top, or under one top directory), to
+/// show what was installed. `None` when it cannot be read: the daemon's
+/// answer says why.
+fn plugin_named_by(path: &Path) -> Option<(String, String)> {
+    let text = if path.is_dir() {
+        std::fs::read_to_string(path.join("plugin.toml")).ok()?
+    } else {
+        let file = std::fs::File::open(path).ok()?;
+        let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(file));
+        let mut found = None;
+        for entry in tar.entries().ok()? {
+            let mut entry = entry.ok()?;
+            let entry_path = entry.path().ok()?.into_owned();
+            let depth = entry_path.components().count();
+            if entry_path.file_name().is_some_and(|n| n == "plugin.toml") && depth <= 2 {
+                let mut text = String::new();
+                (&mut entry)
+                    .take(64 * 1024)
+                    .read_to_string(&mut text)
+                    .ok()?;
+                found = Some(text);
+                break;
+            }
+        }
+        found?
+    };
+    let table: toml::Table = text.parse().ok()?;
+    Some((
+        table.get("id")?.as_str()?.to_owned(),
+        table.get("version")?.as_str()?.to_owned(),
+    ))
 }
 
 fn status_error(s: &tonic::Status) -> anyhow::Error {
@@ -260,6 +335,9 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
         }
         if !p.missing_config.is_empty() {
             outln!("      needs configuration: {}", p.missing_config.join(", "));
+        }
+        for line in plugin_warnings(&p) {
+            outln!("      {line}");
         }
         let open: Vec<&str> = p
             .sandbox
@@ -437,6 +515,9 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
                     anyhow::bail!("no plugin {id:?} is installed");
                 };
                 print_config(&p.config);
+                for problem in &p.config_file_problems {
+                    outln!("    config file: {problem}");
+                }
                 return Ok(ExitCode::SUCCESS);
             }
             let r = c
@@ -464,15 +545,17 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
             outln!("restarting {id}");
             return Ok(ExitCode::SUCCESS);
         }
-        PluginsCommand::Install { path } => {
+        PluginsCommand::Install { path, values } => {
             c.install_plugin(pb::InstallPluginRequest {
                 path: absolute(path).display().to_string(),
+                values: config_values(values)?,
             })
             .await
         }
-        PluginsCommand::Upgrade { path } => {
+        PluginsCommand::Upgrade { path, values } => {
             c.upgrade_plugin(pb::UpgradePluginRequest {
                 path: absolute(path).display().to_string(),
+                values: config_values(values)?,
             })
             .await
         }
@@ -494,20 +577,20 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
     // What an installed plugin asks for is shown as it arrives, granted or
     // not, even when it cannot start yet.
     let installed_from = match cmd {
-        PluginsCommand::Install { path } | PluginsCommand::Upgrade { path } => Some(path),
+        PluginsCommand::Install { path, .. } | PluginsCommand::Upgrade { path, .. } => Some(path),
         _ => None,
     };
     if let Some(path) = installed_from
-        && let Ok(m) = toolhost_manifest::Manifest::load(path)
+        && let Some((id, version)) = plugin_named_by(path)
     {
         let listed = installed_plugins(&mut c).await.unwrap_or_default();
-        if let Some(p) = listed.iter().find(|p| p.id == m.id) {
+        if let Some(p) = listed.iter().find(|p| p.id == id) {
             outln!("{} {} asks for:", p.id, p.version);
             print_grants(p);
             print_config(&p.config);
             // Installed, and waiting only for its configuration: that is a
             // success with a next step, not a failure.
-            if needs_config && p.version == m.version.to_string() && !p.missing_config.is_empty() {
+            if needs_config && p.version == version && !p.missing_config.is_empty() {
                 outln!(
                     "installed: {} {} starts once its configuration is set: toolhost plugins config {} {}",
                     p.id,

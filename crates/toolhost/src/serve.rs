@@ -1,6 +1,7 @@
 //! `toolhost serve`: wires manifests, supervisor, catalog, pipeline and MCP.
 
-use crate::config::{BindingConfig, Config, HttpSettings, Overrides, Settings};
+use crate::config::{BindingConfig, Config};
+use crate::settings::{HttpSettings, Overrides, Settings};
 use anyhow::{Context as _, Result, bail};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -358,6 +359,9 @@ impl Daemon {
         let app = http_router(Arc::clone(&self.hub), Arc::clone(&self.tokens), options);
         // A line for people and scripts (tests wait for it).
         eprintln!("toolhost: serving MCP on http://{local}/mcp");
+        if let Some(dev) = &s.dev {
+            dev.banner(local, &s.admin_socket);
+        }
         tokio::spawn(crate::memory::trim_after_bursts(self.shutdown.clone()));
         Ok(tokio::spawn(serve_http(
             listener,

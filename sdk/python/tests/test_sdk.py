@@ -235,6 +235,12 @@ def test_config_is_read_once_deleted_and_secrets_never_print(tmp_path, monkeypat
     assert config_module is not None
 
 
+async def test_describe_names_the_tools_with_handlers(channel):
+    answer = await v2_grpc.PluginStub(channel).Describe(v2.DescribeRequest())
+    assert list(answer.tools) == sorted(plugin.tools)
+    assert answer.sdk.startswith("toolhost-plugin ")
+
+
 async def test_a_call_without_the_call_token_is_refused(channel, tmp_path, monkeypatch):
     token_file = tmp_path / "call-token"
     token_file.write_text("0123456789abcdef0123456789abcdef\n")
@@ -259,6 +265,9 @@ async def test_a_call_without_the_call_token_is_refused(channel, tmp_path, monke
         await stream.write(v2.HostEvent(start=v2.Start(request=request("hello"))))
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await stream.read()
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await v2_stub.Describe(v2.DescribeRequest())
         assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
     finally:
         plugin._call_token = None

@@ -38,6 +38,14 @@ const definition = loader.loadSync(
 );
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 const pkg = grpc.loadPackageDefinition(definition) as any;
+/** This SDK's version, told to toolhost by Describe. */
+const SDK_VERSION: string = (() => {
+  try {
+    return JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).version ?? "unknown";
+  } catch {
+    return "unknown";
+  }
+})();
 /** The service definitions, for tests and for hosting the plugin elsewhere. */
 export const services = {
   v1: pkg.kandev.plugin.v1.Plugin.service as grpc.ServiceDefinition,
@@ -124,7 +132,7 @@ export class Plugin {
   server(): grpc.Server {
     const server = new grpc.Server();
     server.addService(services.v1, { InvokeAgentTool: this.unary.bind(this) });
-    server.addService(services.v2, { Invoke: this.streaming.bind(this) });
+    server.addService(services.v2, { Invoke: this.streaming.bind(this), Describe: this.describe.bind(this) });
     server.addService(services.health, {
       Check: (_call: grpc.ServerUnaryCall<unknown, unknown>, done: grpc.sendUnaryData<unknown>) =>
         done(null, { status: 1 }),
@@ -201,6 +209,16 @@ export class Plugin {
     if (!Number.isFinite(at)) return () => {};
     const timer = setTimeout(() => abort.abort(), Math.max(0, at - Date.now()));
     return () => clearTimeout(timer);
+  }
+
+  /** The tools this code implements, for toolhost to compare with the
+   * manifest. */
+  private describe(call: grpc.ServerUnaryCall<unknown, unknown>, done: grpc.sendUnaryData<unknown>): void {
+    if (!this.fromToolhost(call.metadata)) {
+      done(status(grpc.status.UNAUTHENTICATED, "this plugin answers only the toolhost that started it"));
+      return;
+    }
+    done(null, { tools: [...this.tools.keys()].sort(), sdk: `@toolhost/plugin ${SDK_VERSION}` });
   }
 
   private unary(

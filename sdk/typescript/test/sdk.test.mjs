@@ -171,6 +171,12 @@ test("config is read once, deleted, and secrets never print", () => {
   assert.equal(Config.fromJson("not json").get("api_url"), undefined);
 });
 
+test("Describe names the tools with handlers", async () => {
+  const answer = await new Promise((resolve, reject) => v2.Describe({}, (e, r) => (e ? reject(e) : resolve(r))));
+  assert.deepEqual(answer.tools, [...plugin.tools.keys()].sort());
+  assert.match(answer.sdk, /^@toolhost\/plugin \d/);
+});
+
 test("a call without the call token is refused", async () => {
   const guarded = new Plugin().tool("hello", async () => "hello");
   const file = join(mkdtempSync(join(tmpdir(), "sdk-token-")), "call-token");
@@ -208,6 +214,10 @@ test("a call without the call token is refused", async () => {
       stream.write({ start: { request: request("hello") } });
     });
     assert.equal(refused.code, grpc.status.UNAUTHENTICATED);
+    await assert.rejects(
+      new Promise((resolve, reject) => c2.Describe({}, with_("wrong"), (e, r) => (e ? reject(e) : resolve(r)))),
+      (e) => e.code === grpc.status.UNAUTHENTICATED,
+    );
   } finally {
     c1.close();
     c2.close();

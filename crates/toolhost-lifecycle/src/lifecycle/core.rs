@@ -142,6 +142,10 @@ pub struct PluginInfo {
     pub ungranted: Vec<String>,
     /// Each sandbox rule and whether it holds on this kernel.
     pub sandbox: Vec<RuleStatus>,
+    /// What is wrong with its `[plugin.ID.config]` in the operator's file:
+    /// items it does not declare, secrets given inline (which are not
+    /// read).
+    pub config_file_problems: Vec<String>,
 }
 
 /// The installed plugins and what happens to them.
@@ -280,6 +284,7 @@ impl Lifecycle {
                     config: r.resolved.items.clone(),
                     asks: r.manifest.asks(),
                     ungranted: settings::ungranted(&r.manifest, &op),
+                    config_file_problems: settings::check_file(&r.manifest, &op.config),
                     sandbox: toolhost_sandbox::enforcement(&settings::sandbox_policy(
                         &r.manifest,
                         &op,

@@ -60,6 +60,35 @@ impl Lifecycle {
         }
     }
 
+    /// What `m` would be given, with `set` (values given with an install or
+    /// upgrade, checked against `m`'s items) over the stored values.
+    /// Returns the values to store once the operation succeeds, if any
+    /// were given.
+    pub(super) fn resolve_with(
+        &self,
+        m: &Manifest,
+        set: &BTreeMap<String, String>,
+    ) -> Result<(settings::Resolved, Option<BTreeMap<String, String>>), LifecycleError> {
+        if set.is_empty() {
+            return Ok((self.resolve_logged(m), None));
+        }
+        settings::check_update(m, set, &[])
+            .map_err(|problems| LifecycleError::Invalid { problems })?;
+        let stored_path = self.cfg.state_dir.join("config");
+        let mut values = self
+            .stored
+            .load(&m.id)
+            .map_err(io("cannot read the stored configuration", &stored_path))?;
+        values.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let file = self
+            .cfg
+            .operators
+            .get(&m.id)
+            .map(|o| settings::without_inline_secrets(m, &o.config))
+            .unwrap_or_default();
+        Ok((settings::resolve(m, &values, &file), Some(values)))
+    }
+
     /// Exposed-name collisions between `m` and every other installed plugin.
     pub(super) fn collisions(&self, inner: &Inner, m: &Manifest) -> Result<(), LifecycleError> {
         let mut pairs: Vec<(&str, &str)> = inner
@@ -130,8 +159,14 @@ impl Lifecycle {
 
     /// Installs a plugin: validated against everything installed, moved into
     /// place in one rename, recorded, started; its tools enter the catalog
-    /// when it is ready. Returns the catalog revision.
-    pub async fn install(&self, source: &Path) -> Result<u64, LifecycleError> {
+    /// when it is ready. Configuration values in `set` are checked against
+    /// its items and stored first, so a plugin that needs them starts in
+    /// the same step. Returns the catalog revision.
+    pub async fn install(
+        &self,
+        source: &Path,
+        set: &BTreeMap<String, String>,
+    ) -> Result<u64, LifecycleError> {
         self.refuse_if_managed()?;
         let _op = self.ops.lock().await;
         let (staging, m) = self.stage_and_load(source)?;
@@ -145,12 +180,22 @@ impl Lifecycle {
                 None => self.collisions(&inner, &m),
             }
         };
-        if let Err(e) = checked {
-            let _ = std::fs::remove_dir_all(&staging);
-            return Err(e);
+        let resolved = checked.and_then(|()| self.resolve_with(&m, set));
+        let (resolved, values) = match resolved {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&staging);
+                return Err(e);
+            }
+        };
+        if let Some(values) = &values {
+            let stored_path = self.cfg.state_dir.join("config");
+            if let Err(e) = self.stored.save(&m.id, values) {
+                let _ = std::fs::remove_dir_all(&staging);
+                return Err(io("cannot store the configuration", &stored_path)(e));
+            }
         }
         let m = self.place(&staging, &m)?;
-        let resolved = self.resolve_logged(&m);
         let handle = {
             let mut inner = self.lock();
             inner
@@ -203,12 +248,19 @@ impl Lifecycle {
     /// process must be ready before anything changes; then the catalog
     /// switches in one revision, calls already on the old process finish
     /// (up to the drain timeout), and the old process stops. A new version
-    /// that cannot start leaves the old one serving.
+    /// that cannot start leaves the old one serving. Configuration values in
+    /// `set` (an item the new version adds, say) are checked against the
+    /// new version's items and given to it; they are stored only once it
+    /// has taken over.
     ///
     /// Kept whole on purpose: the upgrade's order is its correctness (start the
     /// new version, switch the catalog, drain, stop the old); in one place it
     /// can be read and checked as one.
-    pub async fn upgrade(&self, source: &Path) -> Result<u64, LifecycleError> {
+    pub async fn upgrade(
+        &self,
+        source: &Path,
+        set: &BTreeMap<String, String>,
+    ) -> Result<u64, LifecycleError> {
         self.refuse_if_managed()?;
         let _op = self.ops.lock().await;
         let (staging, m) = self.stage_and_load(source)?;
@@ -230,20 +282,32 @@ impl Lifecycle {
                 Some(_) => self.collisions(&inner, &m),
             }
         };
-        if let Err(e) = checked {
-            let _ = std::fs::remove_dir_all(&staging);
-            return Err(e);
-        }
-        let resolved = self.resolve_logged(&m);
+        let resolved = checked.and_then(|()| self.resolve_with(&m, set));
+        let (resolved, values) = match resolved {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&staging);
+                return Err(e);
+            }
+        };
         if !resolved.missing.is_empty() {
             let _ = std::fs::remove_dir_all(&staging);
             return Err(LifecycleError::StartFailed {
                 id: m.id.clone(),
                 reason: format!(
-                    "version {} of {} needs configuration the running version does not: set {} in [plugin.\"{}\".config] first; the old version keeps serving",
+                    "version {} of {} needs configuration the running version does not: give it with the upgrade \
+                     (toolhost plugins upgrade PATH {}), or set it in [plugin.\"{}\".config]; the old version keeps serving",
                     m.version,
                     m.id,
-                    resolved.missing.join(", "),
+                    resolved
+                        .missing
+                        .iter()
+                        .map(|n| {
+                            let secret = m.config.iter().any(|d| &d.name == n && d.secret);
+                            format!("{n}={}", if secret { "@FILE" } else { "VALUE" })
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" "),
                     m.id
                 ),
             });
@@ -261,6 +325,15 @@ impl Lifecycle {
                     m.version, m.id
                 ),
             });
+        }
+        if let Some(values) = &values
+            && let Err(e) = self.stored.save(&m.id, values)
+        {
+            new.stop().await;
+            self.plugins.remove_version(&m.id, &m.version.to_string());
+            let _ = std::fs::remove_dir_all(&m.dir);
+            let stored_path = self.cfg.state_dir.join("config");
+            return Err(io("cannot store the configuration", &stored_path)(e));
         }
         let (old_handle, old_dir, old_version) = {
             let mut inner = self.lock();
@@ -469,8 +542,14 @@ impl Lifecycle {
             };
             (r.manifest.clone(), r.enabled, r.resolved.clone())
         };
-        settings::check_update(&m, set, unset)
-            .map_err(|problems| LifecycleError::Invalid { problems })?;
+        settings::check_update(&m, set, unset).map_err(|mut problems| {
+            if set.keys().any(|n| !m.config.iter().any(|d| &d.name == n)) {
+                problems.push(format!(
+                    "values for items a newer version of {id} adds are given with its upgrade: toolhost plugins upgrade PATH NAME=VALUE"
+                ));
+            }
+            LifecycleError::Invalid { problems }
+        })?;
         let stored_path = self.cfg.state_dir.join("config");
         let mut values = self
             .stored
@@ -577,11 +656,11 @@ mod tests {
         let (lc, _, _) = open(cfg);
         let source = plugin(&state.0, "tp", "1.0.0");
         assert!(matches!(
-            lc.install(&source).await,
+            lc.install(&source, &BTreeMap::new()).await,
             Err(LifecycleError::Managed)
         ));
         assert!(matches!(
-            lc.upgrade(&source).await,
+            lc.upgrade(&source, &BTreeMap::new()).await,
             Err(LifecycleError::Managed)
         ));
         assert!(matches!(
@@ -617,7 +696,8 @@ mod tests {
         let (lc, store, _) = open(config(&state.0));
         let source = plugin(&state.0, "tp", "1.0.0");
         std::fs::write(source.join("plugin.toml"), "id = \"tp\"\nversion = \"x\"\n").unwrap();
-        let Err(LifecycleError::Invalid { problems }) = lc.install(&source).await else {
+        let Err(LifecycleError::Invalid { problems }) = lc.install(&source, &BTreeMap::new()).await
+        else {
             panic!("accepted an invalid plugin");
         };
         assert!(!problems.is_empty());
@@ -636,7 +716,7 @@ mod tests {
         let (lc, _, _) = open(cfg);
         let newer = plugin(&state.0, "tp", "2.0.0");
         assert!(matches!(
-            lc.upgrade(&newer).await,
+            lc.upgrade(&newer, &BTreeMap::new()).await,
             Err(LifecycleError::Static {
                 what: "upgrade",
                 ..

@@ -38,7 +38,7 @@ pub use sources::{
 };
 pub(crate) use values::Stored;
 pub use values::{
-    ItemStatus, MAX_VALUE_BYTES, Resolved, check_file, check_update, resolve,
+    ItemStatus, MAX_VALUE_BYTES, Resolved, check_file, check_update, did_you_mean, resolve,
     without_inline_secrets,
 };
 

@@ -198,8 +198,48 @@ fn declared_hint(m: &Manifest) -> String {
     }
 }
 
+/// The candidate closest to `word` by edit distance, if close enough to be
+/// a typo of it: at most one edit in four characters (and at least one).
+#[must_use]
+pub fn did_you_mean<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let limit = (word.chars().count() / 4).max(1);
+    candidates
+        .into_iter()
+        .map(|c| (edit_distance(word, c), c))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// Edit distance by characters, a swap of two neighbours counting as one
+/// edit (optimal string alignment): `notse` is one edit from `notes`.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    d[0] = (0..=b.len()).collect();
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = best;
+        }
+    }
+    d[a.len()][b.len()]
+}
+
 /// Problems with the configuration file's values for `m`: names it does
-/// not declare, inline secrets.
+/// not declare (with the declared name it is closest to), inline secrets.
 #[must_use]
 pub fn check_file(m: &Manifest, file: &FileValues) -> Vec<String> {
     let mut out: Vec<String> = file
@@ -210,8 +250,11 @@ pub fn check_file(m: &Manifest, file: &FileValues) -> Vec<String> {
     for (name, (_, source)) in &file.values {
         match m.config.iter().find(|d| &d.name == name) {
             None => out.push(format!(
-                "[plugin.{}.config] sets `{name}`, which the plugin does not declare{}",
+                "[plugin.{}.config] sets `{name}`, which the plugin does not declare{}{}",
                 m.id,
+                did_you_mean(name.trim_end_matches("_file").trim_end_matches("_env"), m.config.iter().map(|d| d.name.as_str()))
+                    .map(|c| format!("; did you mean `{c}`?"))
+                    .unwrap_or_default(),
                 declared_hint(m)
             )),
             Some(d) if d.secret && *source == Source::File => out.push(format!(
@@ -307,6 +350,18 @@ impl Stored {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_typo_finds_the_name_it_was_meant_to_be_and_a_stranger_finds_none() {
+        let names = ["api_token", "region", "allowed_hosts"];
+        assert_eq!(did_you_mean("api_tokn", names), Some("api_token"));
+        assert_eq!(did_you_mean("regoin", names), Some("region"));
+        assert_eq!(did_you_mean("notse", ["notes", "jsonkit"]), Some("notes"));
+        assert_eq!(did_you_mean("allowed_host", names), Some("allowed_hosts"));
+        assert_eq!(did_you_mean("colour", names), None);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
     use crate::settings::sample::manifest;
 
     #[test]

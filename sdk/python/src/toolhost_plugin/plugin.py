@@ -47,6 +47,18 @@ CALL_TOKEN_METADATA = "toolhost-call-token"
 Handler = Callable[[ToolCall], Union[Returned, Awaitable[Returned]]]
 
 
+def _sdk_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("toolhost-plugin")
+    except Exception:  # not installed as a package (a vendored copy)
+        return "unknown"
+
+
+SDK_VERSION = _sdk_version()
+
+
 class Plugin:
     """A set of tools, each a function of one :class:`ToolCall`.
 
@@ -228,7 +240,12 @@ class _Unary(v1_grpc.PluginServicer):
         if request.name not in self.plugin.tools:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"this plugin has no tool named {request.name!r}")
         call = _call_of(request, None)
-        result = await asyncio.wait_for(self.plugin.call(call), _deadline(context))
+        try:
+            result = await asyncio.wait_for(self.plugin.call(call), _deadline(context))
+        except asyncio.TimeoutError:
+            # The deadline passed here first (the caller's clock may not
+            # have fired yet): say so, not "unexpected TimeoutError".
+            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "the call's deadline passed")
         response = v1.AgentToolResponse(
             text="\n".join(c.v1_text() for c in result.content),
             is_error=result.is_error,
@@ -241,6 +258,12 @@ class _Unary(v1_grpc.PluginServicer):
 class _Streaming(v2_grpc.PluginServicer):
     def __init__(self, plugin: Plugin) -> None:
         self.plugin = plugin
+
+    async def Describe(self, request, context):
+        """The tools this code implements, for toolhost to compare with the
+        manifest."""
+        await _from_toolhost(self.plugin, context)
+        return v2.DescribeResponse(tools=sorted(self.plugin.tools), sdk=f"toolhost-plugin {SDK_VERSION}")
 
     async def Invoke(self, request_iterator, context):
         await _from_toolhost(self.plugin, context)

@@ -30,6 +30,18 @@ CRITICAL: LogLevel
 ALERT: LogLevel
 EMERGENCY: LogLevel
 
+class DescribeRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DescribeResponse(_message.Message):
+    __slots__ = ("tools", "sdk")
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    SDK_FIELD_NUMBER: _ClassVar[int]
+    tools: _containers.RepeatedScalarFieldContainer[str]
+    sdk: str
+    def __init__(self, tools: _Optional[_Iterable[str]] = ..., sdk: _Optional[str] = ...) -> None: ...
+
 class HostEvent(_message.Message):
     __slots__ = ("start", "answer")
     START_FIELD_NUMBER: _ClassVar[int]

@@ -40,6 +40,11 @@ class PluginStub:
                 request_serializer=toolhost_dot_plugin_dot_v2_dot_plugin__pb2.HostEvent.SerializeToString,
                 response_deserializer=toolhost_dot_plugin_dot_v2_dot_plugin__pb2.PluginEvent.FromString,
                 _registered_method=True)
+        self.Describe = channel.unary_unary(
+                '/toolhost.plugin.v2.Plugin/Describe',
+                request_serializer=toolhost_dot_plugin_dot_v2_dot_plugin__pb2.DescribeRequest.SerializeToString,
+                response_deserializer=toolhost_dot_plugin_dot_v2_dot_plugin__pb2.DescribeResponse.FromString,
+                _registered_method=True)
 
 
 class PluginServicer:
@@ -58,6 +63,17 @@ class PluginServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Describe(self, request, context):
+        """What the plugin's code implements, asked once after each start, with
+        the call token as every call. toolhost compares it with the manifest
+        and shows a difference to operators (`status`, `plugins show`,
+        `check --start`); a plugin that answers UNIMPLEMENTED is taken to
+        implement what it declares.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PluginServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -65,6 +81,11 @@ def add_PluginServicer_to_server(servicer, server):
                     servicer.Invoke,
                     request_deserializer=toolhost_dot_plugin_dot_v2_dot_plugin__pb2.HostEvent.FromString,
                     response_serializer=toolhost_dot_plugin_dot_v2_dot_plugin__pb2.PluginEvent.SerializeToString,
+            ),
+            'Describe': grpc.unary_unary_rpc_method_handler(
+                    servicer.Describe,
+                    request_deserializer=toolhost_dot_plugin_dot_v2_dot_plugin__pb2.DescribeRequest.FromString,
+                    response_serializer=toolhost_dot_plugin_dot_v2_dot_plugin__pb2.DescribeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -95,6 +116,33 @@ class Plugin:
             '/toolhost.plugin.v2.Plugin/Invoke',
             toolhost_dot_plugin_dot_v2_dot_plugin__pb2.HostEvent.SerializeToString,
             toolhost_dot_plugin_dot_v2_dot_plugin__pb2.PluginEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Describe(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/toolhost.plugin.v2.Plugin/Describe',
+            toolhost_dot_plugin_dot_v2_dot_plugin__pb2.DescribeRequest.SerializeToString,
+            toolhost_dot_plugin_dot_v2_dot_plugin__pb2.DescribeResponse.FromString,
             options,
             channel_credentials,
             insecure,
