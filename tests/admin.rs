@@ -840,3 +840,48 @@ async fn one_bad_schema_withholds_one_tool_in_both_modes() {
         let _ = c.cancel().await;
     }
 }
+
+/// Python's grpcio on the admin socket with its default options: grpc's C
+/// core names a Unix socket in `:authority` as a percent-encoded path,
+/// which h2 refuses. The daemon relays it as `localhost`, so the call
+/// reaches the service: answered with the token, refused without.
+#[tokio::test]
+async fn python_grpcio_reaches_the_admin_socket_with_its_default_options() {
+    let root = Scratch::new("admin-grpcio");
+    let tp = testplug_dir(root.path(), "tp", "echo");
+    let d = Daemon::start(root.path(), &config(root.path(), &tp, ""), &[]);
+    let _ = admin(root.path()).await;
+    let sock = root.path().join("state/admin.sock");
+    let script = r#"
+import sys, grpc
+sock = sys.argv[1]
+token = open(sock + ".token").read().strip()
+channel = grpc.insecure_channel("unix:" + sock)
+status = channel.unary_unary("/toolhost.admin.v1.Admin/GetStatus")
+answer = status(b"", metadata=(("authorization", "Bearer " + token),), timeout=10)
+print("answered", len(answer))
+try:
+    status(b"", timeout=10)
+except grpc.RpcError as e:
+    print("without the token:", e.code().name)
+"#;
+    let python = toolhost_e2e::workspace_root().join(".venv/bin/python");
+    let out = std::process::Command::new(python)
+        .args(["-c", script])
+        .arg(&sock)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("answered "), "{text}");
+    assert!(!text.contains("answered 0"), "{text}");
+    assert!(
+        text.contains("without the token: UNAUTHENTICATED"),
+        "{text}"
+    );
+    drop(d);
+}

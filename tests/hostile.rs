@@ -797,13 +797,20 @@ async fn a_session_belongs_to_its_token_and_quotas_count_per_token() {
     assert!(body.contains("kandev_tp_echo"));
     // Quota: a second session for this token, then no third; the other
     // token is unaffected.
-    let _second = raw_session(&d.base(), TOKEN).await;
+    let second = raw_session(&d.base(), TOKEN).await;
     let (_, head, body) = exchange(&d.base(), "POST", &mcp_headers(&own, None), INIT).await;
     assert!(
         body.contains("too many sessions for this token"),
         "{head}\n{body}"
     );
     let _theirs = raw_session(&d.base(), SECOND_TOKEN).await;
+    // The owner ends a session: 204, as clients expect of a session's end
+    // (rmcp says 202); it is gone, and its place under the quota is free.
+    let (s, _, _) = exchange(&d.base(), "DELETE", &mcp_headers(&own, Some(&second)), "").await;
+    assert_eq!(s, 204, "the owner ends its session");
+    let (s, _, _) = exchange(&d.base(), "POST", &mcp_headers(&own, Some(&second)), list).await;
+    assert_eq!(s, 404, "an ended session is unknown");
+    let _third = raw_session(&d.base(), TOKEN).await;
     // Ids and client strings stay out of the log at info.
     let logs = d.logs();
     assert!(!logs.contains(&id), "a session id was logged");

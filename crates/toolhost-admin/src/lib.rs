@@ -26,6 +26,7 @@
 
 #![forbid(unsafe_code)]
 
+mod authority;
 mod convert;
 pub mod fence;
 mod server;

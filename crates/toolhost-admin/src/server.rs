@@ -38,6 +38,46 @@ pub enum AdminError {
     },
 }
 
+/// The server's end of a relayed admin connection.
+struct Relayed(tokio::io::DuplexStream);
+
+impl tonic::transport::server::Connected for Relayed {
+    type ConnectInfo = ();
+    fn connect_info(&self) -> Self::ConnectInfo {}
+}
+
+impl tokio::io::AsyncRead for Relayed {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Relayed {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
 /// Serves the admin API on a Unix socket with mode 0600 until `shutdown`.
 /// A stale socket file is replaced; a live one (another daemon) is an error.
 ///
@@ -91,6 +131,19 @@ pub async fn serve_unix(
         },
     );
     let incoming = limited(incoming, limits, "admin socket");
+    // Through the authority relay (crate::authority): grpc's C core names
+    // a Unix socket in a way h2 refuses.
+    let incoming = tokio_stream::StreamExt::map(incoming, |accepted| {
+        accepted.map(|connection| {
+            let (ours, theirs) = tokio::io::duplex(64 * 1024);
+            tokio::spawn(async move {
+                if let Err(e) = crate::authority::relay(connection, ours).await {
+                    tracing::debug!("admin connection ended: {e}");
+                }
+            });
+            Relayed(theirs)
+        })
+    });
     let result = builder(limits)
         .add_service(AdminServer::with_interceptor(service, bearer_check(&token)))
         .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())

@@ -178,9 +178,19 @@ pub(crate) async fn own_sessions(
     let method = request.method().clone();
     // A standalone GET stream is the server's channel, not client activity.
     let activity = (method != Method::GET).then(|| sessions.begin(&id));
-    let response = next.run(request).await;
+    let mut response = next.run(request).await;
     if method == Method::DELETE && response.status().is_success() {
         sessions.forget(&id);
+        // rmcp answers a session's end with 202 Accepted; the end is done,
+        // not queued, and clients (the official Python SDK among them)
+        // take 200 or 204 as success and log anything else as a failure.
+        if response.status() == StatusCode::ACCEPTED {
+            *response.status_mut() = StatusCode::NO_CONTENT;
+            *response.body_mut() = Body::empty();
+            let headers = response.headers_mut();
+            headers.remove(axum::http::header::CONTENT_LENGTH);
+            headers.remove(axum::http::header::CONTENT_TYPE);
+        }
     }
     match activity {
         None => response,

@@ -11,8 +11,8 @@
 //! builds from local artifacts instead, as `scripts/package-sdks DIR` makes
 //! them in a toolhost checkout: offline, or before a release. The project
 //! still names the published packages; the local artifacts stand in for
-//! them (`[patch.crates-io]`, pip's `--find-links`, an npm `file:`
-//! tarball), so dropping the flag later changes one place.
+//! them (`[patch.crates-io]`, a pip direct reference to the wheel, an npm
+//! `file:` tarball), so dropping the flag later changes one place.
 //!
 //! The launcher in `bin/` runs the plugin both as a development tree and
 //! as `toolhost pack` lays it out (a release binary in `dist/`, Python
@@ -214,18 +214,17 @@ plugin.run()
                 .into(),
                 false,
             ));
-            let find_links = match sdk {
-                Sdk::Published => String::new(),
+            // Local artifacts by direct reference: an index could offer
+            // another package of the same name and a higher version.
+            let requirement = match sdk {
+                Sdk::Published => format!("toolhost-plugin~={SDK_VERSION}\n"),
                 Sdk::Local(dir) => format!(
-                    "# Local SDK artifacts standing in for the PyPI release.\n--find-links {}\n",
-                    dir.display()
+                    "# A local SDK artifact standing in for the PyPI release.\ntoolhost-plugin @ file://{}\n",
+                    dir.join(format!("toolhost_plugin-{SDK_VERSION}-py3-none-any.whl"))
+                        .display()
                 ),
             };
-            out.push((
-                "requirements.txt".into(),
-                format!("{find_links}toolhost-plugin~={SDK_VERSION}\n"),
-                false,
-            ));
+            out.push(("requirements.txt".into(), requirement, false));
             out.push((
                 bin.clone(),
                 "#!/bin/sh\n# Packed (toolhost pack): the system Python, with the dependencies in vendor/.\n\
@@ -422,8 +421,12 @@ mod tests {
             ))));
         let py = files("demo", Lang::Python, &local);
         assert!(py.iter().any(|(p, t, _)| p == "requirements.txt"
-            && t.contains("--find-links /sdk\n")
-            && t.ends_with(&format!("toolhost-plugin~={SDK_VERSION}\n"))));
+            && t.ends_with(&format!(
+                "toolhost-plugin @ file:///sdk/toolhost_plugin-{SDK_VERSION}-py3-none-any.whl\n"
+            ))));
+        let py = files("demo", Lang::Python, &Sdk::Published);
+        assert!(py.iter().any(|(p, t, _)| p == "requirements.txt"
+            && t == &format!("toolhost-plugin~={SDK_VERSION}\n")));
         let ts = files("demo", Lang::Typescript, &local);
         assert!(ts.iter().any(|(p, t, _)| p == "package.json"
             && t.contains(&format!("\"file:/sdk/toolhost-plugin-{SDK_VERSION}.tgz\""))));

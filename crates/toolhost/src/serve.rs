@@ -319,7 +319,14 @@ impl Daemon {
     ) -> Result<tokio::task::JoinHandle<()>> {
         let listener = tokio::net::TcpListener::bind(&h.listen)
             .await
-            .with_context(|| format!("cannot listen on {}", h.listen))?;
+            .with_context(|| {
+                let hint = if s.dev.is_some() {
+                    " (another `serve --dev`? pass --http 127.0.0.1:0 for a free port)"
+                } else {
+                    ""
+                };
+                format!("cannot listen on {}{hint}", h.listen)
+            })?;
         let local = listener.local_addr()?;
         if !local.ip().is_loopback() {
             tracing::warn!(%local, "listening on a non-loopback address; make sure tokens and allowed_hosts are what you intend");
