@@ -627,10 +627,29 @@ async fn a_dead_backends_delayed_push_cannot_take_over_before_or_after_a_restart
         .unwrap_or(0);
     assert_eq!(mode, 0o600, "the fence file is private");
 
-    // After a restart the fence holds.
+    // After a restart the fence holds, and before the backend pushes, the
+    // last catalog it pushed is served (and said to be), not nothing.
     let _ = d.signal_and_wait(rustix::process::Signal::TERM);
-    let d = Daemon::start(root.path(), &cfg, &[]);
+    let last_good = root.path().join("state/catalog-last-good.pb");
+    let mode = std::fs::metadata(&last_good)
+        .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777)
+        .unwrap_or(0);
+    assert_eq!(mode, 0o600, "the last-good snapshot is private");
+    let mut d = Daemon::start(root.path(), &cfg, &[]);
     let mut a = admin(root.path()).await;
+    let st = a
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .expect("status")
+        .into_inner();
+    assert_eq!(
+        (st.generation.as_str(), st.revision, st.last_good),
+        ("live", 6, true)
+    );
+    assert_eq!(d.metric("toolhost_catalog_last_good").await, Some(1.0));
+    let c = agent(&d.url, TOKEN).await;
+    assert_eq!(names(&c).await.len(), 3, "the last-good catalog serves");
+    let _ = c.cancel().await;
     let r = push(&mut a, &at("dead", 1_700_000_000_001, 10, 1)).await;
     assert_eq!(outcome(&r), pb::PushOutcome::Stale, "{:?}", r.reasons);
     let r = push(&mut a, &at("live", 1_700_000_000_002, 5, 3)).await;
@@ -639,8 +658,11 @@ async fn a_dead_backends_delayed_push_cannot_take_over_before_or_after_a_restart
         pb::PushOutcome::Stale,
         "older than before the restart"
     );
+    // The backend speaks again: the same version is unchanged, and no
+    // longer only the last good one.
     let r = push(&mut a, &at("live", 1_700_000_000_002, 6, 3)).await;
-    assert_eq!(outcome(&r), pb::PushOutcome::Accepted, "{:?}", r.reasons);
+    assert_eq!(outcome(&r), pb::PushOutcome::Unchanged, "{:?}", r.reasons);
+    assert_eq!(d.metric("toolhost_catalog_last_good").await, Some(0.0));
     let c = agent(&d.url, TOKEN).await;
     assert_eq!(
         names(&c).await.len(),
@@ -654,6 +676,27 @@ async fn a_dead_backends_delayed_push_cannot_take_over_before_or_after_a_restart
         "the push log names the offered version: {logs}"
     );
     let _ = c.cancel().await;
+
+    // A last-good file that is not a snapshot is not served, and the log
+    // says why; the fence still holds.
+    let _ = d.signal_and_wait(rustix::process::Signal::TERM);
+    std::fs::write(&last_good, b"not a snapshot").unwrap();
+    let d = Daemon::start(root.path(), &cfg, &[]);
+    let mut a = admin(root.path()).await;
+    let st = a
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .expect("status")
+        .into_inner();
+    assert!(!st.last_good && st.tools == 0, "{st:?}");
+    let logs = d.logs();
+    assert!(
+        logs.contains("catalog-last-good.pb is unreadable")
+            && logs.contains("serving no catalog until the backend pushes"),
+        "{logs}"
+    );
+    let r = push(&mut a, &at("dead", 1_700_000_000_001, 11, 1)).await;
+    assert_eq!(outcome(&r), pb::PushOutcome::Stale, "{:?}", r.reasons);
 }
 
 #[tokio::test]

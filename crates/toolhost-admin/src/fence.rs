@@ -10,10 +10,17 @@
 //!
 //! To reset the fence on purpose (a backend whose epochs restarted from a
 //! lower number), stop toolhost and delete the file.
+//!
+//! Beside it, `catalog-last-good.pb` keeps the snapshot of that version as
+//! the backend pushed it (the wire bytes of `toolhost.admin.v1.Snapshot`,
+//! 0600). At start, before the backend has pushed, toolhost serves it
+//! instead of nothing, offered like a push, but only when it is exactly
+//! the version the fence names: a crash between the two writes leaves a
+//! pair that does not match, and then nothing is restored.
 
 use std::io::Write as _;
 use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 use toolhost_catalog::{Fence, Store};
 
@@ -63,6 +70,81 @@ pub fn load(path: &Path) -> Result<Option<Fence>, FenceError> {
 /// Writes the store's fence to `path` (a no-op before any version).
 pub fn persist(store: &Store, path: &Path) -> Result<(), FenceError> {
     let _one_at_a_time = WRITING.lock().unwrap_or_else(PoisonError::into_inner);
+    write_fence(store, path)
+}
+
+/// The most a last-good snapshot may take on disk: more is not read.
+pub const MAX_LAST_GOOD_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Where the last-good snapshot is kept: beside the fence at `fence`.
+#[must_use]
+pub fn last_good_path(fence: &Path) -> PathBuf {
+    fence.with_file_name("catalog-last-good.pb")
+}
+
+/// After a push the store took: the pushed snapshot (`pushed`, its wire
+/// bytes, of version `version`), then the fence, under one lock. The
+/// snapshot is written only while it is still the store's version, so a
+/// slower writer of an older push cannot put it back.
+pub fn persist_push(
+    store: &Store,
+    path: &Path,
+    pushed: &[u8],
+    version: (&str, u64, u64),
+) -> Result<(), FenceError> {
+    let _one_at_a_time = WRITING.lock().unwrap_or_else(PoisonError::into_inner);
+    let current = store
+        .fence()
+        .is_some_and(|f| (f.generation.as_str(), f.epoch, f.revision) == version);
+    if current {
+        let last_good = last_good_path(path);
+        write_private(&last_good, pushed).map_err(|source| FenceError::Io {
+            path: last_good.display().to_string(),
+            source,
+        })?;
+    }
+    write_fence(store, path)
+}
+
+/// The last-good snapshot beside the fence at `path`, if there is one.
+pub fn load_last_good(path: &Path) -> Result<Option<toolhost_catalog::Snapshot>, FenceError> {
+    use prost::Message as _;
+    let last_good = last_good_path(path);
+    let shown = last_good.display().to_string();
+    let corrupt = |detail: String| FenceError::Corrupt {
+        path: shown.clone(),
+        detail,
+    };
+    let file = match std::fs::File::open(&last_good) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(FenceError::Io {
+                path: shown.clone(),
+                source,
+            });
+        }
+        Ok(f) => f,
+    };
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(file, MAX_LAST_GOOD_BYTES + 1),
+        &mut bytes,
+    )
+    .map_err(|source| FenceError::Io {
+        path: shown.clone(),
+        source,
+    })?;
+    if bytes.len() as u64 > MAX_LAST_GOOD_BYTES {
+        return Err(corrupt(format!("larger than {MAX_LAST_GOOD_BYTES} bytes")));
+    }
+    let proto = toolhost_proto::admin::Snapshot::decode(bytes.as_slice())
+        .map_err(|e| corrupt(e.to_string()))?;
+    crate::convert::snapshot_from_proto(proto)
+        .map(Some)
+        .map_err(|reasons| corrupt(reasons.join("; ")))
+}
+
+fn write_fence(store: &Store, path: &Path) -> Result<(), FenceError> {
     let Some(fence) = store.fence() else {
         return Ok(());
     };
@@ -70,20 +152,24 @@ pub fn persist(store: &Store, path: &Path) -> Result<(), FenceError> {
         path: path.display().to_string(),
         source,
     };
-    let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
     let bytes = serde_json::to_vec_pretty(&fence).map_err(|e| err(std::io::Error::other(e)))?;
+    write_private(path, &bytes).map_err(err)
+}
+
+/// Writes `bytes` to `path` whole: a 0600 temporary file, synced, renamed
+/// into place.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
     {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
             .mode(0o600)
-            .open(&tmp)
-            .map_err(err)?;
-        f.set_permissions(std::fs::Permissions::from_mode(0o600))
-            .map_err(err)?;
-        f.write_all(&bytes).map_err(err)?;
-        f.sync_all().map_err(err)?;
+            .open(&tmp)?;
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
     }
-    std::fs::rename(&tmp, path).map_err(err)
+    std::fs::rename(&tmp, path)
 }

@@ -206,6 +206,13 @@ impl Admin for AdminService {
             .into_inner()
             .snapshot
             .ok_or_else(|| Status::invalid_argument("snapshot is required"))?;
+        // Kept as pushed, to be served after a restart until the backend
+        // pushes again (crate::fence).
+        let pushed = self
+            .state
+            .fence_file
+            .is_some()
+            .then(|| prost::Message::encode_to_vec(&snapshot));
         let current = self.state.store.current();
         let answer = match snapshot_from_proto(snapshot) {
             Err(reasons) => pb::PushCatalogResponse {
@@ -224,8 +231,14 @@ impl Admin for AdminService {
                 if matches!(r.outcome, Outcome::Accepted | Outcome::Unchanged)
                     && let Some(path) = &self.state.fence_file
                 {
-                    crate::fence::persist(&self.state.store, path)
-                        .map_err(|e| Status::internal(e.to_string()))?;
+                    let version = (offered.0.as_str(), offered.1, offered.2);
+                    match &pushed {
+                        Some(bytes) => {
+                            crate::fence::persist_push(&self.state.store, path, bytes, version)
+                        }
+                        None => crate::fence::persist(&self.state.store, path),
+                    }
+                    .map_err(|e| Status::internal(e.to_string()))?;
                 }
                 let outcome = match r.outcome {
                     Outcome::Accepted => pb::PushOutcome::Accepted,
@@ -507,6 +520,7 @@ impl Admin for AdminService {
                 "0600, refusing peers it cannot identify; plugins are kept out by {}",
                 toolhost_sandbox::how_plugins_are_recognized()
             ),
+            last_good: self.state.store.serving_last_good(),
         }))
     }
 }

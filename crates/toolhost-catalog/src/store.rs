@@ -116,6 +116,9 @@ pub struct Fence {
 struct Writer {
     /// Restored from before a restart, while the catalog is still empty.
     restored: Option<Fence>,
+    /// The version restored from the last-good snapshot at start, if any:
+    /// the catalog is "last good" while it is still the current one.
+    last_good: Option<(String, u64)>,
     retired: HashSet<String>,
     schemas: HashMap<[u8; 32], Arc<CompiledSchema>>,
     compilations: u64,
@@ -344,6 +347,54 @@ impl Store {
         })
     }
 
+    /// Serves the last snapshot accepted before a restart, before the
+    /// backend has pushed anything: offered like a push (the fence and the
+    /// installed declarations judge it), and only when it is exactly the
+    /// version the restored fence names, so it can never be older than
+    /// what the fence admits. The catalog counts as last good until a push
+    /// replaces it ([`Store::serving_last_good`]).
+    pub fn restore_last_good(&self, snapshot: Snapshot, installed: &Installed) -> OfferResult {
+        let version = (snapshot.generation.clone(), snapshot.revision);
+        let matches_fence = self.fence().is_some_and(|f| {
+            f.generation == snapshot.generation
+                && f.epoch == snapshot.epoch
+                && f.revision == snapshot.revision
+        });
+        if !matches_fence || !self.current.load().generation.is_empty() {
+            let cur = self.current.load();
+            return OfferResult {
+                outcome: Outcome::Stale,
+                generation: cur.generation.clone(),
+                revision: cur.revision,
+                reasons: vec![
+                    "the last-good snapshot is not the version the catalog fence names (or a push came first)"
+                        .to_owned(),
+                ],
+                defects: cur.defects(),
+                changed_surfaces: vec![],
+            };
+        }
+        let r = self.offer_managed(snapshot, installed);
+        if r.outcome == Outcome::Accepted {
+            self.writer
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .last_good = Some(version);
+        }
+        r
+    }
+
+    /// Whether the current catalog is the one restored at start from the
+    /// last-good snapshot (no push has replaced it since).
+    #[must_use]
+    pub fn serving_last_good(&self) -> bool {
+        let w = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let cur = self.current.load();
+        w.last_good
+            .as_ref()
+            .is_some_and(|(g, r)| *g == cur.generation && *r == cur.revision)
+    }
+
     /// Offers a snapshot (docs/CONTRACT.md §2).
     pub fn offer(&self, snapshot: Snapshot) -> OfferResult {
         self.offer_checked(snapshot, None)
@@ -425,6 +476,10 @@ impl Store {
                 same_content,
             )
         {
+            if outcome == Outcome::Unchanged {
+                // An identical retry is the backend speaking too.
+                w.last_good = None;
+            }
             return answer(outcome, vec![why], &cur, vec![]);
         }
         let same_generation = snapshot.generation == cur.generation;
@@ -437,6 +492,9 @@ impl Store {
             w.retired.insert(f.generation);
         }
 
+        // A push the store takes (even unchanged) is the backend speaking:
+        // what it serves is no longer only the last good one.
+        w.last_good = None;
         if same_content && live {
             let next = Catalog {
                 generation: snapshot.generation,

@@ -181,6 +181,55 @@ fn generations_are_fenced_by_their_epoch() {
 }
 
 #[test]
+fn the_last_good_snapshot_serves_after_a_restart_only_as_the_fenced_version() {
+    let at = |generation: &str, e: u64, revision: u64| Snapshot {
+        epoch: e,
+        ..snap(generation, revision, base())
+    };
+    let installed = toolhost_catalog::Installed::default();
+    let fence = Fence {
+        epoch: 100,
+        generation: "live".into(),
+        revision: 2,
+    };
+    // Not the fenced version: refused, nothing served.
+    let restarted = Store::new("kandev");
+    restarted.restore_fence(fence.clone());
+    for older in [at("live", 100, 1), at("other", 100, 2), at("live", 99, 2)] {
+        assert_eq!(
+            restarted.restore_last_good(older, &installed).outcome,
+            Outcome::Stale
+        );
+    }
+    assert!(restarted.current().generation().is_empty());
+    assert!(!restarted.serving_last_good());
+    // The fenced version: served, and said to be until the backend speaks.
+    let r = restarted.restore_last_good(at("live", 100, 2), &installed);
+    assert_eq!(r.outcome, Outcome::Accepted, "{:?}", r.reasons);
+    assert!(restarted.serving_last_good());
+    assert_eq!(restarted.offer(at("dead", 99, 9)).outcome, Outcome::Stale);
+    assert!(
+        restarted.serving_last_good(),
+        "a refused push changes nothing"
+    );
+    assert_eq!(
+        restarted.offer(at("live", 100, 2)).outcome,
+        Outcome::Unchanged
+    );
+    assert!(
+        !restarted.serving_last_good(),
+        "an identical retry is the backend speaking"
+    );
+    // Once something serves, a restore is refused.
+    assert_eq!(
+        restarted
+            .restore_last_good(at("live", 100, 2), &installed)
+            .outcome,
+        Outcome::Stale
+    );
+}
+
+#[test]
 fn equal_content_records_the_revision_without_rebuilding_or_notifying() {
     let s = Store::new("kandev");
     s.offer(snap("g1", 1, base()));

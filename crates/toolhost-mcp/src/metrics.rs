@@ -57,6 +57,17 @@ pub(crate) async fn metrics(hub: Arc<Hub>) -> impl IntoResponse {
     let _ = writeln!(out, "toolhost_catalog_defects {}", catalog.defects().len());
     family(
         &mut out,
+        "toolhost_catalog_last_good",
+        "gauge",
+        "1 while the catalog is the last one the backend pushed before this start (managed mode, no push since).",
+    );
+    let _ = writeln!(
+        out,
+        "toolhost_catalog_last_good {}",
+        u8::from(pipeline.store().serving_last_good())
+    );
+    family(
+        &mut out,
         "toolhost_sessions",
         "gauge",
         "MCP sessions (initializing ones included) and subscriptions, counted against max_sessions.",

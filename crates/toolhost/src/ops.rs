@@ -286,14 +286,16 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
         outln!(
             "{}",
             serde_json::json!({
-                "catalog": { "generation": st.generation, "revision": st.revision, "tools": st.tools, "defects": st.defects, "managed": st.managed,
+                "catalog": { "generation": st.generation, "revision": st.revision, "tools": st.tools, "defects": st.defects, "managed": st.managed, "last_good": st.last_good,
                     "withheld": st.withheld.iter().map(|d| serde_json::json!({ "tool": d.tool, "reason": d.reason })).collect::<Vec<_>>() },
                 "sessions": st.sessions, "bound_tokens": st.bound_tokens, "admin_socket": st.admin_socket, "plugins": plugins,
             })
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let mode = if st.managed {
+    let mode = if st.managed && st.last_good {
+        "managed by a backend; the last catalog it pushed before this start, served until it pushes again"
+    } else if st.managed {
         "managed by a backend"
     } else {
         "embedded (from installed plugins)"

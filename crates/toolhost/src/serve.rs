@@ -190,6 +190,7 @@ impl Daemon {
                 );
                 store.restore_fence(fence);
             }
+            restore_last_good(&store, &lifecycle, &fence_file);
         }
         let hub = Hub::new(
             Arc::new(pipeline(s, &store, &plugins)?),
@@ -376,6 +377,33 @@ impl Daemon {
             limits,
             self.shutdown.clone(),
         )))
+    }
+}
+
+/// Serves the last catalog the backend pushed before this start, until it
+/// pushes again, instead of nothing (`toolhost_admin::fence`). Anything
+/// wrong with the file is said, and nothing is restored.
+fn restore_last_good(store: &Store, lifecycle: &Lifecycle, fence_file: &std::path::Path) {
+    match toolhost_admin::fence::load_last_good(fence_file) {
+        Ok(None) => {}
+        Err(e) => tracing::warn!("{e}; serving no catalog until the backend pushes"),
+        Ok(Some(snapshot)) => {
+            let r = store.restore_last_good(snapshot, &lifecycle.installed().load());
+            if r.outcome == toolhost_catalog::Outcome::Accepted {
+                tracing::info!(
+                    generation = %toolhost_runtime::log_safe(&r.generation, 256),
+                    revision = r.revision,
+                    withheld = r.defects.len(),
+                    "serving the last catalog the backend pushed before this start, until it pushes again"
+                );
+            } else {
+                tracing::warn!(
+                    outcome = r.outcome.as_str(),
+                    reasons = %r.reasons.join("; "),
+                    "the last-good catalog was not restored; serving no catalog until the backend pushes"
+                );
+            }
+        }
     }
 }
 
