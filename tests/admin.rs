@@ -62,6 +62,13 @@ fn managed_daemon(root: &Path) -> (std::path::PathBuf, Daemon) {
     (tp, d)
 }
 
+async fn status(a: &mut toolhost_admin::Client) -> pb::StatusResponse {
+    a.get_status(pb::GetStatusRequest {})
+        .await
+        .expect("status")
+        .into_inner()
+}
+
 fn outcome(r: &pb::PushCatalogResponse) -> pb::PushOutcome {
     pb::PushOutcome::try_from(r.outcome).unwrap_or(pb::PushOutcome::Unspecified)
 }
@@ -637,11 +644,7 @@ async fn a_dead_backends_delayed_push_cannot_take_over_before_or_after_a_restart
     assert_eq!(mode, 0o600, "the last-good snapshot is private");
     let mut d = Daemon::start(root.path(), &cfg, &[]);
     let mut a = admin(root.path()).await;
-    let st = a
-        .get_status(pb::GetStatusRequest {})
-        .await
-        .expect("status")
-        .into_inner();
+    let st = status(&mut a).await;
     assert_eq!(
         (st.generation.as_str(), st.revision, st.last_good),
         ("live", 6, true)
@@ -683,11 +686,7 @@ async fn a_dead_backends_delayed_push_cannot_take_over_before_or_after_a_restart
     std::fs::write(&last_good, b"not a snapshot").unwrap();
     let d = Daemon::start(root.path(), &cfg, &[]);
     let mut a = admin(root.path()).await;
-    let st = a
-        .get_status(pb::GetStatusRequest {})
-        .await
-        .expect("status")
-        .into_inner();
+    let st = status(&mut a).await;
     assert!(!st.last_good && st.tools == 0, "{st:?}");
     let logs = d.logs();
     assert!(
@@ -764,11 +763,7 @@ async fn a_push_may_narrow_a_declaration_but_never_loosen_it() {
         "narrowing withheld: {withheld:?}"
     );
     // The status says why; the log warns; a call fails closed.
-    let st = a
-        .get_status(pb::GetStatusRequest {})
-        .await
-        .expect("the step before failed")
-        .into_inner();
+    let st = status(&mut a).await;
     assert!(
         st.withheld
             .iter()
