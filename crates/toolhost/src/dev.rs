@@ -45,8 +45,24 @@ pub fn venv_base(dir: &Path) -> Option<PathBuf> {
     } else {
         home
     };
-    // Only an absolute, existing directory that is not the root.
-    (base.is_absolute() && base.is_dir() && base.parent().is_some()).then_some(base)
+    // The file is the plugin's, and a plugin may be someone else's code:
+    // only a directory that is a Python installation (an interpreter in
+    // bin/, the standard library in lib/) is granted, never the root, a
+    // home directory or anything else `home` could be pointed at.
+    let is_installation = base.is_absolute()
+        && base.parent().is_some()
+        && std::fs::read_dir(base.join("bin")).is_ok_and(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .any(|e| e.file_name().to_string_lossy().starts_with("python3"))
+        })
+        && std::fs::read_dir(base.join("lib")).is_ok_and(|entries| {
+            entries.filter_map(Result::ok).any(|e| {
+                e.file_name().to_string_lossy().starts_with("python3")
+                    && e.path().join("os.py").is_file()
+            })
+        });
+    is_installation.then_some(base)
 }
 
 impl DevSession {
@@ -118,6 +134,48 @@ impl DevSession {
             task_id: "dev-task".to_owned(),
             session_id: "dev-session".to_owned(),
             workspace_id: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pack::Scratch;
+
+    fn venv(home: &str) -> Scratch {
+        let d = Scratch::new().unwrap();
+        std::fs::create_dir_all(d.0.join(".venv")).unwrap();
+        std::fs::write(
+            d.0.join(".venv/pyvenv.cfg"),
+            format!("home = {home}\nversion = 3.11.7\n"),
+        )
+        .unwrap();
+        d
+    }
+
+    #[test]
+    fn only_a_python_installation_is_granted() {
+        // A Python installation, as pyenv lays one out.
+        let install = Scratch::new().unwrap();
+        std::fs::create_dir_all(install.0.join("bin")).unwrap();
+        std::fs::write(install.0.join("bin/python3.11"), "").unwrap();
+        std::fs::create_dir_all(install.0.join("lib/python3.11")).unwrap();
+        std::fs::write(install.0.join("lib/python3.11/os.py"), "").unwrap();
+        let plugin = venv(&install.0.join("bin").display().to_string());
+        assert_eq!(venv_base(&plugin.0), Some(install.0.clone()));
+        // Anything else `home` names is not: the root, a home directory
+        // with a bin/ but no standard library, a relative path.
+        let home_dir = Scratch::new().unwrap();
+        std::fs::create_dir_all(home_dir.0.join("bin")).unwrap();
+        std::fs::write(home_dir.0.join("bin/python3"), "").unwrap();
+        for home in [
+            "/bin",
+            "/",
+            "relative/bin",
+            &home_dir.0.join("bin").display().to_string(),
+        ] {
+            assert_eq!(venv_base(&venv(home).0), None, "{home}");
         }
     }
 }

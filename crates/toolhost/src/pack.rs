@@ -96,11 +96,12 @@ impl Kind {
 /// Left out at any depth: version control and caches.
 const NEVER: [&str; 4] = [".git", ".hg", ".svn", "__pycache__"];
 
-/// A directory removed when dropped.
-struct Scratch(PathBuf);
+/// A private directory under the temporary directory, removed when
+/// dropped.
+pub(crate) struct Scratch(pub(crate) PathBuf);
 
 impl Scratch {
-    fn new() -> Result<Self> {
+    pub(crate) fn new() -> Result<Self> {
         let id = toolhost_runtime::ids::unguessable_id().context("no randomness")?;
         let dir = std::env::temp_dir().join(format!("toolhost-pack-{id}"));
         toolhost_lifecycle::private_dir(&dir)
