@@ -189,6 +189,79 @@ fn binding_of(b: Option<pb::SessionBinding>) -> Result<Binding, Status> {
     Ok(Binding::new(b.surface, b.task_id, b.session_id, workspace))
 }
 
+/// Offers a snapshot a backend pushed (over the admin API or from the
+/// fleet's key-value bucket) to the store, under the store's rules, and
+/// keeps the fence and the last-good snapshot. The answer is the push's;
+/// an error means the store took it but it could not be kept on disk.
+pub fn offer_pushed(
+    state: &AdminState,
+    snapshot: pb::Snapshot,
+) -> Result<pb::PushCatalogResponse, crate::fence::FenceError> {
+    // Kept as pushed, to be served after a restart until the backend
+    // pushes again (crate::fence).
+    let pushed = state
+        .fence_file
+        .is_some()
+        .then(|| prost::Message::encode_to_vec(&snapshot));
+    let current = state.store.current();
+    let answer = match snapshot_from_proto(snapshot) {
+        Err(reasons) => pb::PushCatalogResponse {
+            outcome: pb::PushOutcome::Invalid.into(),
+            generation: current.generation().to_owned(),
+            revision: current.revision(),
+            defects: vec![],
+            reasons,
+        },
+        Ok(s) => {
+            let offered = (s.generation.clone(), s.epoch, s.revision);
+            let r = state.store.offer_managed(s, &state.installed.load());
+            if matches!(r.outcome, Outcome::Accepted | Outcome::Unchanged)
+                && let Some(path) = &state.fence_file
+            {
+                let version = (offered.0.as_str(), offered.1, offered.2);
+                match &pushed {
+                    Some(bytes) => crate::fence::persist_push(&state.store, path, bytes, version),
+                    None => crate::fence::persist(&state.store, path),
+                }?;
+            }
+            let outcome = match r.outcome {
+                Outcome::Accepted => pb::PushOutcome::Accepted,
+                Outcome::Unchanged => pb::PushOutcome::Unchanged,
+                Outcome::Stale => pb::PushOutcome::Stale,
+                Outcome::Conflict => pb::PushOutcome::Conflict,
+                Outcome::Invalid => pb::PushOutcome::Invalid,
+            };
+            for d in &r.defects {
+                tracing::warn!(tool = %d.tool, reason = %d.reason, "pushed tool withheld");
+            }
+            tracing::info!(
+                outcome = r.outcome.as_str(),
+                offered_generation = %toolhost_runtime::log_safe(&offered.0, 256),
+                offered_epoch = offered.1,
+                offered_revision = offered.2,
+                generation = %toolhost_runtime::log_safe(&r.generation, 256),
+                revision = r.revision,
+                "catalog push"
+            );
+            pb::PushCatalogResponse {
+                outcome: outcome.into(),
+                generation: r.generation,
+                revision: r.revision,
+                defects: r
+                    .defects
+                    .into_iter()
+                    .map(|d| pb::Defect {
+                        tool: d.tool,
+                        reason: d.reason,
+                    })
+                    .collect(),
+                reasons: r.reasons,
+            }
+        }
+    };
+    Ok(answer)
+}
+
 type EventStream = Pin<Box<dyn Stream<Item = Result<pb::Event, Status>> + Send>>;
 
 #[tonic::async_trait]
@@ -206,75 +279,8 @@ impl Admin for AdminService {
             .into_inner()
             .snapshot
             .ok_or_else(|| Status::invalid_argument("snapshot is required"))?;
-        // Kept as pushed, to be served after a restart until the backend
-        // pushes again (crate::fence).
-        let pushed = self
-            .state
-            .fence_file
-            .is_some()
-            .then(|| prost::Message::encode_to_vec(&snapshot));
-        let current = self.state.store.current();
-        let answer = match snapshot_from_proto(snapshot) {
-            Err(reasons) => pb::PushCatalogResponse {
-                outcome: pb::PushOutcome::Invalid.into(),
-                generation: current.generation().to_owned(),
-                revision: current.revision(),
-                defects: vec![],
-                reasons,
-            },
-            Ok(s) => {
-                let offered = (s.generation.clone(), s.epoch, s.revision);
-                let r = self
-                    .state
-                    .store
-                    .offer_managed(s, &self.state.installed.load());
-                if matches!(r.outcome, Outcome::Accepted | Outcome::Unchanged)
-                    && let Some(path) = &self.state.fence_file
-                {
-                    let version = (offered.0.as_str(), offered.1, offered.2);
-                    match &pushed {
-                        Some(bytes) => {
-                            crate::fence::persist_push(&self.state.store, path, bytes, version)
-                        }
-                        None => crate::fence::persist(&self.state.store, path),
-                    }
-                    .map_err(|e| Status::internal(e.to_string()))?;
-                }
-                let outcome = match r.outcome {
-                    Outcome::Accepted => pb::PushOutcome::Accepted,
-                    Outcome::Unchanged => pb::PushOutcome::Unchanged,
-                    Outcome::Stale => pb::PushOutcome::Stale,
-                    Outcome::Conflict => pb::PushOutcome::Conflict,
-                    Outcome::Invalid => pb::PushOutcome::Invalid,
-                };
-                for d in &r.defects {
-                    tracing::warn!(tool = %d.tool, reason = %d.reason, "pushed tool withheld");
-                }
-                tracing::info!(
-                    outcome = r.outcome.as_str(),
-                    offered_generation = %toolhost_runtime::log_safe(&offered.0, 256),
-                    offered_epoch = offered.1,
-                    offered_revision = offered.2,
-                    generation = %toolhost_runtime::log_safe(&r.generation, 256),
-                    revision = r.revision,
-                    "catalog push"
-                );
-                pb::PushCatalogResponse {
-                    outcome: outcome.into(),
-                    generation: r.generation,
-                    revision: r.revision,
-                    defects: r
-                        .defects
-                        .into_iter()
-                        .map(|d| pb::Defect {
-                            tool: d.tool,
-                            reason: d.reason,
-                        })
-                        .collect(),
-                    reasons: r.reasons,
-                }
-            }
-        };
+        let answer =
+            offer_pushed(&self.state, snapshot).map_err(|e| Status::internal(e.to_string()))?;
         Ok(Response::new(answer))
     }
 

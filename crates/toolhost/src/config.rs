@@ -120,6 +120,25 @@ pub struct BackendConfig {
     pub authorize: Option<String>,
     /// How long an Authorize call may take before the call is denied.
     pub authorize_timeout_ms: Option<u64>,
+    /// The fleet's NATS JetStream key-value bucket: the catalog comes from
+    /// there (managed mode), and this daemon writes its status there.
+    pub nats: Option<NatsConfig>,
+}
+
+/// `[backend.nats]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NatsConfig {
+    /// `nats://host:4222`.
+    pub url: String,
+    /// The key-value bucket (default `toolhost`).
+    pub bucket: Option<String>,
+    /// The group of daemons this one belongs to (default `default`).
+    pub group: Option<String>,
+    /// This daemon's id in the fleet (default: the host name).
+    pub daemon: Option<String>,
+    /// Seconds between status heartbeats (default 15).
+    pub heartbeat_s: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -212,7 +212,7 @@ impl Daemon {
                 "HTTP is on but no [[http.tokens]] are configured: every request will get 401"
             );
         }
-        let admin = AdminService::new(Arc::new(AdminState {
+        let admin_state = Arc::new(AdminState {
             store: Arc::clone(&store),
             plugins,
             tokens: Arc::clone(&tokens),
@@ -221,13 +221,22 @@ impl Daemon {
             installed: lifecycle.installed(),
             lifecycle: Arc::clone(&lifecycle),
             fence_file: s.managed.then_some(fence_file),
-        }));
+        });
+        let shutdown = CancellationToken::new();
+        if let Some(fleet) = &s.fleet {
+            tokio::spawn(toolhost_fleet::run(
+                fleet.clone(),
+                Arc::clone(&admin_state),
+                shutdown.child_token(),
+            ));
+        }
+        let admin = AdminService::new(admin_state);
         Ok(Self {
             lifecycle,
             hub,
             tokens,
             admin,
-            shutdown: CancellationToken::new(),
+            shutdown,
         })
     }
 

@@ -90,6 +90,8 @@ pub struct Settings {
     pub max_archive_entries: Option<u64>,
     pub supervisor: SupervisorConfig,
     pub managed: bool,
+    /// `[backend.nats]`: the fleet's bucket.
+    pub fleet: Option<toolhost_fleet::FleetConfig>,
     /// The backend's Authorizer address, and how long it may take.
     pub authorize: Option<(String, Duration)>,
     pub admin_socket: PathBuf,
@@ -216,7 +218,11 @@ impl Config {
             max_archive_bytes: self.limits.max_archive_bytes,
             max_archive_entries: self.limits.max_archive_entries,
             supervisor: self.supervisor.resolve(),
-            managed: self.backend.managed,
+            managed: self.backend.managed || self.backend.nats.is_some(),
+            fleet: match &self.backend.nats {
+                None => None,
+                Some(n) => Some(fleet_config(n)?),
+            },
             authorize: self.backend.authorize.clone().map(|a| {
                 (
                     a,
@@ -276,4 +282,39 @@ impl Config {
             ),
         }
     }
+}
+
+/// `[backend.nats]`, checked: the group and daemon id must be safe parts
+/// of a NATS subject.
+fn fleet_config(n: &crate::config::NatsConfig) -> Result<toolhost_fleet::FleetConfig> {
+    let group = n.group.clone().unwrap_or_else(|| "default".to_owned());
+    let daemon = match &n.daemon {
+        Some(d) => d.clone(),
+        // The host name, in the subject-safe alphabet.
+        None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .unwrap_or_default()
+            .trim()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .take(64)
+            .collect(),
+    };
+    let keys = toolhost_fleet::FleetKeys::new(&group, &daemon)
+        .map_err(|e| anyhow::anyhow!("[backend.nats]: {e}"))?;
+    Ok(toolhost_fleet::FleetConfig {
+        url: n.url.clone(),
+        bucket: n.bucket.clone().unwrap_or_else(|| "toolhost".to_owned()),
+        keys,
+        daemon,
+        heartbeat: Duration::from_secs(n.heartbeat_s.unwrap_or(15).max(1)),
+        max_value_bytes: 16 * 1024 * 1024,
+        backoff_first: Duration::from_millis(250),
+        backoff_max: Duration::from_secs(30),
+    })
 }

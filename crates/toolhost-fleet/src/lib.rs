@@ -1,0 +1,36 @@
+//! A fleet of toolhost daemons fed through NATS JetStream key-value.
+//!
+//! One backend (or `toolhost catalog push --nats`) writes the catalog to a
+//! KV bucket; every daemon of a group watches it and offers each revision
+//! to its store under exactly the rules of an admin push
+//! ([`toolhost_admin::offer_pushed`]: epoch fencing, no loosening,
+//! idempotent retries, withheld tools, the fence and last-good snapshot
+//! kept), and writes what it applied to its own status entry, the way an
+//! xDS proxy ACKs or NACKs, so a backend sees the fleet converge.
+//!
+//! Keys, in one bucket (`toolhost` by default), per group of daemons:
+//!
+//! - `catalog.<group>`: a `toolhost.admin.v1.Snapshot`, protobuf bytes;
+//! - `status.<group>.<daemon>`: JSON written by that daemon alone.
+//!
+//! Everything read from the bucket is hostile: a value is size-capped and
+//! decoded before anything trusts it, and a bad one is refused with its
+//! reason in the daemon's status entry; it never replaces the catalog.
+//!
+//! It must not: write any key but its own status entry, read any group but
+//! its own, or block a call on the engine (the catalog is served from the
+//! store whatever NATS does).
+//!
+//! Work in progress on branch `wip/fleet-nats` (issue 30): session
+//! bindings, credentials and TLS, backoff with jitter on reconnect, and
+//! the CLI are still to come.
+
+#![forbid(unsafe_code)]
+
+mod keys;
+mod source;
+mod status;
+
+pub use keys::{FleetKeys, KeyError};
+pub use source::{FleetConfig, FleetError, run};
+pub use status::{Applied, StatusEntry};

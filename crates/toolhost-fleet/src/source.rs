@@ -1,0 +1,187 @@
+//! The daemon's side: watch the group's catalog key, offer each value to
+//! the store as an admin push, and keep the status entry current.
+
+use crate::keys::FleetKeys;
+use crate::status::{Applied, StatusEntry};
+use futures::StreamExt as _;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use toolhost_admin::AdminState;
+
+/// Where the fleet's bucket is, and who this daemon is in it.
+#[derive(Debug, Clone)]
+pub struct FleetConfig {
+    /// The NATS server, `nats://host:4222`.
+    pub url: String,
+    /// The key-value bucket.
+    pub bucket: String,
+    /// This daemon's keys.
+    pub keys: FleetKeys,
+    /// This daemon's id, as in its status key.
+    pub daemon: String,
+    /// How often the status entry is rewritten when nothing changes.
+    pub heartbeat: Duration,
+    /// The largest catalog value read; a larger one is refused.
+    pub max_value_bytes: usize,
+    /// The first reconnect delay; each next one doubles, up to `backoff_max`,
+    /// and each is drawn uniformly below its bound (full jitter), so a
+    /// thousand daemons do not reconnect in step.
+    pub backoff_first: Duration,
+    /// The largest reconnect delay.
+    pub backoff_max: Duration,
+}
+
+/// Why a session with the engine ended.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    /// Connecting, the bucket, the watch or a write failed.
+    #[error("NATS: {0}")]
+    Nats(String),
+    /// The server ended the watch.
+    #[error("the catalog watch ended")]
+    WatchEnded,
+}
+
+fn nats(e: impl std::fmt::Display) -> FleetError {
+    FleetError::Nats(e.to_string())
+}
+
+/// Follows the group's catalog until `stop`, reconnecting with backoff and
+/// jitter whenever the engine goes away. The catalog is served from the
+/// store throughout: nothing here is on a call's path.
+pub async fn run(cfg: FleetConfig, state: Arc<AdminState>, stop: CancellationToken) {
+    let mut attempt: u32 = 0;
+    loop {
+        match session(&cfg, &state, &stop, &mut attempt).await {
+            Ok(()) => return,
+            Err(e) => tracing::warn!(bucket = %cfg.bucket, "fleet: {e}; reconnecting"),
+        }
+        let bound = cfg
+            .backoff_first
+            .saturating_mul(1u32.checked_shl(attempt.min(16)).unwrap_or(u32::MAX))
+            .min(cfg.backoff_max);
+        let delay = bound.mul_f64(fastrand::f64());
+        attempt = attempt.saturating_add(1);
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = stop.cancelled() => return,
+        }
+    }
+}
+
+/// One connection: the watch delivers the key's latest value first (not
+/// every revision in between), then each new one.
+async fn session(
+    cfg: &FleetConfig,
+    state: &AdminState,
+    stop: &CancellationToken,
+    attempt: &mut u32,
+) -> Result<(), FleetError> {
+    let client = async_nats::ConnectOptions::new()
+        .name(format!("toolhost {}", cfg.daemon))
+        .connect(cfg.url.as_str())
+        .await
+        .map_err(nats)?;
+    let js = async_nats::jetstream::new(client);
+    let kv = js.get_key_value(cfg.bucket.as_str()).await.map_err(nats)?;
+    let mut watch = kv.watch(cfg.keys.catalog.as_str()).await.map_err(nats)?;
+    *attempt = 0;
+    tracing::info!(bucket = %cfg.bucket, key = %cfg.keys.catalog, "fleet: watching the catalog");
+    let mut entry = StatusEntry {
+        daemon: cfg.daemon.clone(),
+        ..StatusEntry::default()
+    };
+    let mut beat = tokio::time::interval(cfg.heartbeat);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return Ok(()),
+            _ = beat.tick() => write_status(&kv, cfg, state, &mut entry).await?,
+            next = watch.next() => {
+                let value = next.ok_or(FleetError::WatchEnded)?.map_err(nats)?;
+                entry.applied = Some(apply(state, &value, cfg.max_value_bytes));
+                write_status(&kv, cfg, state, &mut entry).await?;
+            }
+        }
+    }
+}
+
+/// Offers one value of the catalog key; what became of it.
+fn apply(state: &AdminState, value: &async_nats::jetstream::kv::Entry, max: usize) -> Applied {
+    use async_nats::jetstream::kv::Operation;
+    let refused = |why: String| Applied {
+        kv_revision: value.revision,
+        outcome: "refused".to_owned(),
+        reasons: vec![why],
+    };
+    if value.operation != Operation::Put {
+        // A deleted key is not a catalog: keep serving the current one.
+        return refused("the catalog key was deleted; the current catalog stays".to_owned());
+    }
+    if value.value.len() > max {
+        return refused(format!(
+            "the value is {} bytes, over the limit of {max}",
+            value.value.len()
+        ));
+    }
+    let snapshot =
+        match <toolhost_proto::admin::Snapshot as prost::Message>::decode(value.value.as_ref()) {
+            Ok(s) => s,
+            Err(e) => return refused(format!("not a toolhost.admin.v1.Snapshot: {e}")),
+        };
+    match toolhost_admin::offer_pushed(state, snapshot) {
+        Err(e) => refused(format!("taken, but not kept on disk: {e}")),
+        Ok(r) => Applied {
+            kv_revision: value.revision,
+            outcome: toolhost_proto::admin::PushOutcome::try_from(r.outcome)
+                .map(|o| {
+                    o.as_str_name()
+                        .trim_start_matches("PUSH_OUTCOME_")
+                        .to_lowercase()
+                })
+                .unwrap_or_else(|_| "unknown".to_owned()),
+            reasons: r.reasons,
+        },
+    }
+}
+
+/// Writes this daemon's status entry: what it serves now.
+async fn write_status(
+    kv: &async_nats::jetstream::kv::Store,
+    cfg: &FleetConfig,
+    state: &AdminState,
+    entry: &mut StatusEntry,
+) -> Result<(), FleetError> {
+    let c = state.store.current();
+    entry.epoch = c.epoch();
+    entry.generation = c.generation().to_owned();
+    entry.revision = c.revision();
+    entry.withheld = c
+        .defects()
+        .into_iter()
+        .map(|d| (d.tool, d.reason))
+        .collect();
+    entry.plugins = state
+        .lifecycle
+        .list()
+        .into_iter()
+        .map(|p| {
+            let how = if !p.enabled {
+                "disabled"
+            } else if !p.needs_config.is_empty() {
+                "needs_config"
+            } else {
+                "enabled"
+            };
+            (p.id, how.to_owned())
+        })
+        .collect();
+    entry.heartbeat = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let bytes = serde_json::to_vec(entry).map_err(nats)?;
+    kv.put(cfg.keys.status.as_str(), bytes.into())
+        .await
+        .map_err(nats)?;
+    Ok(())
+}

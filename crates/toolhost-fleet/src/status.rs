@@ -1,0 +1,36 @@
+//! A daemon's status entry: what it applied, and when it last said so.
+
+use serde::{Deserialize, Serialize};
+
+/// The last catalog value a daemon was offered, and what became of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Applied {
+    /// The bucket revision of the value.
+    pub kv_revision: u64,
+    /// accepted, unchanged, stale, conflict, invalid, or refused (the
+    /// value could not be read as a snapshot at all).
+    pub outcome: String,
+    /// Why, when it was not accepted.
+    pub reasons: Vec<String>,
+}
+
+/// `status.<group>.<daemon>`, JSON.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusEntry {
+    /// The daemon's id.
+    pub daemon: String,
+    /// The catalog it serves.
+    pub epoch: u64,
+    /// Its generation.
+    pub generation: String,
+    /// Its revision.
+    pub revision: u64,
+    /// The last value offered, and the outcome.
+    pub applied: Option<Applied>,
+    /// Withheld tools: exposed name and why.
+    pub withheld: Vec<(String, String)>,
+    /// Plugin id and state.
+    pub plugins: Vec<(String, String)>,
+    /// Seconds since the Unix epoch when it was written.
+    pub heartbeat: u64,
+}

@@ -1,0 +1,159 @@
+//! A fleet through NATS JetStream key-value, with a real nats-server
+//! (scripts/setup-python installs it into .venv): a daemon follows its
+//! group's catalog key under the admin push's rules, reports what it
+//! applied in its status entry, refuses a hostile value with a reason,
+//! keeps serving when the engine goes away, and after a restart with the
+//! engine down serves the last catalog it accepted.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
+
+use std::path::Path;
+use std::time::Duration;
+use toolhost_catalog::Snapshot;
+use toolhost_e2e::{
+    Daemon, Scratch, TOKEN, TestConfig, agent, eventually, listed_names, testplug_dir,
+};
+use toolhost_manifest::Manifest;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A nats-server with JetStream on a free port, stopped when dropped.
+struct Nats {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Nats {
+    fn start(dir: &Path) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let exe = toolhost_e2e::workspace_root().join(".venv/bin/nats-server");
+        assert!(exe.is_file(), "no nats-server: run scripts/setup-python");
+        let child = std::process::Command::new(exe)
+            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+            .arg(dir.join("js"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        Self {
+            child,
+            url: format!("nats://127.0.0.1:{port}"),
+        }
+    }
+}
+
+impl Drop for Nats {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn bucket(url: &str) -> async_nats::jetstream::kv::Store {
+    let client = eventually(WAIT, "nats-server", async || {
+        async_nats::connect(url).await.ok()
+    })
+    .await;
+    let js = async_nats::jetstream::new(client);
+    js.create_key_value(async_nats::jetstream::kv::Config {
+        bucket: "toolhost".to_owned(),
+        history: 5,
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+}
+
+fn snapshot(plugin: &Path, generation: &str, epoch: u64, revision: u64, tools: usize) -> Vec<u8> {
+    let m = Manifest::load(plugin).unwrap();
+    let mut s = Snapshot::from_manifests("kandev", generation, revision, [&m]);
+    s.epoch = epoch;
+    s.tools.truncate(tools);
+    prost::Message::encode_to_vec(&toolhost_admin::snapshot_to_proto(&s))
+}
+
+async fn status_of(kv: &async_nats::jetstream::kv::Store) -> Option<toolhost_fleet::StatusEntry> {
+    let v = kv.get("status.default.d1").await.ok()??;
+    serde_json::from_slice(&v).ok()
+}
+
+#[tokio::test]
+async fn a_daemon_follows_its_groups_catalog_and_reports_what_it_applied() {
+    let root = Scratch::new("fleet");
+    let nats = Nats::start(root.path());
+    let kv = bucket(&nats.url).await;
+    let tp = testplug_dir(root.path(), "tp", "normal");
+    let cfg = TestConfig::new(root.path(), std::slice::from_ref(&tp))
+        .extra(&format!(
+            "[backend.nats]\nurl = \"{}\"\ndaemon = \"d1\"\nheartbeat_s = 1\n",
+            nats.url
+        ))
+        .build();
+    let mut d = Daemon::start(root.path(), &cfg, &[]);
+
+    kv.put(
+        "catalog.default",
+        snapshot(&tp, "g", 1_700_000_000_001, 1, 3).into(),
+    )
+    .await
+    .unwrap();
+    let s = eventually(WAIT, "the daemon applied revision 1", async || {
+        status_of(&kv).await.filter(|s| s.revision == 1)
+    })
+    .await;
+    assert_eq!(
+        s.applied.as_ref().map(|a| a.outcome.as_str()),
+        Some("accepted")
+    );
+    let c = agent(&d.url, TOKEN).await;
+    assert_eq!(listed_names(&c).await.len(), 3);
+
+    // A value that is not a snapshot: refused with a reason, the catalog
+    // stays.
+    kv.put("catalog.default", b"garbage".to_vec().into())
+        .await
+        .unwrap();
+    let s = eventually(WAIT, "the garbage refused", async || {
+        status_of(&kv)
+            .await
+            .filter(|s| s.applied.as_ref().is_some_and(|a| a.outcome == "refused"))
+    })
+    .await;
+    assert_eq!(s.revision, 1, "{s:?}");
+    assert!(s.applied.unwrap().reasons[0].contains("not a toolhost.admin.v1.Snapshot"));
+
+    // A stale push (lower epoch, a dead backend) is said so.
+    kv.put(
+        "catalog.default",
+        snapshot(&tp, "old", 1_700_000_000_000, 9, 1).into(),
+    )
+    .await
+    .unwrap();
+    let s = eventually(WAIT, "the stale value judged", async || {
+        status_of(&kv)
+            .await
+            .filter(|s| s.applied.as_ref().is_some_and(|a| a.outcome == "stale"))
+    })
+    .await;
+    assert_eq!(s.generation, "g");
+
+    // The engine goes away: calls keep working; a restart with it down
+    // serves the last catalog it accepted.
+    drop(nats);
+    assert_eq!(listed_names(&c).await.len(), 3);
+    let _ = c.cancel().await;
+    let _ = d.signal_and_wait(rustix::process::Signal::TERM);
+    let d = Daemon::start(root.path(), &cfg, &[]);
+    let c = agent(&d.url, TOKEN).await;
+    assert_eq!(
+        listed_names(&c).await.len(),
+        3,
+        "the last-good catalog serves"
+    );
+    assert_eq!(d.metric("toolhost_catalog_last_good").await, Some(1.0));
+    let _ = c.cancel().await;
+}
