@@ -76,6 +76,21 @@ fn snapshot(plugin: &Path, generation: &str, epoch: u64, revision: u64, tools: u
     prost::Message::encode_to_vec(&toolhost_admin::snapshot_to_proto(&s))
 }
 
+fn cli(args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(toolhost_e2e::bin("toolhost"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
 async fn status_of(kv: &async_nats::jetstream::kv::Store) -> Option<toolhost_fleet::StatusEntry> {
     let v = kv.get("status.default.d1").await.ok()??;
     serde_json::from_slice(&v).ok()
@@ -95,12 +110,21 @@ async fn a_daemon_follows_its_groups_catalog_and_reports_what_it_applied() {
         .build();
     let mut d = Daemon::start(root.path(), &cfg, &[]);
 
-    kv.put(
-        "catalog.default",
-        snapshot(&tp, "g", 1_700_000_000_001, 1, 3).into(),
-    )
-    .await
-    .unwrap();
+    // No backend: the CLI writes the group's catalog.
+    let m = Manifest::load(&tp).unwrap();
+    let mut first = Snapshot::from_manifests("kandev", "g", 1, [&m]);
+    first.epoch = 1_700_000_000_001;
+    first.tools.truncate(3);
+    let file = root.path().join("catalog.json");
+    std::fs::write(&file, serde_json::to_string(&first).unwrap()).unwrap();
+    let (ok, out) = cli(&[
+        "catalog",
+        "push",
+        "--nats",
+        &nats.url,
+        &file.display().to_string(),
+    ]);
+    assert!(ok, "{out}");
     let s = eventually(WAIT, "the daemon applied revision 1", async || {
         status_of(&kv).await.filter(|s| s.revision == 1)
     })
@@ -111,6 +135,11 @@ async fn a_daemon_follows_its_groups_catalog_and_reports_what_it_applied() {
     );
     let c = agent(&d.url, TOKEN).await;
     assert_eq!(listed_names(&c).await.len(), 3);
+    let (ok, out) = cli(&["fleet", "status", "--nats", &nats.url]);
+    assert!(
+        ok && out.contains("d1") && out.contains("accepted"),
+        "{out}"
+    );
 
     // A value that is not a snapshot: refused with a reason, the catalog
     // stays.
@@ -125,6 +154,12 @@ async fn a_daemon_follows_its_groups_catalog_and_reports_what_it_applied() {
     .await;
     assert_eq!(s.revision, 1, "{s:?}");
     assert!(s.applied.unwrap().reasons[0].contains("not a toolhost.admin.v1.Snapshot"));
+    let (ok, out) = cli(&["fleet", "status", "--nats", &nats.url]);
+    assert!(!ok, "a refusing daemon fails the status: {out}");
+    assert!(
+        out.contains("NACK") && out.contains("not a toolhost.admin.v1.Snapshot"),
+        "{out}"
+    );
 
     // A stale push (lower epoch, a dead backend) is said so.
     kv.put(

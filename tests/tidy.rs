@@ -483,7 +483,12 @@ fn layers() -> BTreeMap<String, u32> {
     let mut map = BTreeMap::new();
     let mut in_picture = false;
     for line in text.lines() {
-        if line.trim_start().starts_with("6  toolhost (binary)") {
+        // The picture starts at its top row: "<layer>  toolhost (binary)".
+        let mut top = line.split_whitespace();
+        if top.next().is_some_and(|n| n.parse::<u32>().is_ok())
+            && top.next() == Some("toolhost")
+            && top.next() == Some("(binary)")
+        {
             in_picture = true;
         }
         if !in_picture {

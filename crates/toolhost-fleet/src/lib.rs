@@ -22,8 +22,8 @@
 //! store whatever NATS does).
 //!
 //! Work in progress on branch `wip/fleet-nats` (issue 30): session
-//! bindings, credentials and TLS, backoff with jitter on reconnect, and
-//! the CLI are still to come.
+//! bindings, the permissions test with a restricted account, and the
+//! status in `toolhost status` and the metrics are still to come.
 
 #![forbid(unsafe_code)]
 
@@ -32,5 +32,5 @@ mod source;
 mod status;
 
 pub use keys::{FleetKeys, KeyError};
-pub use source::{FleetConfig, FleetError, run};
+pub use source::{FleetConfig, FleetError, NatsAuth, NatsTls, connect, run};
 pub use status::{Applied, StatusEntry};

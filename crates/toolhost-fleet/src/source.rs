@@ -9,11 +9,84 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use toolhost_admin::AdminState;
 
+/// How to prove who we are to the NATS server. Values are read from files
+/// or the environment by the caller, the way plugin secrets are; `Debug`
+/// never shows them.
+#[derive(Clone, Default)]
+pub enum NatsAuth {
+    /// No credentials.
+    #[default]
+    None,
+    /// A token.
+    Token(String),
+    /// A user and password.
+    UserPassword(String, String),
+    /// An nkey seed (`SU...`).
+    NkeySeed(String),
+    /// A `.creds` file (a JWT and its seed).
+    CredsFile(std::path::PathBuf),
+}
+
+impl std::fmt::Debug for NatsAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::None => "None",
+            Self::Token(_) => "Token(..)",
+            Self::UserPassword(..) => "UserPassword(..)",
+            Self::NkeySeed(_) => "NkeySeed(..)",
+            Self::CredsFile(_) => "CredsFile(..)",
+        })
+    }
+}
+
+/// TLS to the NATS server, when configured.
+#[derive(Debug, Clone, Default)]
+pub struct NatsTls {
+    /// Refuse a server that does not offer TLS.
+    pub require: bool,
+    /// CA certificates (PEM) to trust for the server.
+    pub ca_file: Option<std::path::PathBuf>,
+    /// A client certificate and its key (PEM).
+    pub client: Option<(std::path::PathBuf, std::path::PathBuf)>,
+}
+
+/// A connection's options from the credentials and TLS settings.
+pub async fn connect(
+    url: &str,
+    name: &str,
+    auth: &NatsAuth,
+    tls: &NatsTls,
+) -> Result<async_nats::Client, FleetError> {
+    let mut o = match auth {
+        NatsAuth::None => async_nats::ConnectOptions::new(),
+        NatsAuth::Token(t) => async_nats::ConnectOptions::with_token(t.clone()),
+        NatsAuth::UserPassword(u, p) => {
+            async_nats::ConnectOptions::with_user_and_password(u.clone(), p.clone())
+        }
+        NatsAuth::NkeySeed(seed) => async_nats::ConnectOptions::with_nkey(seed.clone()),
+        NatsAuth::CredsFile(path) => async_nats::ConnectOptions::with_credentials_file(path)
+            .await
+            .map_err(|e| FleetError::Nats(format!("{}: {e}", path.display())))?,
+    };
+    o = o.name(name).require_tls(tls.require);
+    if let Some(ca) = &tls.ca_file {
+        o = o.add_root_certificates(ca.clone());
+    }
+    if let Some((cert, key)) = &tls.client {
+        o = o.add_client_certificate(cert.clone(), key.clone());
+    }
+    o.connect(url).await.map_err(nats)
+}
+
 /// Where the fleet's bucket is, and who this daemon is in it.
 #[derive(Debug, Clone)]
 pub struct FleetConfig {
     /// The NATS server, `nats://host:4222`.
     pub url: String,
+    /// Credentials.
+    pub auth: NatsAuth,
+    /// TLS.
+    pub tls: NatsTls,
     /// The key-value bucket.
     pub bucket: String,
     /// This daemon's keys.
@@ -78,14 +151,22 @@ async fn session(
     stop: &CancellationToken,
     attempt: &mut u32,
 ) -> Result<(), FleetError> {
-    let client = async_nats::ConnectOptions::new()
-        .name(format!("toolhost {}", cfg.daemon))
-        .connect(cfg.url.as_str())
-        .await
-        .map_err(nats)?;
+    let client = connect(
+        &cfg.url,
+        &format!("toolhost {}", cfg.daemon),
+        &cfg.auth,
+        &cfg.tls,
+    )
+    .await?;
     let js = async_nats::jetstream::new(client);
     let kv = js.get_key_value(cfg.bucket.as_str()).await.map_err(nats)?;
-    let mut watch = kv.watch(cfg.keys.catalog.as_str()).await.map_err(nats)?;
+    // With history: the key's latest value first (the one in force when
+    // this daemon starts or comes back), then each new one; never every
+    // revision in between.
+    let mut watch = kv
+        .watch_with_history(cfg.keys.catalog.as_str())
+        .await
+        .map_err(nats)?;
     *attempt = 0;
     tracing::info!(bucket = %cfg.bucket, key = %cfg.keys.catalog, "fleet: watching the catalog");
     let mut entry = StatusEntry {

@@ -1,7 +1,7 @@
 //! The command line: the commands, and which library code each runs on
 //! which runtime.
 
-use crate::{call, check, new, ops, pack, serve};
+use crate::{call, check, fleet, new, ops, pack, serve};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -40,12 +40,40 @@ enum Command {
         #[command(subcommand)]
         command: ops::CatalogCommand,
     },
+    /// The fleet of daemons that follow a NATS bucket.
+    Fleet {
+        #[command(subcommand)]
+        command: FleetCommand,
+    },
     /// Control the running daemon's plugins.
     Plugins {
         #[command(flatten)]
         target: ops::Target,
         #[command(subcommand)]
         command: ops::PluginsCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum FleetCommand {
+    /// One row per daemon of the group: what it applied, flagging those
+    /// behind the group's catalog, refusing it (NACK), or silent. Exit 1
+    /// when any is.
+    Status {
+        #[command(flatten)]
+        nats: fleet::NatsTarget,
+        /// A daemon whose heartbeat is older than this many seconds is
+        /// flagged silent.
+        #[arg(long, default_value_t = 60)]
+        silent_after: u64,
+    },
+    /// Write a catalog snapshot (JSON, as `catalog show` prints it) to the
+    /// group's key: every daemon of the group applies it.
+    Push {
+        #[command(flatten)]
+        nats: fleet::NatsTarget,
+        /// The snapshot file.
+        file: std::path::PathBuf,
     },
 }
 
@@ -61,9 +89,38 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Call(args) => runtime().and_then(|rt| rt.block_on(call::run(args))),
         Command::Status(t) => runtime().and_then(|rt| rt.block_on(ops::status(&t))),
         Command::Tools(t) => runtime().and_then(|rt| rt.block_on(ops::tools(&t))),
+        Command::Catalog {
+            command:
+                ops::CatalogCommand::Push {
+                    file,
+                    nats: Some(url),
+                    bucket,
+                    group,
+                },
+            ..
+        } => {
+            let target = fleet::NatsTarget {
+                url,
+                bucket,
+                group,
+                token_file: None,
+                creds_file: None,
+            };
+            runtime().and_then(|rt| rt.block_on(fleet::push(&target, &file)))
+        }
         Command::Catalog { target, command } => {
             runtime().and_then(|rt| rt.block_on(ops::catalog(&target, &command)))
         }
+        Command::Fleet { command } => runtime().and_then(|rt| {
+            rt.block_on(async {
+                match command {
+                    FleetCommand::Status { nats, silent_after } => {
+                        fleet::status(&nats, silent_after).await
+                    }
+                    FleetCommand::Push { nats, file } => fleet::push(&nats, &file).await,
+                }
+            })
+        }),
         Command::Plugins { target, command } => {
             runtime().and_then(|rt| rt.block_on(ops::plugins(&target, &command)))
         }

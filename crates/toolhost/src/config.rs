@@ -139,6 +139,92 @@ pub struct NatsConfig {
     pub daemon: Option<String>,
     /// Seconds between status heartbeats (default 15).
     pub heartbeat_s: Option<u64>,
+    /// Credentials, from files or the daemon's environment (never inline):
+    /// a token, a user and password, an nkey seed, or a `.creds` file.
+    pub token_file: Option<PathBuf>,
+    pub token_env: Option<String>,
+    pub user: Option<String>,
+    pub password_file: Option<PathBuf>,
+    pub password_env: Option<String>,
+    pub nkey_seed_file: Option<PathBuf>,
+    pub creds_file: Option<PathBuf>,
+    /// TLS: require it, trust these CAs, present this certificate.
+    #[serde(default)]
+    pub tls_required: bool,
+    pub tls_ca_file: Option<PathBuf>,
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_key_file: Option<PathBuf>,
+}
+
+impl NatsConfig {
+    /// The credentials, read now: exactly one kind may be given.
+    pub fn auth(&self) -> Result<toolhost_fleet::NatsAuth> {
+        use toolhost_fleet::NatsAuth;
+        let from =
+            |file: &Option<PathBuf>, env: &Option<String>, what: &str| -> Result<Option<String>> {
+                match (file, env) {
+                    (Some(_), Some(_)) => {
+                        bail!("[backend.nats]: {what} is given twice (file and environment)")
+                    }
+                    (Some(f), None) => Ok(Some(read_secret(f)?)),
+                    (None, Some(v)) => std::env::var(v)
+                        .map(Some)
+                        .with_context(|| format!("[backend.nats]: the environment has no {v}")),
+                    (None, None) => Ok(None),
+                }
+            };
+        let token = from(&self.token_file, &self.token_env, "the token")?;
+        let password = from(&self.password_file, &self.password_env, "the password")?;
+        let seed = match &self.nkey_seed_file {
+            Some(f) => Some(read_secret(f)?),
+            None => None,
+        };
+        let kinds = [
+            token.is_some(),
+            self.user.is_some() || password.is_some(),
+            seed.is_some(),
+            self.creds_file.is_some(),
+        ];
+        if kinds.iter().filter(|k| **k).count() > 1 {
+            bail!(
+                "[backend.nats]: give one kind of credentials: a token, a user and password, an nkey seed, or a creds file"
+            );
+        }
+        Ok(
+            match (
+                token,
+                self.user.clone(),
+                password,
+                seed,
+                self.creds_file.clone(),
+            ) {
+                (Some(t), ..) => NatsAuth::Token(t),
+                (_, Some(u), Some(p), ..) => NatsAuth::UserPassword(u, p),
+                (_, Some(_), None, ..) | (_, None, Some(_), ..) => {
+                    bail!(
+                        "[backend.nats]: a user needs a password (password_file or password_env), and a password a user"
+                    )
+                }
+                (_, _, _, Some(s), _) => NatsAuth::NkeySeed(s),
+                (_, _, _, _, Some(c)) => NatsAuth::CredsFile(c),
+                _ => NatsAuth::None,
+            },
+        )
+    }
+
+    /// TLS as configured.
+    pub fn tls(&self) -> Result<toolhost_fleet::NatsTls> {
+        let client = match (&self.tls_cert_file, &self.tls_key_file) {
+            (Some(c), Some(k)) => Some((c.clone(), k.clone())),
+            (None, None) => None,
+            _ => bail!("[backend.nats]: tls_cert_file and tls_key_file go together"),
+        };
+        Ok(toolhost_fleet::NatsTls {
+            require: self.tls_required || self.tls_ca_file.is_some() || client.is_some(),
+            ca_file: self.tls_ca_file.clone(),
+            client,
+        })
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -16,6 +16,7 @@ mod check;
 mod cli;
 mod config;
 mod dev;
+mod fleet;
 mod format;
 mod memory;
 mod new;

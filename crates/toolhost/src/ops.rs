@@ -44,6 +44,16 @@ pub enum CatalogCommand {
     Push {
         /// The snapshot file.
         file: PathBuf,
+        /// Write it to this NATS server's bucket instead (the fleet's
+        /// catalog key for --group), for every daemon of the group.
+        #[arg(long, value_name = "URL")]
+        nats: Option<String>,
+        /// The fleet's bucket (with --nats).
+        #[arg(long, default_value = "toolhost", requires = "nats")]
+        bucket: String,
+        /// The fleet's group (with --nats).
+        #[arg(long, default_value = "default", requires = "nats")]
+        group: String,
     },
 }
 
@@ -408,7 +418,7 @@ pub async fn catalog(t: &Target, cmd: &CatalogCommand) -> Result<ExitCode> {
             outln!("{}", serde_json::to_string_pretty(&snap)?);
             Ok(ExitCode::SUCCESS)
         }
-        CatalogCommand::Push { file } => {
+        CatalogCommand::Push { file, .. } => {
             let text = std::fs::read_to_string(file)
                 .with_context(|| format!("cannot read {}", file.display()))?;
             let snap: toolhost_catalog::Snapshot = serde_json::from_str(&text)

@@ -309,6 +309,8 @@ fn fleet_config(n: &crate::config::NatsConfig) -> Result<toolhost_fleet::FleetCo
         .map_err(|e| anyhow::anyhow!("[backend.nats]: {e}"))?;
     Ok(toolhost_fleet::FleetConfig {
         url: n.url.clone(),
+        auth: n.auth()?,
+        tls: n.tls()?,
         bucket: n.bucket.clone().unwrap_or_else(|| "toolhost".to_owned()),
         keys,
         daemon,

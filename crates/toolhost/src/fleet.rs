@@ -1,0 +1,157 @@
+//! The fleet from the command line, through the NATS bucket the daemons
+//! watch: `toolhost catalog push --nats URL FILE` writes a catalog for a
+//! group (no backend needed for a small fleet), and `toolhost fleet status
+//! --nats URL` prints each daemon's status entry, flagging those behind the
+//! group's catalog, refusing it, or silent.
+
+use anyhow::{Context as _, Result};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Where the fleet's bucket is.
+#[derive(Debug, Clone, clap::Args)]
+pub struct NatsTarget {
+    /// The NATS server, e.g. nats://127.0.0.1:4222.
+    #[arg(long = "nats", value_name = "URL", env = "TOOLHOST_NATS_URL")]
+    pub url: String,
+    /// The key-value bucket.
+    #[arg(long, default_value = "toolhost")]
+    pub bucket: String,
+    /// The group of daemons.
+    #[arg(long, default_value = "default")]
+    pub group: String,
+    /// A file holding the NATS token.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// A NATS .creds file.
+    #[arg(long, value_name = "FILE", conflicts_with = "token_file")]
+    pub creds_file: Option<PathBuf>,
+}
+
+impl NatsTarget {
+    async fn bucket(&self) -> Result<async_nats::jetstream::kv::Store> {
+        toolhost_fleet::FleetKeys::new(&self.group, "cli")?;
+        let auth = match (&self.token_file, &self.creds_file) {
+            (Some(f), _) => toolhost_fleet::NatsAuth::Token(crate::config::read_secret(f)?),
+            (_, Some(c)) => toolhost_fleet::NatsAuth::CredsFile(c.clone()),
+            _ => toolhost_fleet::NatsAuth::None,
+        };
+        let client = toolhost_fleet::connect(
+            &self.url,
+            "toolhost cli",
+            &auth,
+            &toolhost_fleet::NatsTls::default(),
+        )
+        .await?;
+        let js = async_nats::jetstream::new(client);
+        js.get_key_value(self.bucket.as_str())
+            .await
+            .with_context(|| format!("no bucket {:?} at {}", self.bucket, self.url))
+    }
+}
+
+/// Writes `snapshot` (JSON, as `toolhost catalog show` prints it) to the
+/// group's catalog key; prints the bucket revision.
+pub async fn push(target: &NatsTarget, file: &std::path::Path) -> Result<ExitCode> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let snap: toolhost_catalog::Snapshot = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a catalog snapshot", file.display()))?;
+    let bytes = prost::Message::encode_to_vec(&toolhost_admin::snapshot_to_proto(&snap));
+    let kv = target.bucket().await?;
+    let key = format!("catalog.{}", target.group);
+    let revision = kv
+        .put(key.as_str(), bytes.into())
+        .await
+        .with_context(|| format!("cannot write {key}"))?;
+    outln!(
+        "put {key} (generation {} epoch {} revision {}) as bucket revision {revision}; `toolhost fleet status --nats {}` shows the daemons converge",
+        snap.generation,
+        snap.epoch,
+        snap.revision,
+        target.url
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A status entry is read only up to this size.
+const MAX_STATUS_BYTES: usize = 1024 * 1024;
+
+/// One row per daemon of the group; exit 1 when any is behind, refusing
+/// or silent.
+pub async fn status(target: &NatsTarget, silent_after_s: u64) -> Result<ExitCode> {
+    use futures::TryStreamExt as _;
+    let kv = target.bucket().await?;
+    let want = match kv.get(format!("catalog.{}", target.group)).await? {
+        Some(v) => <toolhost_proto::admin::Snapshot as prost::Message>::decode(v.as_ref())
+            .ok()
+            .map(|s| (s.generation, s.revision)),
+        None => None,
+    };
+    let prefix = format!("status.{}.", target.group);
+    let keys: Vec<String> = kv
+        .keys()
+        .await?
+        .try_filter(|k| std::future::ready(k.starts_with(&prefix)))
+        .try_collect()
+        .await?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    match &want {
+        Some((g, r)) => outln!("catalog.{}: generation {g} revision {r}", target.group),
+        None => outln!("catalog.{}: none (or not a snapshot)", target.group),
+    }
+    let mut all_well = true;
+    for key in keys {
+        let daemon = key.trim_start_matches(&prefix);
+        let Some(value) = kv.get(key.as_str()).await? else {
+            continue;
+        };
+        let entry: Option<toolhost_fleet::StatusEntry> = (value.len() <= MAX_STATUS_BYTES)
+            .then(|| serde_json::from_slice(&value).ok())
+            .flatten();
+        let Some(e) = entry else {
+            all_well = false;
+            outln!("  {daemon:<24} unreadable status entry");
+            continue;
+        };
+        let mut flags = Vec::new();
+        if want
+            .as_ref()
+            .is_some_and(|(g, r)| *g != e.generation || *r != e.revision)
+        {
+            flags.push("BEHIND");
+        }
+        if let Some(a) = &e.applied
+            && !matches!(a.outcome.as_str(), "accepted" | "unchanged")
+        {
+            flags.push("NACK");
+        }
+        if now.saturating_sub(e.heartbeat) > silent_after_s {
+            flags.push("SILENT");
+        }
+        all_well &= flags.is_empty();
+        let outcome = e.applied.as_ref().map_or("-", |a| a.outcome.as_str());
+        outln!(
+            "  {:<24} {} rev {:<6} {:<10} {} withheld, heartbeat {}s ago {}",
+            toolhost_runtime::log_safe(daemon, 64),
+            toolhost_runtime::log_safe(&e.generation, 64),
+            e.revision,
+            toolhost_runtime::log_safe(outcome, 16),
+            e.withheld.len(),
+            now.saturating_sub(e.heartbeat),
+            flags.join(" ")
+        );
+        if let Some(a) = &e.applied {
+            for r in &a.reasons {
+                outln!("      {}", toolhost_runtime::log_safe(r, 300));
+            }
+        }
+    }
+    Ok(if all_well {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
