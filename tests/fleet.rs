@@ -176,6 +176,51 @@ async fn a_daemon_follows_its_groups_catalog_and_reports_what_it_applied() {
     .await;
     assert_eq!(s.generation, "g");
 
+    // A session binding through the bucket, keyed by the token's SHA-256:
+    // the token works; deleting the key revokes it by the next request.
+    let token = "fleet-bound-token-0123456789";
+    let digest: String =
+        sha2::Digest::finalize(<sha2::Sha256 as sha2::Digest>::new_with_prefix(token))
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+    let key = format!("bind.default.{digest}");
+    let binding = toolhost_admin::admin::SessionBinding {
+        surface: "chat".to_owned(),
+        task_id: "fleet-task".to_owned(),
+        session_id: "fleet-session".to_owned(),
+        workspace_id: String::new(),
+    };
+    kv.put(key.as_str(), prost::Message::encode_to_vec(&binding).into())
+        .await
+        .unwrap();
+    let bound = eventually(WAIT, "the bound token works", async || {
+        let r = toolhost_e2e::http_request(
+            &d.base(),
+            "GET",
+            "/mcp",
+            &[("authorization", &format!("Bearer {token}"))],
+            "",
+        )
+        .await;
+        (r.0 != 401).then_some(r.0)
+    })
+    .await;
+    assert_ne!(bound, 401);
+    kv.delete(key.as_str()).await.unwrap();
+    eventually(WAIT, "the revoked token refused", async || {
+        let r = toolhost_e2e::http_request(
+            &d.base(),
+            "GET",
+            "/mcp",
+            &[("authorization", &format!("Bearer {token}"))],
+            "",
+        )
+        .await;
+        (r.0 == 401).then_some(())
+    })
+    .await;
+
     // The engine goes away: calls keep working; a restart with it down
     // serves the last catalog it accepted.
     drop(nats);

@@ -35,5 +35,5 @@ pub mod token;
 
 pub use convert::{snapshot_from_proto, snapshot_to_proto};
 pub use server::{AdminError, Client, connect_unix, serve_tcp, serve_unix};
-pub use service::{AdminService, AdminState, offer_pushed};
+pub use service::{AdminService, AdminState, binding_from_proto, offer_pushed};
 pub use toolhost_proto::admin;

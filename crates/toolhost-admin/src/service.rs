@@ -175,15 +175,23 @@ fn plugin_status(
 
 fn binding_of(b: Option<pb::SessionBinding>) -> Result<Binding, Status> {
     let b = b.ok_or_else(|| Status::invalid_argument("binding is required"))?;
+    binding_from_proto(b).map_err(Status::invalid_argument)
+}
+
+/// A session binding from the wire (the admin API, or a fleet's bucket),
+/// checked: a valid surface, and task and session ids.
+pub fn binding_from_proto(b: pb::SessionBinding) -> Result<Binding, String> {
     if !toolhost_manifest::manifest::is_valid_surface(&b.surface) {
-        return Err(Status::invalid_argument(
-            "binding.surface is not a valid surface name",
-        ));
+        return Err("binding.surface is not a valid surface name".to_owned());
     }
     if b.task_id.is_empty() || b.session_id.is_empty() {
-        return Err(Status::invalid_argument(
-            "binding.task_id and binding.session_id are required",
-        ));
+        return Err("binding.task_id and binding.session_id are required".to_owned());
+    }
+    let too_long = [&b.task_id, &b.session_id, &b.workspace_id]
+        .iter()
+        .any(|s| s.len() > 256 || s.chars().any(char::is_control));
+    if too_long {
+        return Err("binding ids are at most 256 bytes, without control characters".to_owned());
     }
     let workspace = (!b.workspace_id.is_empty()).then_some(b.workspace_id);
     Ok(Binding::new(b.surface, b.task_id, b.session_id, workspace))

@@ -167,6 +167,12 @@ async fn session(
         .watch_with_history(cfg.keys.catalog.as_str())
         .await
         .map_err(nats)?;
+    // Bindings: every token's current value, then each change. A token is
+    // in the bucket only as its SHA-256.
+    let mut bindings = kv
+        .watch_with_history(cfg.keys.bindings.as_str())
+        .await
+        .map_err(nats)?;
     *attempt = 0;
     tracing::info!(bucket = %cfg.bucket, key = %cfg.keys.catalog, "fleet: watching the catalog");
     let mut entry = StatusEntry {
@@ -178,6 +184,10 @@ async fn session(
         tokio::select! {
             () = stop.cancelled() => return Ok(()),
             _ = beat.tick() => write_status(&kv, cfg, state, &mut entry).await?,
+            next = bindings.next() => {
+                let value = next.ok_or(FleetError::WatchEnded)?.map_err(nats)?;
+                apply_binding(state, &value);
+            }
             next = watch.next() => {
                 let value = next.ok_or(FleetError::WatchEnded)?.map_err(nats)?;
                 entry.applied = Some(apply(state, &value, cfg.max_value_bytes));
@@ -223,6 +233,39 @@ fn apply(state: &AdminState, value: &async_nats::jetstream::kv::Entry, max: usiz
                 .unwrap_or_else(|_| "unknown".to_owned()),
             reasons: r.reasons,
         },
+    }
+}
+
+/// Binds or revokes the token one binding key names. A value that is not
+/// a binding revokes the token rather than leave an old binding standing.
+fn apply_binding(state: &AdminState, value: &async_nats::jetstream::kv::Entry) {
+    use async_nats::jetstream::kv::Operation;
+    let Some(digest) = crate::keys::binding_digest(&value.key) else {
+        tracing::warn!("fleet: a binding key that names no token digest; ignored");
+        return;
+    };
+    if value.operation != Operation::Put {
+        state.tokens.revoke_digest(&digest);
+        tracing::info!("fleet: a session binding revoked");
+        return;
+    }
+    let parsed = (value.value.len() <= 4096)
+        .then(|| {
+            <toolhost_proto::admin::SessionBinding as prost::Message>::decode(value.value.as_ref())
+                .ok()
+        })
+        .flatten()
+        .ok_or_else(|| "not a toolhost.admin.v1.SessionBinding".to_owned())
+        .and_then(toolhost_admin::binding_from_proto);
+    match parsed {
+        Ok(binding) => {
+            state.tokens.bind_digest(digest, binding);
+            tracing::info!("fleet: a session binding set");
+        }
+        Err(why) => {
+            state.tokens.revoke_digest(&digest);
+            tracing::warn!("fleet: a binding value refused ({why}); the token is revoked");
+        }
     }
 }
 

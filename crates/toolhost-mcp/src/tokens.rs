@@ -53,25 +53,36 @@ impl TokenTable {
 
     /// Binds a token (replacing, and revoking, any earlier binding of it).
     pub fn bind(&self, token: &str, binding: Binding) {
+        self.bind_digest(digest(token), binding);
+    }
+
+    /// Binds a token known only by its SHA-256 (a fleet's bucket never holds
+    /// tokens in the clear), replacing and revoking any earlier binding.
+    pub fn bind_digest(&self, digest: [u8; 32], binding: Binding) {
         let old = self
             .by_hash
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(digest(token), binding);
+            .insert(digest, binding);
         if let Some(old) = old {
             old.revoke();
         }
     }
 
-    /// Revokes a token: its next request gets 401, and calls of its sessions
-    /// already past resolution fail authorization.
-    pub fn revoke(&self, token: &str) -> bool {
+    /// Revokes a token known only by its SHA-256.
+    pub fn revoke_digest(&self, digest: &[u8; 32]) -> bool {
         let old = self
             .by_hash
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .remove(&digest(token));
+            .remove(digest);
         old.map(|b| b.revoke()).is_some()
+    }
+
+    /// Revokes a token: its next request gets 401, and calls of its sessions
+    /// already past resolution fail authorization.
+    pub fn revoke(&self, token: &str) -> bool {
+        self.revoke_digest(&digest(token))
     }
 
     /// The binding of a token, if it has one.
