@@ -60,7 +60,7 @@ async fn bucket(url: &str) -> async_nats::jetstream::kv::Store {
     .await;
     let js = async_nats::jetstream::new(client);
     js.create_key_value(async_nats::jetstream::kv::Config {
-        bucket: "toolhost".to_owned(),
+        bucket: "toolhost_default".to_owned(),
         history: 5,
         ..Default::default()
     })
@@ -92,7 +92,7 @@ fn cli(args: &[&str]) -> (bool, String) {
 }
 
 async fn status_of(kv: &async_nats::jetstream::kv::Store) -> Option<toolhost_fleet::StatusEntry> {
-    let v = kv.get("status.default.d1").await.ok()??;
+    let v = kv.get("status.d1").await.ok()??;
     serde_json::from_slice(&v).ok()
 }
 
@@ -143,9 +143,7 @@ async fn a_daemon_follows_its_groups_catalog_and_reports_what_it_applied() {
 
     // A value that is not a snapshot: refused with a reason, the catalog
     // stays.
-    kv.put("catalog.default", b"garbage".to_vec().into())
-        .await
-        .unwrap();
+    kv.put("catalog", b"garbage".to_vec().into()).await.unwrap();
     let s = eventually(WAIT, "the garbage refused", async || {
         status_of(&kv)
             .await
@@ -163,7 +161,7 @@ async fn a_daemon_follows_its_groups_catalog_and_reports_what_it_applied() {
 
     // A stale push (lower epoch, a dead backend) is said so.
     kv.put(
-        "catalog.default",
+        "catalog",
         snapshot(&tp, "old", 1_700_000_000_000, 9, 1).into(),
     )
     .await
@@ -184,7 +182,7 @@ async fn a_daemon_follows_its_groups_catalog_and_reports_what_it_applied() {
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
-    let key = format!("bind.default.{digest}");
+    let key = format!("bind.{digest}");
     let binding = toolhost_admin::admin::SessionBinding {
         surface: "chat".to_owned(),
         task_id: "fleet-task".to_owned(),
@@ -236,4 +234,134 @@ async fn a_daemon_follows_its_groups_catalog_and_reports_what_it_applied() {
     );
     assert_eq!(d.metric("toolhost_catalog_last_good").await, Some(1.0));
     let _ = c.cancel().await;
+}
+
+/// The permissions a daemon needs, and no more (docs: README, "A fleet
+/// through NATS"), as a NATS user that has only those: it follows its
+/// group's catalog and writes its own status entry, and it can neither
+/// write the catalog, nor another daemon's status, nor read another
+/// group's catalog.
+#[tokio::test]
+async fn a_daemon_needs_only_its_groups_keys_and_its_own_status() {
+    let root = Scratch::new("fleet-perms");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let conf = root.path().join("nats.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            r#"listen: 127.0.0.1:{port}
+jetstream {{ store_dir: "{}" }}
+accounts {{
+  FLEET {{
+    jetstream: enabled
+    users = [
+      {{ user: backend, password: bpass }}
+      {{ user: d1, password: d1pass, permissions: {{
+          publish: {{ allow: [
+            "$JS.API.INFO",
+            "$JS.API.STREAM.INFO.KV_toolhost_default",
+            "$JS.API.CONSUMER.CREATE.KV_toolhost_default",
+            "$JS.API.CONSUMER.CREATE.KV_toolhost_default.>",
+            "$JS.FC.KV_toolhost_default.>",
+            "$KV.toolhost_default.status.d1"
+          ] }}
+          subscribe: {{ allow: ["_INBOX.>"] }}
+      }} }}
+    ]
+  }}
+}}
+"#,
+            root.path().join("js").display()
+        ),
+    )
+    .unwrap();
+    let exe = toolhost_e2e::workspace_root().join(".venv/bin/nats-server");
+    let mut server = std::process::Command::new(exe)
+        .arg("-c")
+        .arg(&conf)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("nats://127.0.0.1:{port}");
+    let as_user = async |user: &str, password: &str| {
+        let (user, password) = (user.to_owned(), password.to_owned());
+        eventually(WAIT, "nats-server", async || {
+            async_nats::ConnectOptions::with_user_and_password(user.clone(), password.clone())
+                .connect(url.as_str())
+                .await
+                .ok()
+        })
+        .await
+    };
+    let backend = async_nats::jetstream::new(as_user("backend", "bpass").await);
+    let kv = backend
+        .create_key_value(async_nats::jetstream::kv::Config {
+            bucket: "toolhost_default".to_owned(),
+            history: 5,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let tp = testplug_dir(root.path(), "tp", "normal");
+    kv.put(
+        "catalog",
+        snapshot(&tp, "g", 1_700_000_000_001, 1, 2).into(),
+    )
+    .await
+    .unwrap();
+    let other = backend
+        .create_key_value(async_nats::jetstream::kv::Config {
+            bucket: "toolhost_other".to_owned(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    other
+        .put(
+            "catalog",
+            snapshot(&tp, "o", 1_700_000_000_001, 1, 1).into(),
+        )
+        .await
+        .unwrap();
+    let password = root.path().join("d1.password");
+    std::fs::write(&password, "d1pass\n").unwrap();
+    let cfg = TestConfig::new(root.path(), std::slice::from_ref(&tp))
+        .extra(&format!(
+            "[backend.nats]\nurl = \"{url}\"\ndaemon = \"d1\"\nheartbeat_s = 1\nuser = \"d1\"\npassword_file = {:?}\n",
+            password.display().to_string()
+        ))
+        .build();
+    let d = Daemon::start(root.path(), &cfg, &[]);
+    let s = eventually(WAIT, "d1 applied its group's catalog", async || {
+        status_of(&kv).await.filter(|s| s.revision == 1)
+    })
+    .await;
+    assert_eq!(s.generation, "g");
+    let c = agent(&d.url, TOKEN).await;
+    assert_eq!(listed_names(&c).await.len(), 2);
+    let _ = c.cancel().await;
+
+    // As d1: what the daemon must not be able to do.
+    let d1 = async_nats::jetstream::new(as_user("d1", "d1pass").await);
+    let mine = d1.get_key_value("toolhost_default").await.unwrap();
+    assert!(
+        mine.put("catalog", "x".into()).await.is_err(),
+        "d1 wrote the catalog"
+    );
+    assert!(
+        mine.put("status.d2", "x".into()).await.is_err(),
+        "d1 wrote d2's status"
+    );
+    assert!(
+        d1.get_key_value("toolhost_other").await.is_err(),
+        "d1 reached another group's bucket"
+    );
+    drop(d);
+    let _ = server.kill();
+    let _ = server.wait();
 }

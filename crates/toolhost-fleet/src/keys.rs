@@ -10,17 +10,22 @@ pub struct KeyError {
     value: String,
 }
 
-/// The keys one daemon reads and writes.
+/// The bucket and keys one daemon reads and writes. Each group has a
+/// bucket of its own, `<prefix>_<group>`: NATS permissions are granted per
+/// stream, and a key-value watch names no key in the subject it is
+/// created on, so a bucket is the unit a daemon can be confined to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FleetKeys {
-    /// `catalog.<group>`.
+    /// `<prefix>_<group>`.
+    pub bucket: String,
+    /// `catalog`.
     pub catalog: String,
-    /// `status.<group>.<daemon>`.
+    /// `status.<daemon>`.
     pub status: String,
-    /// `status.<group>.*`, for `fleet status`.
+    /// `status.*`, for `fleet status`.
     pub all_status: String,
-    /// `bind.<group>.*`: session bindings, one key per token, named by the
-    /// token's SHA-256 in hex.
+    /// `bind.*`: session bindings, one key per token, named by the token's
+    /// SHA-256 in hex.
     pub bindings: String,
 }
 
@@ -40,20 +45,23 @@ fn checked(what: &'static str, value: &str) -> Result<(), KeyError> {
 }
 
 impl FleetKeys {
-    /// The keys of daemon `daemon` in group `group`.
-    pub fn new(group: &str, daemon: &str) -> Result<Self, KeyError> {
+    /// The keys of daemon `daemon` in group `group`, in the buckets named
+    /// `<prefix>_<group>`.
+    pub fn new(prefix: &str, group: &str, daemon: &str) -> Result<Self, KeyError> {
+        checked("bucket prefix", prefix)?;
         checked("group", group)?;
         checked("daemon id", daemon)?;
         Ok(Self {
-            catalog: format!("catalog.{group}"),
-            status: format!("status.{group}.{daemon}"),
-            all_status: format!("status.{group}.*"),
-            bindings: format!("bind.{group}.*"),
+            bucket: format!("{prefix}_{group}"),
+            catalog: "catalog".to_owned(),
+            status: format!("status.{daemon}"),
+            all_status: "status.*".to_owned(),
+            bindings: "bind.*".to_owned(),
         })
     }
 }
 
-/// The SHA-256 a binding key names (`bind.<group>.<64 hex digits>`), if
+/// The SHA-256 a binding key names (`bind.<64 hex digits>`), if
 /// the key is one.
 #[must_use]
 pub fn binding_digest(key: &str) -> Option<[u8; 32]> {
@@ -74,24 +82,18 @@ mod tests {
 
     #[test]
     fn names_that_would_reach_other_keys_are_refused() {
-        let k = FleetKeys::new("prod", "exec-17").unwrap();
-        assert_eq!(k.catalog, "catalog.prod");
-        assert_eq!(k.status, "status.prod.exec-17");
+        let k = FleetKeys::new("toolhost", "prod", "exec-17").unwrap();
+        assert_eq!(k.bucket, "toolhost_prod");
+        assert_eq!(k.catalog, "catalog");
+        assert_eq!(k.status, "status.exec-17");
         let hex = "ab".repeat(32);
-        assert_eq!(
-            binding_digest(&format!("bind.prod.{hex}")),
-            Some([0xab; 32])
-        );
-        for bad in [
-            "bind.prod.xyz",
-            "bind.prod.",
-            &format!("bind.prod.{}", "g".repeat(64)),
-        ] {
+        assert_eq!(binding_digest(&format!("bind.{hex}")), Some([0xab; 32]));
+        for bad in ["bind.xyz", "bind.", &format!("bind.{}", "g".repeat(64))] {
             assert_eq!(binding_digest(bad), None, "{bad}");
         }
         for bad in ["", "a.b", "*", ">", "a b", "x\n", &"a".repeat(65)] {
-            assert!(FleetKeys::new(bad, "d").is_err(), "{bad:?}");
-            assert!(FleetKeys::new("g", bad).is_err(), "{bad:?}");
+            assert!(FleetKeys::new("toolhost", bad, "d").is_err(), "{bad:?}");
+            assert!(FleetKeys::new("toolhost", "g", bad).is_err(), "{bad:?}");
         }
     }
 }

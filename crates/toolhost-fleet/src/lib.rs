@@ -8,10 +8,18 @@
 //! kept), and writes what it applied to its own status entry, the way an
 //! xDS proxy ACKs or NACKs, so a backend sees the fleet converge.
 //!
-//! Keys, in one bucket (`toolhost` by default), per group of daemons:
+//! Each group of daemons has a bucket, `toolhost_<group>` (the prefix is
+//! configurable), holding:
 //!
-//! - `catalog.<group>`: a `toolhost.admin.v1.Snapshot`, protobuf bytes;
-//! - `status.<group>.<daemon>`: JSON written by that daemon alone.
+//! - `catalog`: a `toolhost.admin.v1.Snapshot`, protobuf bytes;
+//! - `bind.<sha256 of a token, hex>`: a `toolhost.admin.v1.SessionBinding`;
+//!   deleting the key revokes the token;
+//! - `status.<daemon>`: JSON written by that daemon alone.
+//!
+//! A bucket per group because NATS grants permissions per subject, and a
+//! key-value watch is created on a subject that names the stream but not
+//! the key: confining a daemon to its group's keys takes a stream of the
+//! group's own.
 //!
 //! Everything read from the bucket is hostile: a value is size-capped and
 //! decoded before anything trusts it, and a bad one is refused with its

@@ -87,9 +87,7 @@ pub struct FleetConfig {
     pub auth: NatsAuth,
     /// TLS.
     pub tls: NatsTls,
-    /// The key-value bucket.
-    pub bucket: String,
-    /// This daemon's keys.
+    /// This daemon's bucket and keys.
     pub keys: FleetKeys,
     /// This daemon's id, as in its status key.
     pub daemon: String,
@@ -128,7 +126,7 @@ pub async fn run(cfg: FleetConfig, state: Arc<AdminState>, stop: CancellationTok
     loop {
         match session(&cfg, &state, &stop, &mut attempt).await {
             Ok(()) => return,
-            Err(e) => tracing::warn!(bucket = %cfg.bucket, "fleet: {e}; reconnecting"),
+            Err(e) => tracing::warn!(bucket = %cfg.keys.bucket, "fleet: {e}; reconnecting"),
         }
         let bound = cfg
             .backoff_first
@@ -159,7 +157,10 @@ async fn session(
     )
     .await?;
     let js = async_nats::jetstream::new(client);
-    let kv = js.get_key_value(cfg.bucket.as_str()).await.map_err(nats)?;
+    let kv = js
+        .get_key_value(cfg.keys.bucket.as_str())
+        .await
+        .map_err(nats)?;
     // With history: the key's latest value first (the one in force when
     // this daemon starts or comes back), then each new one; never every
     // revision in between.
@@ -174,7 +175,7 @@ async fn session(
         .await
         .map_err(nats)?;
     *attempt = 0;
-    tracing::info!(bucket = %cfg.bucket, key = %cfg.keys.catalog, "fleet: watching the catalog");
+    tracing::info!(bucket = %cfg.keys.bucket, key = %cfg.keys.catalog, "fleet: watching the catalog");
     let mut entry = StatusEntry {
         daemon: cfg.daemon.clone(),
         ..StatusEntry::default()

@@ -131,7 +131,8 @@ pub struct BackendConfig {
 pub struct NatsConfig {
     /// `nats://host:4222`.
     pub url: String,
-    /// The key-value bucket (default `toolhost`).
+    /// The buckets' prefix (default `toolhost`): a group's bucket is
+    /// `<prefix>_<group>`.
     pub bucket: Option<String>,
     /// The group of daemons this one belongs to (default `default`).
     pub group: Option<String>,

@@ -1,5 +1,5 @@
 //! The fleet from the command line, through the NATS bucket the daemons
-//! watch: `toolhost catalog push --nats URL FILE` writes a catalog for a
+//! watch (`<prefix>_<group>`): `toolhost catalog push --nats URL FILE` writes a catalog for a
 //! group (no backend needed for a small fleet), and `toolhost fleet status
 //! --nats URL` prints each daemon's status entry, flagging those behind the
 //! group's catalog, refusing it, or silent.
@@ -14,7 +14,7 @@ pub struct NatsTarget {
     /// The NATS server, e.g. nats://127.0.0.1:4222.
     #[arg(long = "nats", value_name = "URL", env = "TOOLHOST_NATS_URL")]
     pub url: String,
-    /// The key-value bucket.
+    /// The buckets' prefix: a group's bucket is <prefix>_<group>.
     #[arg(long, default_value = "toolhost")]
     pub bucket: String,
     /// The group of daemons.
@@ -30,7 +30,7 @@ pub struct NatsTarget {
 
 impl NatsTarget {
     async fn bucket(&self) -> Result<async_nats::jetstream::kv::Store> {
-        toolhost_fleet::FleetKeys::new(&self.group, "cli")?;
+        let keys = toolhost_fleet::FleetKeys::new(&self.bucket, &self.group, "cli")?;
         let auth = match (&self.token_file, &self.creds_file) {
             (Some(f), _) => toolhost_fleet::NatsAuth::Token(crate::config::read_secret(f)?),
             (_, Some(c)) => toolhost_fleet::NatsAuth::CredsFile(c.clone()),
@@ -44,9 +44,9 @@ impl NatsTarget {
         )
         .await?;
         let js = async_nats::jetstream::new(client);
-        js.get_key_value(self.bucket.as_str())
+        js.get_key_value(keys.bucket.as_str())
             .await
-            .with_context(|| format!("no bucket {:?} at {}", self.bucket, self.url))
+            .with_context(|| format!("no bucket {:?} at {}", keys.bucket, self.url))
     }
 }
 
@@ -59,7 +59,7 @@ pub async fn push(target: &NatsTarget, file: &std::path::Path) -> Result<ExitCod
         .with_context(|| format!("{} is not a catalog snapshot", file.display()))?;
     let bytes = prost::Message::encode_to_vec(&toolhost_admin::snapshot_to_proto(&snap));
     let kv = target.bucket().await?;
-    let key = format!("catalog.{}", target.group);
+    let key = "catalog".to_owned();
     let revision = kv
         .put(key.as_str(), bytes.into())
         .await
@@ -82,13 +82,13 @@ const MAX_STATUS_BYTES: usize = 1024 * 1024;
 pub async fn status(target: &NatsTarget, silent_after_s: u64) -> Result<ExitCode> {
     use futures::TryStreamExt as _;
     let kv = target.bucket().await?;
-    let want = match kv.get(format!("catalog.{}", target.group)).await? {
+    let want = match kv.get("catalog").await? {
         Some(v) => <toolhost_proto::admin::Snapshot as prost::Message>::decode(v.as_ref())
             .ok()
             .map(|s| (s.generation, s.revision)),
         None => None,
     };
-    let prefix = format!("status.{}.", target.group);
+    let prefix = "status.".to_owned();
     let keys: Vec<String> = kv
         .keys()
         .await?
@@ -99,8 +99,8 @@ pub async fn status(target: &NatsTarget, silent_after_s: u64) -> Result<ExitCode
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     match &want {
-        Some((g, r)) => outln!("catalog.{}: generation {g} revision {r}", target.group),
-        None => outln!("catalog.{}: none (or not a snapshot)", target.group),
+        Some((g, r)) => outln!("group {}: generation {g} revision {r}", target.group),
+        None => outln!("group {}: no catalog (or not a snapshot)", target.group),
     }
     let mut all_well = true;
     for key in keys {

@@ -305,13 +305,13 @@ fn fleet_config(n: &crate::config::NatsConfig) -> Result<toolhost_fleet::FleetCo
             .take(64)
             .collect(),
     };
-    let keys = toolhost_fleet::FleetKeys::new(&group, &daemon)
+    let prefix = n.bucket.clone().unwrap_or_else(|| "toolhost".to_owned());
+    let keys = toolhost_fleet::FleetKeys::new(&prefix, &group, &daemon)
         .map_err(|e| anyhow::anyhow!("[backend.nats]: {e}"))?;
     Ok(toolhost_fleet::FleetConfig {
         url: n.url.clone(),
         auth: n.auth()?,
         tls: n.tls()?,
-        bucket: n.bucket.clone().unwrap_or_else(|| "toolhost".to_owned()),
         keys,
         daemon,
         heartbeat: Duration::from_secs(n.heartbeat_s.unwrap_or(15).max(1)),
