@@ -29,9 +29,8 @@
 //! its own, or block a call on the engine (the catalog is served from the
 //! store whatever NATS does).
 //!
-//! Work in progress on branch `wip/fleet-nats` (issue 30): session
-//! bindings, the permissions test with a restricted account, and the
-//! status in `toolhost status` and the metrics are still to come.
+//! Still to come (issue 30): the connection's state in `toolhost status`
+//! and the metrics, and a TLS test.
 
 #![forbid(unsafe_code)]
 
