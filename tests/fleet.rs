@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 use toolhost_catalog::Snapshot;
 use toolhost_e2e::{
-    Daemon, Scratch, TOKEN, TestConfig, agent, eventually, listed_names, testplug_dir,
+    Daemon, Scratch, TOKEN, TestConfig, agent, cli, cli_at, eventually, listed_names, testplug_dir,
 };
 use toolhost_manifest::Manifest;
 
@@ -25,11 +25,7 @@ struct Nats {
 
 impl Nats {
     fn start(dir: &Path) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         let exe = toolhost_e2e::workspace_root().join(".venv/bin/nats-server");
         assert!(exe.is_file(), "no nats-server: run scripts/setup-python");
         let child = std::process::Command::new(exe)
@@ -76,23 +72,15 @@ fn snapshot(plugin: &Path, generation: &str, epoch: u64, revision: u64, tools: u
     prost::Message::encode_to_vec(&toolhost_admin::snapshot_to_proto(&s))
 }
 
-fn cli(args: &[&str]) -> (bool, String) {
-    let out = std::process::Command::new(toolhost_e2e::bin("toolhost"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
+async fn status_of(kv: &async_nats::jetstream::kv::Store) -> Option<toolhost_fleet::StatusEntry> {
+    status_of_daemon(kv, "d1").await
 }
 
-async fn status_of(kv: &async_nats::jetstream::kv::Store) -> Option<toolhost_fleet::StatusEntry> {
-    let v = kv.get("status.d1").await.ok()??;
+async fn status_of_daemon(
+    kv: &async_nats::jetstream::kv::Store,
+    daemon: &str,
+) -> Option<toolhost_fleet::StatusEntry> {
+    let v = kv.get(format!("status.{daemon}")).await.ok()??;
     serde_json::from_slice(&v).ok()
 }
 
@@ -140,6 +128,17 @@ async fn a_daemon_follows_its_groups_catalog_and_reports_what_it_applied() {
         ok && out.contains("d1") && out.contains("accepted"),
         "{out}"
     );
+    // The operator's view of the link: `toolhost status` and the metrics.
+    let admin = root.path().join("state/admin.sock");
+    let (ok, out) = cli_at(&admin, &["status"]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("fleet     connected to nats://127.0.0.1:")
+            && out.contains("bucket toolhost_default as d1")
+            && out.contains("accepted"),
+        "{out}"
+    );
+    assert_eq!(d.metric("toolhost_fleet_connected").await, Some(1.0));
 
     // A value that is not a snapshot: refused with a reason, the catalog
     // stays.
@@ -223,6 +222,9 @@ async fn a_daemon_follows_its_groups_catalog_and_reports_what_it_applied() {
     // serves the last catalog it accepted.
     drop(nats);
     assert_eq!(listed_names(&c).await.len(), 3);
+    d.wait_metric("toolhost_fleet_connected", 0.0).await;
+    let (_, out) = cli_at(&admin, &["status"]);
+    assert!(out.contains("fleet     NOT CONNECTED"), "{out}");
     let _ = c.cancel().await;
     let _ = d.signal_and_wait(rustix::process::Signal::TERM);
     let d = Daemon::start(root.path(), &cfg, &[]);
@@ -244,60 +246,8 @@ async fn a_daemon_follows_its_groups_catalog_and_reports_what_it_applied() {
 #[tokio::test]
 async fn a_daemon_needs_only_its_groups_keys_and_its_own_status() {
     let root = Scratch::new("fleet-perms");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let conf = root.path().join("nats.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            r#"listen: 127.0.0.1:{port}
-jetstream {{ store_dir: "{}" }}
-accounts {{
-  FLEET {{
-    jetstream: enabled
-    users = [
-      {{ user: backend, password: bpass }}
-      {{ user: d1, password: d1pass, permissions: {{
-          publish: {{ allow: [
-            "$JS.API.INFO",
-            "$JS.API.STREAM.INFO.KV_toolhost_default",
-            "$JS.API.CONSUMER.CREATE.KV_toolhost_default",
-            "$JS.API.CONSUMER.CREATE.KV_toolhost_default.>",
-            "$JS.FC.KV_toolhost_default.>",
-            "$KV.toolhost_default.status.d1"
-          ] }}
-          subscribe: {{ allow: ["_INBOX.>"] }}
-      }} }}
-    ]
-  }}
-}}
-"#,
-            root.path().join("js").display()
-        ),
-    )
-    .unwrap();
-    let exe = toolhost_e2e::workspace_root().join(".venv/bin/nats-server");
-    let mut server = std::process::Command::new(exe)
-        .arg("-c")
-        .arg(&conf)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let url = format!("nats://127.0.0.1:{port}");
-    let as_user = async |user: &str, password: &str| {
-        let (user, password) = (user.to_owned(), password.to_owned());
-        eventually(WAIT, "nats-server", async || {
-            async_nats::ConnectOptions::with_user_and_password(user.clone(), password.clone())
-                .connect(url.as_str())
-                .await
-                .ok()
-        })
-        .await
-    };
+    let (server, url) = restricted_nats(root.path(), "d1", &["$KV.toolhost_default.status.d1"]);
+    let as_user = async |user: &str, password: &str| connect_as(&url, user, password).await;
     let backend = async_nats::jetstream::new(as_user("backend", "bpass").await);
     let kv = backend
         .create_key_value(async_nats::jetstream::kv::Config {
@@ -362,6 +312,455 @@ accounts {{
         "d1 reached another group's bucket"
     );
     drop(d);
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
+}
+
+/// A NATS server with an account holding the user `backend` (password
+/// `bpass`, allowed everything) and `daemon` (password `<daemon>pass`)
+/// with the permissions a daemon of the default group needs to follow
+/// the catalog, plus `more` subjects it may publish to.
+fn restricted_nats(root: &Path, daemon: &str, more: &[&str]) -> (Nats, String) {
+    let port = free_port();
+    let mut publish = vec![
+        "$JS.API.INFO",
+        "$JS.API.STREAM.INFO.KV_toolhost_default",
+        "$JS.API.CONSUMER.CREATE.KV_toolhost_default",
+        "$JS.API.CONSUMER.CREATE.KV_toolhost_default.>",
+        "$JS.FC.KV_toolhost_default.>",
+    ];
+    publish.extend_from_slice(more);
+    let conf = root.join("nats.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            r#"listen: 127.0.0.1:{port}
+jetstream {{ store_dir: "{}" }}
+accounts {{
+  FLEET {{
+    jetstream: enabled
+    users = [
+      {{ user: backend, password: bpass }}
+      {{ user: {daemon}, password: {daemon}pass, permissions: {{
+          publish: {{ allow: {publish:?} }}
+          subscribe: {{ allow: ["_INBOX.>"] }}
+      }} }}
+    ]
+  }}
+}}
+"#,
+            root.join("js").display()
+        ),
+    )
+    .unwrap();
+    nats_with(&conf, port)
+}
+
+/// A client of `url` as `user`, once the server is up.
+async fn connect_as(url: &str, user: &str, password: &str) -> async_nats::Client {
+    eventually(WAIT, "nats-server", async || {
+        async_nats::ConnectOptions::with_user_and_password(user.to_owned(), password.to_owned())
+            .connect(url)
+            .await
+            .ok()
+    })
+    .await
+}
+
+/// A NATS server from a configuration file, stopped when dropped.
+fn nats_with(conf: &Path, port: u16) -> (Nats, String) {
+    let exe = toolhost_e2e::workspace_root().join(".venv/bin/nats-server");
+    let child = std::process::Command::new(exe)
+        .arg("-c")
+        .arg(conf)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("nats://127.0.0.1:{port}");
+    (
+        Nats {
+            child,
+            url: url.clone(),
+        },
+        url,
+    )
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A daemon `id` of the default group, in `root/<id>`, with an agent on it.
+async fn member(
+    root: &Path,
+    id: &str,
+    plugin: &Path,
+    url: &str,
+) -> (Daemon, toolhost_e2e::AgentClient) {
+    let dir = root.join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = TestConfig::new(&dir, &[plugin.to_path_buf()])
+        .extra(&format!(
+            "[backend.nats]\nurl = \"{url}\"\ndaemon = \"{id}\"\nheartbeat_s = 1\n"
+        ))
+        .build();
+    let d = Daemon::start(&dir, &cfg, &[]);
+    let c = agent(&d.url, TOKEN).await;
+    (d, c)
+}
+
+fn list_changed(c: &toolhost_e2e::AgentClient) -> usize {
+    c.service()
+        .list_changed
+        .load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Waits until every daemon's status entry satisfies `ok`.
+async fn all_report(
+    kv: &async_nats::jetstream::kv::Store,
+    ids: &[&str],
+    what: &str,
+    ok: impl Fn(&toolhost_fleet::StatusEntry) -> bool,
+) {
+    for id in ids {
+        eventually(WAIT, &format!("{id}: {what}"), async || {
+            status_of_daemon(kv, id).await.filter(|s| ok(s))
+        })
+        .await;
+    }
+}
+
+const E0: u64 = 1_700_000_000_000;
+
+/// Three daemons of one group: a push reaches each and its MCP session
+/// (`list_changed`); a stale value is refused by each and reported; two
+/// writers racing with different epochs never get a fenced revision
+/// applied anywhere; a daemon stopped while 10 revisions go by catches up
+/// to the last one when resumed.
+#[tokio::test]
+async fn a_push_reaches_every_daemon_of_the_group_and_a_fenced_one_none() {
+    let root = Scratch::new("fleet-three");
+    let nats = Nats::start(root.path());
+    let kv = bucket(&nats.url).await;
+    let tp = testplug_dir(root.path(), "tp", "normal");
+    let ids = ["d1", "d2", "d3"];
+    let mut members = Vec::new();
+    for id in ids {
+        members.push(member(root.path(), id, &tp, &nats.url).await);
+    }
+    all_report(&kv, &ids, "connected", |_| true).await;
+    let before: Vec<usize> = members.iter().map(|(_, c)| list_changed(c)).collect();
+
+    kv.put("catalog", snapshot(&tp, "g1", E0, 1, 3).into())
+        .await
+        .unwrap();
+    all_report(&kv, &ids, "revision 1 applied", |s| {
+        s.revision == 1 && s.applied.as_ref().is_some_and(|a| a.outcome == "accepted")
+    })
+    .await;
+    for ((_, c), was) in members.iter().zip(&before) {
+        eventually(WAIT, "list_changed on the session", async || {
+            (list_changed(c) > *was).then_some(())
+        })
+        .await;
+        assert_eq!(listed_names(c).await.len(), 3);
+    }
+
+    // Stale: an older epoch (a dead backend's delayed write).
+    kv.put("catalog", snapshot(&tp, "old", E0 - 1, 50, 1).into())
+        .await
+        .unwrap();
+    all_report(&kv, &ids, "the stale value refused", |s| {
+        s.revision == 1 && s.applied.as_ref().is_some_and(|a| a.outcome == "stale")
+    })
+    .await;
+    let (ok, out) = cli(&["fleet", "status", "--nats", &nats.url]);
+    assert!(!ok && out.matches("NACK").count() == 3, "{out}");
+
+    // Two writers race: the older backend (epoch E0+1) and the newer
+    // (E0+2), ten revisions each, interleaved. Every status entry any
+    // daemon writes is watched: once a daemon serves the newer epoch, it
+    // never again serves the older one.
+    let mut seen = kv.watch("status.*").await.unwrap();
+    let writer = |epoch: u64, tag: &'static str| {
+        let (kv, tp) = (kv.clone(), tp.clone());
+        tokio::spawn(async move {
+            for r in 2..=11 {
+                kv.put("catalog", snapshot(&tp, tag, epoch, r, 2).into())
+                    .await
+                    .unwrap();
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    let (old, new) = (writer(E0 + 1, "old"), writer(E0 + 2, "new"));
+    old.await.unwrap();
+    new.await.unwrap();
+    let mut newest_seen = std::collections::HashMap::new();
+    let converged = async {
+        use futures::StreamExt as _;
+        let mut done = std::collections::HashSet::new();
+        while let Some(Ok(e)) = seen.next().await {
+            let Ok(s) = serde_json::from_slice::<toolhost_fleet::StatusEntry>(&e.value) else {
+                continue;
+            };
+            let high = newest_seen.entry(s.daemon.clone()).or_insert(0);
+            assert!(
+                s.epoch >= *high,
+                "{} went back from epoch {high} to {}: {s:?}",
+                s.daemon,
+                s.epoch
+            );
+            *high = s.epoch;
+            if s.epoch == E0 + 2 && s.revision == 11 {
+                done.insert(s.daemon.clone());
+            }
+            if done.len() == ids.len() {
+                return;
+            }
+        }
+    };
+    if tokio::time::timeout(WAIT, converged).await.is_err() {
+        let mut now = Vec::new();
+        for id in ids {
+            now.push(status_of_daemon(&kv, id).await);
+        }
+        panic!("not every daemon reached the newer writer's last revision: {now:#?}");
+    }
+
+    // d3 stopped while ten revisions go by: resumed, it catches up to the
+    // last one (and `fleet status` saw it silent meanwhile).
+    let stopped = members[2].0.pid();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(stopped as i32).unwrap(),
+        rustix::process::Signal::STOP,
+    )
+    .unwrap();
+    for r in 12..=21 {
+        kv.put("catalog", snapshot(&tp, "new", E0 + 2, r, 3).into())
+            .await
+            .unwrap();
+    }
+    all_report(&kv, &ids[..2], "revision 21", |s| s.revision == 21).await;
+    eventually(WAIT, "d3 flagged silent", async || {
+        let (_, out) = cli(&[
+            "fleet",
+            "status",
+            "--nats",
+            &nats.url,
+            "--silent-after",
+            "2",
+        ]);
+        out.lines()
+            .find(|l| l.contains("d3") && l.contains("SILENT") && l.contains("BEHIND"))
+            .map(|_| ())
+    })
+    .await;
+    let was = list_changed(&members[2].1);
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(stopped as i32).unwrap(),
+        rustix::process::Signal::CONT,
+    )
+    .unwrap();
+    all_report(&kv, &["d3"], "d3 caught up to revision 21", |s| {
+        s.revision == 21 && s.generation == "new"
+    })
+    .await;
+    eventually(WAIT, "d3's session told", async || {
+        (list_changed(&members[2].1) > was).then_some(())
+    })
+    .await;
+    assert_eq!(listed_names(&members[2].1).await.len(), 3);
+    let (ok, out) = cli(&["fleet", "status", "--nats", &nats.url]);
+    assert!(ok, "the fleet converged: {out}");
+    for (_, c) in members {
+        let _ = c.cancel().await;
+    }
+}
+
+/// A daemon whose NATS user lacks a permission it needs (here: writing
+/// its own status entry) says which, in `toolhost status` and its log,
+/// rather than fail silently.
+#[tokio::test]
+async fn a_daemon_whose_nats_user_is_too_narrow_says_so() {
+    let root = Scratch::new("fleet-narrow");
+    let (_server, url) = restricted_nats(root.path(), "d2", &[]);
+    let backend = connect_as(&url, "backend", "bpass").await;
+    async_nats::jetstream::new(backend)
+        .create_key_value(async_nats::jetstream::kv::Config {
+            bucket: "toolhost_default".to_owned(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let tp = testplug_dir(root.path(), "tp", "normal");
+    std::fs::write(root.path().join("d2.password"), "d2pass\n").unwrap();
+    let cfg = TestConfig::new(root.path(), std::slice::from_ref(&tp))
+        .extra(&format!(
+            // A relative credentials path is the config file's neighbour.
+            "[backend.nats]\nurl = \"{url}\"\ndaemon = \"d2\"\nuser = \"d2\"\npassword_file = \"d2.password\"\n"
+        ))
+        .build();
+    let d = Daemon::start(root.path(), &cfg, &[]);
+    let admin = root.path().join("state/admin.sock");
+    let out = eventually(WAIT, "the refusal in the status", async || {
+        let (_, out) = cli_at(&admin, &["status"]);
+        out.contains("Permissions Violation").then_some(out)
+    })
+    .await;
+    assert!(
+        out.contains("NOT CONNECTED")
+            && out.contains("$KV.toolhost_default.status.d2")
+            && out.contains("refused this daemon's user")
+            && out.contains("A fleet through NATS JetStream"),
+        "{out}"
+    );
+    assert!(!out.contains("d2pass"), "{out}");
+    assert_eq!(d.metric("toolhost_fleet_connected").await, Some(0.0));
+    assert!(d.logs().contains("Permissions Violation"), "{}", d.logs());
+}
+
+/// TLS to the NATS server, with the CA given in the config file (a
+/// relative path, the config file's neighbour) and to the CLI.
+#[tokio::test]
+async fn a_daemon_reaches_its_fleet_over_tls() {
+    let root = Scratch::new("fleet-tls");
+    let dir = root.path();
+    let openssl = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl (scripts/test needs it)");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    openssl(
+        &[
+            &["req", "-x509"],
+            &ec[..],
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=toolhost test CA",
+            ],
+        ]
+        .concat(),
+    );
+    openssl(
+        &[
+            &["req"],
+            &ec[..],
+            &[
+                "-keyout",
+                "server.key",
+                "-out",
+                "server.csr",
+                "-subj",
+                "/CN=127.0.0.1",
+            ],
+        ]
+        .concat(),
+    );
+    std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+    ]);
+    let port = free_port();
+    let conf = dir.join("nats.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "listen: 127.0.0.1:{port}\njetstream {{ store_dir: \"{}\" }}\ntls {{ cert_file: \"{}\", key_file: \"{}\" }}\n",
+            dir.join("js").display(),
+            dir.join("server.pem").display(),
+            dir.join("server.key").display()
+        ),
+    )
+    .unwrap();
+    let (_server, url) = nats_with(&conf, port);
+    let client = eventually(WAIT, "nats-server over TLS", async || {
+        async_nats::ConnectOptions::new()
+            .add_root_certificates(dir.join("ca.pem"))
+            .require_tls(true)
+            .connect(url.as_str())
+            .await
+            .ok()
+    })
+    .await;
+    let kv = async_nats::jetstream::new(client)
+        .create_key_value(async_nats::jetstream::kv::Config {
+            bucket: "toolhost_default".to_owned(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let tp = testplug_dir(dir, "tp", "normal");
+    let cfg = TestConfig::new(dir, std::slice::from_ref(&tp))
+        .extra(&format!(
+            "[backend.nats]\nurl = \"{url}\"\ndaemon = \"d1\"\nheartbeat_s = 1\ntls_ca_file = \"ca.pem\"\n"
+        ))
+        .build();
+    let d = Daemon::start(dir, &cfg, &[]);
+    let m = Manifest::load(&tp).unwrap();
+    let mut first = Snapshot::from_manifests("kandev", "tls", 1, [&m]);
+    first.epoch = E0;
+    first.tools.truncate(2);
+    let file = dir.join("catalog.json");
+    std::fs::write(&file, serde_json::to_string(&first).unwrap()).unwrap();
+    let ca = dir.join("ca.pem").display().to_string();
+    let (ok, out) = cli(&[
+        "fleet",
+        "push",
+        "--nats",
+        &url,
+        "--tls-ca-file",
+        &ca,
+        &file.display().to_string(),
+    ]);
+    assert!(ok, "{out}");
+    let s = eventually(WAIT, "applied over TLS", async || {
+        status_of(&kv).await.filter(|s| s.generation == "tls")
+    })
+    .await;
+    assert_eq!(s.revision, 1);
+    let c = agent(&d.url, TOKEN).await;
+    assert_eq!(listed_names(&c).await.len(), 2);
+    let _ = c.cancel().await;
+    // Without the CA, the CLI refuses the server's certificate.
+    let (ok, out) = cli(&["fleet", "status", "--nats", &url]);
+    assert!(!ok, "{out}");
 }

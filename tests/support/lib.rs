@@ -47,10 +47,15 @@ pub fn bin(name: &str) -> PathBuf {
 /// `admin`, as an operator would: (success, stdout and stderr).
 #[must_use]
 pub fn cli_at(admin: &Path, args: &[&str]) -> (bool, String) {
+    let admin = admin.display().to_string();
+    cli(&[args, &["--admin", &admin]].concat())
+}
+
+/// Runs the `toolhost` CLI: (success, stdout and stderr).
+#[must_use]
+pub fn cli(args: &[&str]) -> (bool, String) {
     let out = std::process::Command::new(bin("toolhost"))
         .args(args)
-        .arg("--admin")
-        .arg(admin)
         .output()
         .expect("run the CLI");
     (

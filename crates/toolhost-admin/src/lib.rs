@@ -29,11 +29,13 @@
 mod authority;
 mod convert;
 pub mod fence;
+mod link;
 mod server;
 mod service;
 pub mod token;
 
 pub use convert::{snapshot_from_proto, snapshot_to_proto};
+pub use link::{FleetLink, LinkView};
 pub use server::{AdminError, Client, connect_unix, serve_tcp, serve_unix};
 pub use service::{AdminService, AdminState, binding_from_proto, offer_pushed};
 pub use toolhost_proto::admin;

@@ -33,6 +33,8 @@ pub struct AdminState {
     pub lifecycle: Arc<Lifecycle>,
     /// Where the catalog fence is kept across restarts (managed mode).
     pub fence_file: Option<std::path::PathBuf>,
+    /// The fleet link, when the catalog comes through NATS.
+    pub fleet: Option<Arc<crate::link::FleetLink>>,
 }
 
 fn lifecycle_status(e: LifecycleError) -> Status {
@@ -535,6 +537,20 @@ impl Admin for AdminService {
                 toolhost_sandbox::how_plugins_are_recognized()
             ),
             last_good: self.state.store.serving_last_good(),
+            fleet: self.state.fleet.as_ref().map(|l| {
+                let v = l.view();
+                pb::FleetLink {
+                    server: v.server,
+                    bucket: v.bucket,
+                    daemon: v.daemon,
+                    connected: v.connected,
+                    last_error: v.last_error,
+                    applied_kv_revision: v.applied_kv_revision,
+                    applied_outcome: v.applied_outcome,
+                    reconnects: v.reconnects,
+                    seconds_in_state: v.seconds_in_state,
+                }
+            }),
         }))
     }
 }

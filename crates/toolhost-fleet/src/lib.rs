@@ -29,8 +29,11 @@
 //! its own, or block a call on the engine (the catalog is served from the
 //! store whatever NATS does).
 //!
-//! Still to come (issue 30): the connection's state in `toolhost status`
-//! and the metrics, and a TLS test.
+//! The link's state (connected, the last error, the last value's outcome)
+//! is written to [`toolhost_admin::FleetLink`], which `toolhost status`
+//! and `/metrics` show; a permission the daemon's NATS user lacks is
+//! named there, from the server's own error, because a refused request is
+//! otherwise only a timeout.
 
 #![forbid(unsafe_code)]
 

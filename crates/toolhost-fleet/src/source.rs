@@ -3,11 +3,11 @@
 
 use crate::keys::FleetKeys;
 use crate::status::{Applied, StatusEntry};
-use futures::StreamExt as _;
+use futures::{FutureExt as _, StreamExt as _};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use toolhost_admin::AdminState;
+use toolhost_admin::{AdminState, FleetLink};
 
 /// How to prove who we are to the NATS server. Values are read from files
 /// or the environment by the caller, the way plugin secrets are; `Debug`
@@ -51,12 +51,11 @@ pub struct NatsTls {
 }
 
 /// A connection's options from the credentials and TLS settings.
-pub async fn connect(
-    url: &str,
+async fn options(
     name: &str,
     auth: &NatsAuth,
     tls: &NatsTls,
-) -> Result<async_nats::Client, FleetError> {
+) -> Result<async_nats::ConnectOptions, FleetError> {
     let mut o = match auth {
         NatsAuth::None => async_nats::ConnectOptions::new(),
         NatsAuth::Token(t) => async_nats::ConnectOptions::with_token(t.clone()),
@@ -75,7 +74,34 @@ pub async fn connect(
     if let Some((cert, key)) = &tls.client {
         o = o.add_client_certificate(cert.clone(), key.clone());
     }
-    o.connect(url).await.map_err(nats)
+    Ok(o)
+}
+
+/// Connects with the credentials and TLS settings (the CLI's way in).
+pub async fn connect(
+    url: &str,
+    name: &str,
+    auth: &NatsAuth,
+    tls: &NatsTls,
+) -> Result<async_nats::Client, FleetError> {
+    options(name, auth, tls)
+        .await?
+        .connect(url)
+        .await
+        .map_err(nats)
+}
+
+/// How long a JetStream request of the daemon's may take. A request the
+/// server's permissions drop is never answered, so this is also how soon
+/// a daemon whose NATS user is too narrow says so.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A reconnect delay with full jitter: uniform below an exponential bound.
+fn jittered(first: Duration, max: Duration, attempt: u32) -> Duration {
+    let bound = first
+        .saturating_mul(1u32.checked_shl(attempt.min(16)).unwrap_or(u32::MAX))
+        .min(max);
+    bound.mul_f64(fastrand::f64())
 }
 
 /// Where the fleet's bucket is, and who this daemon is in it.
@@ -112,6 +138,11 @@ pub enum FleetError {
     /// The server ended the watch.
     #[error("the catalog watch ended")]
     WatchEnded,
+    /// The server refused something this daemon's NATS user may not do.
+    #[error(
+        "the NATS server refused this daemon's user: {0}; it needs the permissions listed in the README's \"A fleet through NATS JetStream\""
+    )]
+    Refused(String),
 }
 
 fn nats(e: impl std::fmt::Display) -> FleetError {
@@ -120,19 +151,26 @@ fn nats(e: impl std::fmt::Display) -> FleetError {
 
 /// Follows the group's catalog until `stop`, reconnecting with backoff and
 /// jitter whenever the engine goes away. The catalog is served from the
-/// store throughout: nothing here is on a call's path.
+/// store throughout: nothing here is on a call's path. The link's state
+/// goes to `state.fleet` (made here if the caller gave none), which
+/// `toolhost status` and `/metrics` show.
 pub async fn run(cfg: FleetConfig, state: Arc<AdminState>, stop: CancellationToken) {
+    let link = state
+        .fleet
+        .clone()
+        .unwrap_or_else(|| Arc::new(FleetLink::new(&cfg.url, &cfg.keys.bucket, &cfg.daemon)));
     let mut attempt: u32 = 0;
     loop {
-        match session(&cfg, &state, &stop, &mut attempt).await {
+        match session(&cfg, &state, &link, &stop, &mut attempt).await {
             Ok(()) => return,
-            Err(e) => tracing::warn!(bucket = %cfg.keys.bucket, "fleet: {e}; reconnecting"),
+            Err(e) => {
+                link.set_connected(false);
+                let said = e.to_string();
+                link.set_error(&said);
+                tracing::warn!(bucket = %cfg.keys.bucket, "fleet: {said}; reconnecting");
+            }
         }
-        let bound = cfg
-            .backoff_first
-            .saturating_mul(1u32.checked_shl(attempt.min(16)).unwrap_or(u32::MAX))
-            .min(cfg.backoff_max);
-        let delay = bound.mul_f64(fastrand::f64());
+        let delay = jittered(cfg.backoff_first, cfg.backoff_max, attempt);
         attempt = attempt.saturating_add(1);
         tokio::select! {
             () = tokio::time::sleep(delay) => {}
@@ -141,90 +179,212 @@ pub async fn run(cfg: FleetConfig, state: Arc<AdminState>, stop: CancellationTok
     }
 }
 
+/// What the server said was refused on this connection: a permission the
+/// daemon's user lacks shows only as an unanswered request, and this is
+/// how the daemon can name it.
+#[derive(Debug, Default)]
+struct Refusals(std::sync::Mutex<Option<String>>);
+
+impl Refusals {
+    fn note(&self, what: String) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(what);
+    }
+
+    fn take(&self) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+}
+
+/// The error of a failed step, naming the permission the server refused
+/// when it refused one.
+fn explained(refusals: &Refusals, e: impl std::fmt::Display) -> FleetError {
+    refused_or(refusals, nats(e))
+}
+
+fn refused_or(refusals: &Refusals, e: FleetError) -> FleetError {
+    refusals.take().map_or(e, FleetError::Refused)
+}
+
 /// One connection: the watch delivers the key's latest value first (not
 /// every revision in between), then each new one.
 async fn session(
     cfg: &FleetConfig,
     state: &AdminState,
+    link: &Arc<FleetLink>,
     stop: &CancellationToken,
     attempt: &mut u32,
 ) -> Result<(), FleetError> {
-    let client = connect(
-        &cfg.url,
-        &format!("toolhost {}", cfg.daemon),
-        &cfg.auth,
-        &cfg.tls,
-    )
-    .await?;
-    let js = async_nats::jetstream::new(client);
+    let refusals = Arc::new(Refusals::default());
+    let events = {
+        let (link, refusals) = (Arc::clone(link), Arc::clone(&refusals));
+        move |event: async_nats::Event| {
+            use async_nats::{Event, ServerError};
+            match event {
+                Event::Connected => link.set_connected(true),
+                Event::Disconnected => link.set_connected(false),
+                Event::ServerError(ServerError::Other(text)) => {
+                    tracing::warn!(
+                        "fleet: the NATS server says: {}",
+                        toolhost_runtime::log_safe(&text, 300)
+                    );
+                    refusals.note(text);
+                }
+                Event::ServerError(ServerError::AuthorizationViolation) => {
+                    refusals.note("authorization violation".to_owned());
+                }
+                _ => {}
+            }
+            std::future::ready(())
+        }
+    };
+    let (first, max) = (cfg.backoff_first, cfg.backoff_max);
+    let client = options(&format!("toolhost {}", cfg.daemon), &cfg.auth, &cfg.tls)
+        .await?
+        .event_callback(events)
+        // The client's own reconnects, jittered as ours are.
+        .reconnect_delay_callback(move |attempts| {
+            jittered(first, max, u32::try_from(attempts).unwrap_or(u32::MAX))
+        })
+        .connect(&cfg.url)
+        .await
+        .map_err(|e| explained(&refusals, e))?;
+    let js = async_nats::jetstream::ContextBuilder::new()
+        .timeout(REQUEST_TIMEOUT)
+        .build(client);
     let kv = js
         .get_key_value(cfg.keys.bucket.as_str())
         .await
-        .map_err(nats)?;
+        .map_err(|e| explained(&refusals, e))?;
     // With history: the key's latest value first (the one in force when
     // this daemon starts or comes back), then each new one; never every
     // revision in between.
     let mut watch = kv
         .watch_with_history(cfg.keys.catalog.as_str())
         .await
-        .map_err(nats)?;
+        .map_err(|e| explained(&refusals, e))?;
     // Bindings: every token's current value, then each change. A token is
     // in the bucket only as its SHA-256.
     let mut bindings = kv
         .watch_with_history(cfg.keys.bindings.as_str())
         .await
-        .map_err(nats)?;
-    *attempt = 0;
-    tracing::info!(bucket = %cfg.keys.bucket, key = %cfg.keys.catalog, "fleet: watching the catalog");
+        .map_err(|e| explained(&refusals, e))?;
     let mut entry = StatusEntry {
         daemon: cfg.daemon.clone(),
         ..StatusEntry::default()
     };
+    // The first status write proves the last permission the daemon needs.
+    write_status(&kv, cfg, state, &mut entry)
+        .await
+        .map_err(|e| refused_or(&refusals, e))?;
+    *attempt = 0;
+    link.set_connected(true);
+    tracing::info!(bucket = %cfg.keys.bucket, key = %cfg.keys.catalog, "fleet: watching the catalog");
     let mut beat = tokio::time::interval(cfg.heartbeat);
     loop {
         tokio::select! {
             () = stop.cancelled() => return Ok(()),
-            _ = beat.tick() => write_status(&kv, cfg, state, &mut entry).await?,
+            _ = beat.tick() => write_status(&kv, cfg, state, &mut entry).await.map_err(|e| refused_or(&refusals, e))?,
             next = bindings.next() => {
                 let value = next.ok_or(FleetError::WatchEnded)?.map_err(nats)?;
                 apply_binding(state, &value);
             }
             next = watch.next() => {
-                let value = next.ok_or(FleetError::WatchEnded)?.map_err(nats)?;
-                entry.applied = Some(apply(state, &value, cfg.max_value_bytes));
-                write_status(&kv, cfg, state, &mut entry).await?;
+                let mut queued = vec![next.ok_or(FleetError::WatchEnded)?.map_err(nats)?];
+                // Values that queued while this daemon was away or busy
+                // (stopped, say) are judged together: one is offered.
+                while let Some(Some(later)) = watch.next().now_or_never() {
+                    queued.push(later.map_err(nats)?);
+                }
+                if queued.len() > 1 {
+                    tracing::info!(queued = queued.len(), "fleet: catalog values queued; offering the latest");
+                }
+                let applied = offer_latest(state, queued, cfg.max_value_bytes);
+                link.record_applied(applied.kv_revision, &applied.outcome);
+                entry.applied = Some(applied);
+                write_status(&kv, cfg, state, &mut entry).await.map_err(|e| refused_or(&refusals, e))?;
             }
         }
     }
 }
 
-/// Offers one value of the catalog key; what became of it.
-fn apply(state: &AdminState, value: &async_nats::jetstream::kv::Entry, max: usize) -> Applied {
+/// Offers the latest of values that queued together: the one the fence
+/// ranks highest (epoch, then revision), not merely the last to arrive, so
+/// a dead backend's stale write arriving last cannot hide a live one's
+/// revision that arrived just before it. When the last to arrive cannot
+/// be read at all, that refusal is what the status reports (after the
+/// readable one is offered), since it is what the key now holds.
+fn offer_latest(
+    state: &AdminState,
+    queued: Vec<async_nats::jetstream::kv::Entry>,
+    max: usize,
+) -> Applied {
+    let last = queued.len().saturating_sub(1);
+    let mut best: Option<(u64, toolhost_proto::admin::Snapshot)> = None;
+    let mut last_refused = None;
+    for (i, value) in queued.into_iter().enumerate() {
+        match read(&value, max) {
+            Ok(s) => {
+                if best
+                    .as_ref()
+                    .is_none_or(|(_, b)| (s.epoch, s.revision) >= (b.epoch, b.revision))
+                {
+                    best = Some((value.revision, s));
+                }
+            }
+            Err(why) if i == last => {
+                last_refused = Some(Applied {
+                    kv_revision: value.revision,
+                    outcome: "refused".to_owned(),
+                    reasons: vec![why],
+                });
+            }
+            Err(_) => {}
+        }
+    }
+    let offered = best.map(|(kv_revision, s)| offer(state, kv_revision, s));
+    last_refused.or(offered).unwrap_or_default()
+}
+
+/// One value of the catalog key, read as a snapshot, or why it is not one.
+fn read(
+    value: &async_nats::jetstream::kv::Entry,
+    max: usize,
+) -> Result<toolhost_proto::admin::Snapshot, String> {
     use async_nats::jetstream::kv::Operation;
-    let refused = |why: String| Applied {
-        kv_revision: value.revision,
-        outcome: "refused".to_owned(),
-        reasons: vec![why],
-    };
     if value.operation != Operation::Put {
         // A deleted key is not a catalog: keep serving the current one.
-        return refused("the catalog key was deleted; the current catalog stays".to_owned());
+        return Err("the catalog key was deleted; the current catalog stays".to_owned());
     }
     if value.value.len() > max {
-        return refused(format!(
+        return Err(format!(
             "the value is {} bytes, over the limit of {max}",
             value.value.len()
         ));
     }
-    let snapshot =
-        match <toolhost_proto::admin::Snapshot as prost::Message>::decode(value.value.as_ref()) {
-            Ok(s) => s,
-            Err(e) => return refused(format!("not a toolhost.admin.v1.Snapshot: {e}")),
-        };
+    <toolhost_proto::admin::Snapshot as prost::Message>::decode(value.value.as_ref())
+        .map_err(|e| format!("not a toolhost.admin.v1.Snapshot: {e}"))
+}
+
+/// Offers a snapshot as an admin push would; what became of it.
+fn offer(
+    state: &AdminState,
+    kv_revision: u64,
+    snapshot: toolhost_proto::admin::Snapshot,
+) -> Applied {
     match toolhost_admin::offer_pushed(state, snapshot) {
-        Err(e) => refused(format!("taken, but not kept on disk: {e}")),
+        Err(e) => Applied {
+            kv_revision,
+            outcome: "refused".to_owned(),
+            reasons: vec![format!("taken, but not kept on disk: {e}")],
+        },
         Ok(r) => Applied {
-            kv_revision: value.revision,
+            kv_revision,
             outcome: toolhost_proto::admin::PushOutcome::try_from(r.outcome)
                 .map(|o| {
                     o.as_str_name()

@@ -109,7 +109,13 @@ pub struct Hub {
     /// What agents are shown: pages, instructions, the find tool.
     view: std::sync::RwLock<AgentView>,
     pub(crate) instructions: crate::instructions::InstructionsCache,
+    /// Metric families from layers above this one (the fleet link),
+    /// appended to `/metrics`.
+    pub(crate) extra_metrics: std::sync::OnceLock<ExtraMetrics>,
 }
+
+/// Renders metric families in the Prometheus text format.
+pub type ExtraMetrics = Arc<dyn Fn() -> String + Send + Sync>;
 
 /// What agents are shown besides the catalog itself (`[mcp]`).
 #[derive(Debug, Clone)]
@@ -161,7 +167,15 @@ impl Hub {
             listen_timeout: Mutex::new(Duration::from_secs(300)),
             view: std::sync::RwLock::new(AgentView::default()),
             instructions: crate::instructions::InstructionsCache::default(),
+            extra_metrics: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Appends `render`'s families to `/metrics` (once, at start): how a
+    /// layer above this crate, such as the fleet link, is seen without
+    /// this crate knowing it.
+    pub fn set_extra_metrics(&self, render: ExtraMetrics) {
+        let _ = self.extra_metrics.set(render);
     }
 
     /// A hub over `store` with no plugin running and default limits: for

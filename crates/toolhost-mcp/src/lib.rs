@@ -47,8 +47,8 @@ pub use find::exposed_name as find_tool_name;
 pub use handler::{Handler, Identity, serve_stdio};
 pub use http::{HttpOptions, http_router};
 pub use hub::{
-    AgentView, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_TOKEN, DEFAULT_TOOLS_PAGE_SIZE, Hub,
-    Refused,
+    AgentView, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_TOKEN, DEFAULT_TOOLS_PAGE_SIZE,
+    ExtraMetrics, Hub, Refused,
 };
 pub use instructions::{
     DEFAULT_BUDGET as DEFAULT_INSTRUCTIONS_BYTES, generate as generate_instructions,

@@ -191,5 +191,8 @@ pub(crate) async fn metrics(hub: Arc<Hub>) -> impl IntoResponse {
         "toolhost_tool_call_duration_seconds_count {}",
         stats.count
     );
+    if let Some(render) = hub.extra_metrics.get() {
+        out.push_str(&render());
+    }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
 }

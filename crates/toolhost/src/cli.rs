@@ -105,6 +105,9 @@ pub fn run(cli: Cli) -> ExitCode {
                 group,
                 token_file: None,
                 creds_file: None,
+                user: None,
+                password_file: None,
+                tls_ca_file: None,
             };
             runtime().and_then(|rt| rt.block_on(fleet::push(&target, &file)))
         }

@@ -395,6 +395,20 @@ impl Config {
                 }
             }
         }
+        if let Some(n) = c.backend.nats.as_mut() {
+            [
+                &mut n.token_file,
+                &mut n.password_file,
+                &mut n.nkey_seed_file,
+                &mut n.creds_file,
+                &mut n.tls_ca_file,
+                &mut n.tls_cert_file,
+                &mut n.tls_key_file,
+            ]
+            .into_iter()
+            .flatten()
+            .for_each(rebase);
+        }
         Ok(c)
     }
 }

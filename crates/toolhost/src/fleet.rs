@@ -26,23 +26,39 @@ pub struct NatsTarget {
     /// A NATS .creds file.
     #[arg(long, value_name = "FILE", conflicts_with = "token_file")]
     pub creds_file: Option<PathBuf>,
+    /// A NATS user; its password comes from --password-file.
+    #[arg(long, requires = "password_file", conflicts_with_all = ["token_file", "creds_file"])]
+    pub user: Option<String>,
+    /// A file holding the NATS user's password.
+    #[arg(long, value_name = "FILE", requires = "user")]
+    pub password_file: Option<PathBuf>,
+    /// CA certificates (PEM) to trust for the server; TLS is then required.
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca_file: Option<PathBuf>,
 }
 
 impl NatsTarget {
     async fn bucket(&self) -> Result<async_nats::jetstream::kv::Store> {
         let keys = toolhost_fleet::FleetKeys::new(&self.bucket, &self.group, "cli")?;
-        let auth = match (&self.token_file, &self.creds_file) {
-            (Some(f), _) => toolhost_fleet::NatsAuth::Token(crate::config::read_secret(f)?),
-            (_, Some(c)) => toolhost_fleet::NatsAuth::CredsFile(c.clone()),
+        let auth = match (
+            &self.token_file,
+            &self.creds_file,
+            &self.user,
+            &self.password_file,
+        ) {
+            (Some(f), ..) => toolhost_fleet::NatsAuth::Token(crate::config::read_secret(f)?),
+            (_, Some(c), ..) => toolhost_fleet::NatsAuth::CredsFile(c.clone()),
+            (_, _, Some(u), Some(p)) => {
+                toolhost_fleet::NatsAuth::UserPassword(u.clone(), crate::config::read_secret(p)?)
+            }
             _ => toolhost_fleet::NatsAuth::None,
         };
-        let client = toolhost_fleet::connect(
-            &self.url,
-            "toolhost cli",
-            &auth,
-            &toolhost_fleet::NatsTls::default(),
-        )
-        .await?;
+        let tls = toolhost_fleet::NatsTls {
+            require: self.tls_ca_file.is_some(),
+            ca_file: self.tls_ca_file.clone(),
+            client: None,
+        };
+        let client = toolhost_fleet::connect(&self.url, "toolhost cli", &auth, &tls).await?;
         let js = async_nats::jetstream::new(client);
         js.get_key_value(keys.bucket.as_str())
             .await
@@ -154,4 +170,31 @@ pub async fn status(target: &NatsTarget, silent_after_s: u64) -> Result<ExitCode
     } else {
         ExitCode::from(1)
     })
+}
+
+/// The fleet link's lines of `toolhost status`.
+pub fn link_lines(f: &toolhost_proto::admin::FleetLink) {
+    let state = if f.connected {
+        "connected"
+    } else {
+        "NOT CONNECTED"
+    };
+    outln!(
+        "fleet     {state} to {} for {}s, bucket {} as {}, {} reconnect(s)",
+        f.server,
+        f.seconds_in_state,
+        f.bucket,
+        f.daemon,
+        f.reconnects
+    );
+    if f.applied_kv_revision > 0 {
+        outln!(
+            "          last catalog value: bucket revision {}, {}",
+            f.applied_kv_revision,
+            f.applied_outcome
+        );
+    }
+    if !f.last_error.is_empty() {
+        outln!("          last error: {}", f.last_error);
+    }
 }

@@ -45,7 +45,8 @@ pub enum CatalogCommand {
         /// The snapshot file.
         file: PathBuf,
         /// Write it to this NATS server's bucket instead (the fleet's
-        /// catalog key for --group), for every daemon of the group.
+        /// catalog key for --group), for every daemon of the group. A
+        /// server that needs credentials or TLS: `toolhost fleet push`.
         #[arg(long, value_name = "URL")]
         nats: Option<String>,
         /// The fleet's bucket (with --nats).
@@ -299,6 +300,11 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
                 "catalog": { "generation": st.generation, "revision": st.revision, "tools": st.tools, "defects": st.defects, "managed": st.managed, "last_good": st.last_good,
                     "withheld": st.withheld.iter().map(|d| serde_json::json!({ "tool": d.tool, "reason": d.reason })).collect::<Vec<_>>() },
                 "sessions": st.sessions, "bound_tokens": st.bound_tokens, "admin_socket": st.admin_socket, "plugins": plugins,
+                "fleet": st.fleet.as_ref().map(|f| serde_json::json!({
+                    "server": f.server, "bucket": f.bucket, "daemon": f.daemon, "connected": f.connected,
+                    "last_error": f.last_error, "applied_kv_revision": f.applied_kv_revision,
+                    "applied_outcome": f.applied_outcome, "reconnects": f.reconnects, "seconds_in_state": f.seconds_in_state,
+                })),
             })
         );
         return Ok(ExitCode::SUCCESS);
@@ -316,6 +322,9 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
         st.revision
     );
     outln!("          {} tool(s), {} withheld", st.tools, st.defects);
+    if let Some(f) = &st.fleet {
+        crate::fleet::link_lines(f);
+    }
     for d in &st.withheld {
         outln!("          withheld {}: {}", d.tool, d.reason);
     }

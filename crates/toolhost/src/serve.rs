@@ -221,7 +221,17 @@ impl Daemon {
             installed: lifecycle.installed(),
             lifecycle: Arc::clone(&lifecycle),
             fence_file: s.managed.then_some(fence_file),
+            fleet: s.fleet.as_ref().map(|f| {
+                Arc::new(toolhost_admin::FleetLink::new(
+                    &f.url,
+                    &f.keys.bucket,
+                    &f.daemon,
+                ))
+            }),
         });
+        if let Some(link) = admin_state.fleet.clone() {
+            hub.set_extra_metrics(Arc::new(move || link.metrics()));
+        }
         let shutdown = CancellationToken::new();
         if let Some(fleet) = &s.fleet {
             tokio::spawn(toolhost_fleet::run(
