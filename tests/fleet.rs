@@ -721,26 +721,30 @@ async fn a_daemon_reaches_its_fleet_over_tls() {
             .ok()
     })
     .await;
-    let kv = async_nats::jetstream::new(client)
-        .create_key_value(async_nats::jetstream::kv::Config {
-            bucket: "toolhost_default".to_owned(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
     let tp = testplug_dir(dir, "tp", "normal");
     let cfg = TestConfig::new(dir, std::slice::from_ref(&tp))
         .extra(&format!(
             "[backend.nats]\nurl = \"{url}\"\ndaemon = \"d1\"\nheartbeat_s = 1\ntls_ca_file = \"ca.pem\"\n"
         ))
         .build();
+    // The daemon starts before its group has a bucket, and says so.
     let d = Daemon::start(dir, &cfg, &[]);
-    let m = Manifest::load(&tp).unwrap();
-    let mut first = Snapshot::from_manifests("kandev", "tls", 1, [&m]);
-    first.epoch = E0;
-    first.tools.truncate(2);
+    let admin = dir.join("state/admin.sock");
+    eventually(WAIT, "no bucket yet, said", async || {
+        let (_, out) = cli_at(&admin, &["status"]);
+        out.contains("the bucket toolhost_default does not exist yet")
+            .then_some(())
+    })
+    .await;
+    // A fleet without a backend: `catalog build` of the plugin, and `fleet
+    // push` (which creates the group's bucket) over TLS.
+    let (ok, json) = cli(&["catalog", "build", &tp.display().to_string()]);
+    assert!(ok, "{json}");
+    let mut built: Snapshot = serde_json::from_str(&json).unwrap();
+    assert_eq!((built.generation.as_str(), built.epoch), ("cli", 1));
+    built.tools.truncate(2);
     let file = dir.join("catalog.json");
-    std::fs::write(&file, serde_json::to_string(&first).unwrap()).unwrap();
+    std::fs::write(&file, serde_json::to_string(&built).unwrap()).unwrap();
     let ca = dir.join("ca.pem").display().to_string();
     let (ok, out) = cli(&[
         "fleet",
@@ -752,11 +756,15 @@ async fn a_daemon_reaches_its_fleet_over_tls() {
         &file.display().to_string(),
     ]);
     assert!(ok, "{out}");
+    let kv = async_nats::jetstream::new(client)
+        .get_key_value("toolhost_default")
+        .await
+        .unwrap();
     let s = eventually(WAIT, "applied over TLS", async || {
-        status_of(&kv).await.filter(|s| s.generation == "tls")
+        status_of(&kv).await.filter(|s| s.generation == "cli")
     })
     .await;
-    assert_eq!(s.revision, 1);
+    assert_eq!(s.revision, built.revision);
     let c = agent(&d.url, TOKEN).await;
     assert_eq!(listed_names(&c).await.len(), 2);
     let _ = c.cancel().await;

@@ -41,4 +41,8 @@ pub(crate) struct Args {
     /// Only argument checking against jsonschema's `is_valid`.
     #[arg(long)]
     pub(crate) argcheck: bool,
+    /// Only a fleet of this many daemons fed through NATS JetStream (a
+    /// list runs each: `--fleet 50,100,200`).
+    #[arg(long, value_name = "N", value_delimiter = ',')]
+    pub(crate) fleet: Vec<usize>,
 }

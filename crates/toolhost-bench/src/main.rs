@@ -22,6 +22,7 @@
 //! `--progress STEPS` (progress forwarding only), `--sdks` (a call through
 //! each SDK's plugin only), `--scale` (the catalog at scale only),
 //! `--argcheck` (argument checking against jsonschema's `is_valid` only),
+//! `--fleet N,...` (N daemons fed through NATS JetStream only),
 //! and `--profile SECONDS [--json [--through-rmcp]]` (one toolhost under
 //! load, its pid printed, for `perf record -p`).
 
@@ -30,6 +31,7 @@
 mod argcheck;
 mod args;
 mod discovery;
+mod fleet;
 mod goals;
 mod load;
 mod measure;
@@ -66,6 +68,10 @@ async fn main() -> Result<()> {
         scale::report(if args.quick { 200 } else { 1_000 }).await?;
         println!("\n## What agents are shown of a large catalog\n");
         return discovery::report(&discovery::examples_dir()).await;
+    }
+    if !args.fleet.is_empty() {
+        println!("## A fleet through NATS JetStream\n");
+        return fleet::report(&args.fleet, args.quick).await;
     }
     if args.argcheck {
         println!("## Argument checking against jsonschema's `is_valid`\n");
@@ -254,6 +260,13 @@ async fn main() -> Result<()> {
 
     println!("\n## Argument checking against jsonschema's `is_valid`\n");
     let checks = argcheck::report(if quick { 3 } else { 15 })?;
+
+    // The full run leaves the fleet to `--fleet 50,100,200` (minutes);
+    // the quick one runs three daemons so the harness cannot rot.
+    if quick {
+        println!("\n## A fleet through NATS JetStream (3 daemons)\n");
+        fleet::report(&[3], true).await?;
+    }
 
     goals(&Goals {
         summary: &summary,

@@ -43,4 +43,4 @@ mod status;
 
 pub use keys::{FleetKeys, KeyError};
 pub use source::{FleetConfig, FleetError, NatsAuth, NatsTls, connect, run};
-pub use status::{Applied, StatusEntry};
+pub use status::{Applied, MAX_WITHHELD_LISTED, StatusEntry};

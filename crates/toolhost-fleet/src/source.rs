@@ -138,6 +138,11 @@ pub enum FleetError {
     /// The server ended the watch.
     #[error("the catalog watch ended")]
     WatchEnded,
+    /// The group's bucket is not there yet.
+    #[error(
+        "the bucket {0} does not exist yet; the backend or `toolhost fleet push` creates it with the group's first catalog"
+    )]
+    NoBucket(String),
     /// The server refused something this daemon's NATS user may not do.
     #[error(
         "the NATS server refused this daemon's user: {0}; it needs the permissions listed in the README's \"A fleet through NATS JetStream\""
@@ -221,12 +226,21 @@ async fn session(
     attempt: &mut u32,
 ) -> Result<(), FleetError> {
     let refusals = Arc::new(Refusals::default());
+    // The link is up once the watch runs; after that, the client's own
+    // reconnects (which resume the watch) are followed from its events.
+    let watching = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let events = {
-        let (link, refusals) = (Arc::clone(link), Arc::clone(&refusals));
+        let (link, refusals, watching) = (
+            Arc::clone(link),
+            Arc::clone(&refusals),
+            Arc::clone(&watching),
+        );
         move |event: async_nats::Event| {
             use async_nats::{Event, ServerError};
             match event {
-                Event::Connected => link.set_connected(true),
+                Event::Connected if watching.load(std::sync::atomic::Ordering::Relaxed) => {
+                    link.set_connected(true);
+                }
                 Event::Disconnected => link.set_connected(false),
                 Event::ServerError(ServerError::Other(text)) => {
                     tracing::warn!(
@@ -257,10 +271,13 @@ async fn session(
     let js = async_nats::jetstream::ContextBuilder::new()
         .timeout(REQUEST_TIMEOUT)
         .build(client);
-    let kv = js
-        .get_key_value(cfg.keys.bucket.as_str())
-        .await
-        .map_err(|e| explained(&refusals, e))?;
+    let kv = match js.get_key_value(cfg.keys.bucket.as_str()).await {
+        Ok(kv) => kv,
+        Err(e) if e.to_string().contains("stream not found") => {
+            return Err(FleetError::NoBucket(cfg.keys.bucket.clone()));
+        }
+        Err(e) => return Err(explained(&refusals, e)),
+    };
     // With history: the key's latest value first (the one in force when
     // this daemon starts or comes back), then each new one; never every
     // revision in between.
@@ -283,6 +300,7 @@ async fn session(
         .await
         .map_err(|e| refused_or(&refusals, e))?;
     *attempt = 0;
+    watching.store(true, std::sync::atomic::Ordering::Relaxed);
     link.set_connected(true);
     tracing::info!(bucket = %cfg.keys.bucket, key = %cfg.keys.catalog, "fleet: watching the catalog");
     let mut beat = tokio::time::interval(cfg.heartbeat);
@@ -441,9 +459,11 @@ async fn write_status(
     entry.epoch = c.epoch();
     entry.generation = c.generation().to_owned();
     entry.revision = c.revision();
-    entry.withheld = c
-        .defects()
+    let defects = c.defects();
+    entry.withheld_total = defects.len();
+    entry.withheld = defects
         .into_iter()
+        .take(crate::status::MAX_WITHHELD_LISTED)
         .map(|d| (d.tool, d.reason))
         .collect();
     entry.plugins = state

@@ -14,7 +14,11 @@ pub struct Applied {
     pub reasons: Vec<String>,
 }
 
-/// `status.<group>.<daemon>`, JSON.
+/// Withheld tools named in a status entry; the rest are counted, so a
+/// large catalog's defects cannot make every heartbeat megabytes.
+pub const MAX_WITHHELD_LISTED: usize = 100;
+
+/// `status.<daemon>`, JSON.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatusEntry {
     /// The daemon's id.
@@ -27,8 +31,12 @@ pub struct StatusEntry {
     pub revision: u64,
     /// The last value offered, and the outcome.
     pub applied: Option<Applied>,
-    /// Withheld tools: exposed name and why.
+    /// Withheld tools: exposed name and why; the first
+    /// [`MAX_WITHHELD_LISTED`] only.
     pub withheld: Vec<(String, String)>,
+    /// How many are withheld in all.
+    #[serde(default)]
+    pub withheld_total: usize,
     /// Plugin id and state.
     pub plugins: Vec<(String, String)>,
     /// Seconds since the Unix epoch when it was written.

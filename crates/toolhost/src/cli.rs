@@ -1,7 +1,7 @@
 //! The command line: the commands, and which library code each runs on
 //! which runtime.
 
-use crate::{call, check, fleet, new, ops, pack, serve};
+use crate::{call, catalog, check, fleet, new, ops, pack, serve};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -38,7 +38,7 @@ enum Command {
         #[command(flatten)]
         target: ops::Target,
         #[command(subcommand)]
-        command: ops::CatalogCommand,
+        command: catalog::CatalogCommand,
     },
     /// The fleet of daemons that follow a NATS bucket.
     Fleet {
@@ -91,7 +91,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Tools(t) => runtime().and_then(|rt| rt.block_on(ops::tools(&t))),
         Command::Catalog {
             command:
-                ops::CatalogCommand::Push {
+                catalog::CatalogCommand::Push {
                     file,
                     nats: Some(url),
                     bucket,
@@ -111,8 +111,19 @@ pub fn run(cli: Cli) -> ExitCode {
             };
             runtime().and_then(|rt| rt.block_on(fleet::push(&target, &file)))
         }
+        Command::Catalog {
+            command:
+                catalog::CatalogCommand::Build {
+                    paths,
+                    prefix,
+                    generation,
+                    epoch,
+                    revision,
+                },
+            ..
+        } => fleet::build_catalog(&paths, &prefix, &generation, epoch, revision),
         Command::Catalog { target, command } => {
-            runtime().and_then(|rt| rt.block_on(ops::catalog(&target, &command)))
+            runtime().and_then(|rt| rt.block_on(catalog::catalog(&target, &command)))
         }
         Command::Fleet { command } => runtime().and_then(|rt| {
             rt.block_on(async {

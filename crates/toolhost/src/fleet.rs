@@ -38,7 +38,9 @@ pub struct NatsTarget {
 }
 
 impl NatsTarget {
-    async fn bucket(&self) -> Result<async_nats::jetstream::kv::Store> {
+    /// The group's bucket; `create`: made when missing (a push is how a
+    /// small fleet without a backend starts), with a short history.
+    async fn bucket(&self, create: bool) -> Result<async_nats::jetstream::kv::Store> {
         let keys = toolhost_fleet::FleetKeys::new(&self.bucket, &self.group, "cli")?;
         let auth = match (
             &self.token_file,
@@ -60,9 +62,28 @@ impl NatsTarget {
         };
         let client = toolhost_fleet::connect(&self.url, "toolhost cli", &auth, &tls).await?;
         let js = async_nats::jetstream::new(client);
-        js.get_key_value(keys.bucket.as_str())
-            .await
-            .with_context(|| format!("no bucket {:?} at {}", keys.bucket, self.url))
+        match js.get_key_value(keys.bucket.as_str()).await {
+            Ok(kv) => Ok(kv),
+            Err(e)
+                if create
+                    && e.kind() == async_nats::jetstream::context::KeyValueErrorKind::GetBucket =>
+            {
+                js.create_key_value(async_nats::jetstream::kv::Config {
+                    bucket: keys.bucket.clone(),
+                    description: format!("toolhost fleet, group {}", self.group),
+                    history: 5,
+                    ..Default::default()
+                })
+                .await
+                .with_context(|| format!("cannot create bucket {:?} at {}", keys.bucket, self.url))
+            }
+            Err(e) => Err(e).with_context(|| {
+                format!(
+                    "no bucket {:?} at {} (`toolhost fleet push` creates it)",
+                    keys.bucket, self.url
+                )
+            }),
+        }
     }
 }
 
@@ -74,7 +95,7 @@ pub async fn push(target: &NatsTarget, file: &std::path::Path) -> Result<ExitCod
     let snap: toolhost_catalog::Snapshot = serde_json::from_str(&text)
         .with_context(|| format!("{} is not a catalog snapshot", file.display()))?;
     let bytes = prost::Message::encode_to_vec(&toolhost_admin::snapshot_to_proto(&snap));
-    let kv = target.bucket().await?;
+    let kv = target.bucket(true).await?;
     let key = "catalog".to_owned();
     let revision = kv
         .put(key.as_str(), bytes.into())
@@ -97,7 +118,7 @@ const MAX_STATUS_BYTES: usize = 1024 * 1024;
 /// or silent.
 pub async fn status(target: &NatsTarget, silent_after_s: u64) -> Result<ExitCode> {
     use futures::TryStreamExt as _;
-    let kv = target.bucket().await?;
+    let kv = target.bucket(false).await?;
     let want = match kv.get("catalog").await? {
         Some(v) => <toolhost_proto::admin::Snapshot as prost::Message>::decode(v.as_ref())
             .ok()
@@ -155,7 +176,7 @@ pub async fn status(target: &NatsTarget, silent_after_s: u64) -> Result<ExitCode
             toolhost_runtime::log_safe(&e.generation, 64),
             e.revision,
             toolhost_runtime::log_safe(outcome, 16),
-            e.withheld.len(),
+            e.withheld_total.max(e.withheld.len()),
             now.saturating_sub(e.heartbeat),
             flags.join(" ")
         );
@@ -197,4 +218,44 @@ pub fn link_lines(f: &toolhost_proto::admin::FleetLink) {
     if !f.last_error.is_empty() {
         outln!("          last error: {}", f.last_error);
     }
+}
+
+/// `catalog build`: a snapshot of plugin directories, with no daemon.
+pub fn build_catalog(
+    paths: &[PathBuf],
+    prefix: &str,
+    generation: &str,
+    epoch: u64,
+    revision: Option<u64>,
+) -> Result<ExitCode> {
+    if !toolhost_manifest::naming::is_valid_prefix(prefix) {
+        anyhow::bail!(
+            "prefix {prefix:?} must be 1 to 16 lowercase letters and digits, starting with a letter"
+        );
+    }
+    let mut manifests = Vec::new();
+    for p in paths {
+        let m = toolhost_manifest::Manifest::load(p).map_err(|problems| {
+            anyhow::anyhow!(
+                "{} is not a valid plugin: {}",
+                p.display(),
+                problems
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )
+        })?;
+        manifests.push(m);
+    }
+    let revision = revision.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    });
+    let mut snap =
+        toolhost_catalog::Snapshot::from_manifests(prefix, generation, revision, &manifests);
+    snap.epoch = epoch;
+    outln!("{}", serde_json::to_string_pretty(&snap)?);
+    Ok(ExitCode::SUCCESS)
 }

@@ -12,6 +12,7 @@
 mod out;
 
 mod call;
+mod catalog;
 mod check;
 mod cli;
 mod config;

@@ -8,7 +8,7 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use toolhost_admin::admin as pb;
-use toolhost_admin::{snapshot_from_proto, snapshot_to_proto};
+use toolhost_admin::snapshot_from_proto;
 
 /// How to find the daemon.
 #[derive(Debug, Clone, clap::Args)]
@@ -21,11 +21,11 @@ pub struct Target {
     config: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t, global = true)]
-    format: Format,
+    pub(crate) format: Format,
 }
 
 impl Target {
-    async fn connect(&self) -> Result<toolhost_admin::Client> {
+    pub(crate) async fn connect(&self) -> Result<toolhost_admin::Client> {
         let path = match (&self.admin, &self.config) {
             (Some(p), _) => p.clone(),
             (None, Some(c)) => Config::load(c)?.admin_socket(None),
@@ -33,29 +33,6 @@ impl Target {
         };
         Ok(toolhost_admin::connect_unix(&path).await?)
     }
-}
-
-#[derive(Debug, clap::Subcommand)]
-pub enum CatalogCommand {
-    /// Print the current catalog as JSON (the format `catalog push` takes).
-    Show,
-    /// Push a catalog snapshot (JSON) to a daemon in managed mode. Exit 0
-    /// when accepted or unchanged, 1 when stale, in conflict or invalid.
-    Push {
-        /// The snapshot file.
-        file: PathBuf,
-        /// Write it to this NATS server's bucket instead (the fleet's
-        /// catalog key for --group), for every daemon of the group. A
-        /// server that needs credentials or TLS: `toolhost fleet push`.
-        #[arg(long, value_name = "URL")]
-        nats: Option<String>,
-        /// The fleet's bucket (with --nats).
-        #[arg(long, default_value = "toolhost", requires = "nats")]
-        bucket: String,
-        /// The fleet's group (with --nats).
-        #[arg(long, default_value = "default", requires = "nats")]
-        group: String,
-    },
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -272,7 +249,7 @@ fn plugin_named_by(path: &Path) -> Option<(String, String)> {
     ))
 }
 
-fn status_error(s: &tonic::Status) -> anyhow::Error {
+pub(crate) fn status_error(s: &tonic::Status) -> anyhow::Error {
     anyhow::anyhow!("{} ({:?})", s.message(), s.code())
 }
 
@@ -411,79 +388,6 @@ pub async fn tools(t: &Target) -> Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-pub async fn catalog(t: &Target, cmd: &CatalogCommand) -> Result<ExitCode> {
-    let mut c = t.connect().await?;
-    match cmd {
-        CatalogCommand::Show => {
-            let snap = c
-                .get_catalog(pb::GetCatalogRequest {})
-                .await
-                .map_err(|e| status_error(&e))?
-                .into_inner();
-            let snap = snapshot_from_proto(snap)
-                .map_err(|p| anyhow::anyhow!("unreadable catalog: {p:?}"))?;
-            outln!("{}", serde_json::to_string_pretty(&snap)?);
-            Ok(ExitCode::SUCCESS)
-        }
-        CatalogCommand::Push { file, .. } => {
-            let text = std::fs::read_to_string(file)
-                .with_context(|| format!("cannot read {}", file.display()))?;
-            let snap: toolhost_catalog::Snapshot = serde_json::from_str(&text)
-                .with_context(|| format!("{} is not a catalog snapshot", file.display()))?;
-            let r = c
-                .push_catalog(pb::PushCatalogRequest {
-                    snapshot: Some(snapshot_to_proto(&snap)),
-                })
-                .await
-                .map_err(|e| status_error(&e))?
-                .into_inner();
-            let outcome =
-                pb::PushOutcome::try_from(r.outcome).unwrap_or(pb::PushOutcome::Unspecified);
-            let word = outcome
-                .as_str_name()
-                .trim_start_matches("PUSH_OUTCOME_")
-                .to_ascii_lowercase();
-            if t.format == Format::Json {
-                let defects: Vec<_> = r
-                    .defects
-                    .iter()
-                    .map(|d| serde_json::json!({ "tool": d.tool, "reason": d.reason }))
-                    .collect();
-                outln!(
-                    "{}",
-                    serde_json::json!({
-                        "outcome": word,
-                        "offered": { "generation": snap.generation, "epoch": snap.epoch, "revision": snap.revision },
-                        "generation": r.generation,
-                        "revision": r.revision,
-                        "reasons": r.reasons,
-                        "defects": defects,
-                    })
-                );
-            } else {
-                outln!(
-                    "{word}: offered generation {} epoch {} revision {}; now generation {} revision {}",
-                    snap.generation,
-                    snap.epoch,
-                    snap.revision,
-                    r.generation,
-                    r.revision
-                );
-                for reason in &r.reasons {
-                    outln!("  reason: {reason}");
-                }
-                for d in &r.defects {
-                    outln!("  withheld: {}: {}", d.tool, d.reason);
-                }
-            }
-            Ok(match outcome {
-                pb::PushOutcome::Accepted | pb::PushOutcome::Unchanged => ExitCode::SUCCESS,
-                _ => ExitCode::from(1),
-            })
-        }
-    }
 }
 
 pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {

@@ -89,6 +89,22 @@ impl Lifecycle {
         Ok((settings::resolve(m, &values, &file), Some(values)))
     }
 
+    /// [`Self::resolve_with`] once `checked` passed; the staged copy is
+    /// removed when either fails.
+    pub(super) fn resolve_staged(
+        &self,
+        staging: &std::path::Path,
+        checked: Result<(), LifecycleError>,
+        m: &Manifest,
+        set: &BTreeMap<String, String>,
+    ) -> Result<(settings::Resolved, Option<BTreeMap<String, String>>), LifecycleError> {
+        let resolved = checked.and_then(|()| self.resolve_with(m, set));
+        if resolved.is_err() {
+            let _ = std::fs::remove_dir_all(staging);
+        }
+        resolved
+    }
+
     /// Exposed-name collisions between `m` and every other installed plugin.
     pub(super) fn collisions(&self, inner: &Inner, m: &Manifest) -> Result<(), LifecycleError> {
         let mut pairs: Vec<(&str, &str)> = inner
@@ -180,14 +196,7 @@ impl Lifecycle {
                 None => self.collisions(&inner, &m),
             }
         };
-        let resolved = checked.and_then(|()| self.resolve_with(&m, set));
-        let (resolved, values) = match resolved {
-            Ok(r) => r,
-            Err(e) => {
-                let _ = std::fs::remove_dir_all(&staging);
-                return Err(e);
-            }
-        };
+        let (resolved, values) = self.resolve_staged(&staging, checked, &m, set)?;
         if let Some(values) = &values {
             let stored_path = self.cfg.state_dir.join("config");
             if let Err(e) = self.stored.save(&m.id, values) {
@@ -282,14 +291,7 @@ impl Lifecycle {
                 Some(_) => self.collisions(&inner, &m),
             }
         };
-        let resolved = checked.and_then(|()| self.resolve_with(&m, set));
-        let (resolved, values) = match resolved {
-            Ok(r) => r,
-            Err(e) => {
-                let _ = std::fs::remove_dir_all(&staging);
-                return Err(e);
-            }
-        };
+        let (resolved, values) = self.resolve_staged(&staging, checked, &m, set)?;
         if !resolved.missing.is_empty() {
             let _ = std::fs::remove_dir_all(&staging);
             return Err(LifecycleError::StartFailed {
