@@ -415,6 +415,11 @@ fn offer(
     }
 }
 
+/// The most tokens a daemon holds bound: a hostile or broken engine
+/// cannot grow its memory without end. One daemon serves one agent
+/// executor, whose sessions are counted in tens.
+const MAX_BINDINGS: usize = 100_000;
+
 /// Binds or revokes the token one binding key names. A value that is not
 /// a binding revokes the token rather than leave an old binding standing.
 fn apply_binding(state: &AdminState, value: &async_nats::jetstream::kv::Entry) {
@@ -437,6 +442,11 @@ fn apply_binding(state: &AdminState, value: &async_nats::jetstream::kv::Entry) {
         .ok_or_else(|| "not a toolhost.admin.v1.SessionBinding".to_owned())
         .and_then(toolhost_admin::binding_from_proto);
     match parsed {
+        Ok(_) if state.tokens.len() >= MAX_BINDINGS && !state.tokens.has_digest(&digest) => {
+            tracing::warn!(
+                "fleet: a session binding refused: {MAX_BINDINGS} tokens are bound already"
+            );
+        }
         Ok(binding) => {
             state.tokens.bind_digest(digest, binding);
             tracing::info!("fleet: a session binding set");

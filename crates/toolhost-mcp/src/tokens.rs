@@ -69,6 +69,15 @@ impl TokenTable {
         }
     }
 
+    /// Whether a token known only by its SHA-256 is bound.
+    #[must_use]
+    pub fn has_digest(&self, digest: &[u8; 32]) -> bool {
+        self.by_hash
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(digest)
+    }
+
     /// Revokes a token known only by its SHA-256.
     pub fn revoke_digest(&self, digest: &[u8; 32]) -> bool {
         let old = self

@@ -416,10 +416,10 @@ impl Config {
 /// The first line of a secret file.
 pub fn read_secret(path: &Path) -> Result<String> {
     let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read token file {}", path.display()))?;
+        .with_context(|| format!("cannot read secret file {}", path.display()))?;
     let t = text.lines().next().unwrap_or_default().trim().to_owned();
     if t.is_empty() {
-        bail!("token file {} is empty", path.display());
+        bail!("secret file {} is empty", path.display());
     }
     Ok(t)
 }
