@@ -1117,6 +1117,7 @@ mod big {
             aliases: std::collections::BTreeMap::new(),
             unknown_arguments: toolhost_validate::UnknownArguments::Reject,
             reset_timeout_on_progress: false,
+            task: toolhost_manifest::TaskSupport::Never,
             fingerprint: toolhost_catalog::Fingerprint::UNSEALED,
         }
     }

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 use toolhost_catalog::{Descriptor, Snapshot};
-use toolhost_manifest::Annotations;
+use toolhost_manifest::{Annotations, TaskSupport};
 use toolhost_proto::admin as pb;
 use toolhost_validate::UnknownArguments;
 
@@ -41,6 +41,15 @@ pub fn snapshot_from_proto(p: pb::Snapshot) -> Result<Snapshot, Vec<String>> {
                 continue;
             }
         };
+        let task = match pb::TaskSupport::try_from(t.task) {
+            Ok(pb::TaskSupport::Never) => TaskSupport::Never,
+            Ok(pb::TaskSupport::Optional) => TaskSupport::Optional,
+            Ok(pb::TaskSupport::Required) => TaskSupport::Required,
+            Err(_) => {
+                problems.push(format!("{name}: task {} is not a TaskSupport", t.task));
+                continue;
+            }
+        };
         let a = t.annotations.unwrap_or_default();
         tools.push(Descriptor {
             plugin_id: t.plugin_id,
@@ -66,6 +75,7 @@ pub fn snapshot_from_proto(p: pb::Snapshot) -> Result<Snapshot, Vec<String>> {
                 _ => UnknownArguments::Reject,
             },
             reset_timeout_on_progress: t.reset_timeout_on_progress,
+            task,
             fingerprint: toolhost_catalog::Fingerprint::UNSEALED,
         });
     }
@@ -120,7 +130,42 @@ pub fn snapshot_to_proto(s: &Snapshot) -> pb::Snapshot {
                     UnknownArguments::Report => pb::UnknownArguments::Report.into(),
                 },
                 reset_timeout_on_progress: d.reset_timeout_on_progress,
+                task: match d.task {
+                    TaskSupport::Never => pb::TaskSupport::Never.into(),
+                    TaskSupport::Optional => pb::TaskSupport::Optional.into(),
+                    TaskSupport::Required => pb::TaskSupport::Required.into(),
+                },
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one_tool() -> Snapshot {
+        let text = "id = \"p\"\nversion = \"1.0.0\"\nname = \"P\"\n[runtime]\ncommand = \"/bin/true\"\n\
+                    [[tools]]\nname = \"t\"\ndescription = \"Does it.\"\nsurfaces = [\"chat\"]\n\
+                    input_schema = { type = \"object\" }\ntask = \"optional\"\n";
+        let m = match toolhost_manifest::Manifest::parse(std::path::Path::new("/none"), text) {
+            Ok(m) => m,
+            Err(p) => panic!("{p:?}"),
+        };
+        Snapshot::from_manifests("kandev", "g", 1, [&m])
+    }
+
+    #[test]
+    fn task_support_crosses_the_wire_and_an_unknown_value_is_a_problem() {
+        let s = one_tool();
+        let mut wire = snapshot_to_proto(&s);
+        assert_eq!(wire.tools[0].task, i32::from(pb::TaskSupport::Optional));
+        let back = snapshot_from_proto(wire.clone()).unwrap_or_else(|p| panic!("{p:?}"));
+        assert_eq!(back.tools[0].task, TaskSupport::Optional);
+        assert_eq!(back.tools[0], s.tools[0]);
+        wire.tools[0].task = 7;
+        let problems = snapshot_from_proto(wire).err().unwrap_or_default();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("task 7"), "{problems:?}");
     }
 }

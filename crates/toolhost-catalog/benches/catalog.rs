@@ -42,6 +42,7 @@ fn tool(i: usize) -> Descriptor {
         aliases: BTreeMap::new(),
         unknown_arguments: UnknownArguments::Reject,
         reset_timeout_on_progress: false,
+        task: toolhost_manifest::TaskSupport::Never,
         fingerprint: toolhost_catalog::Fingerprint::UNSEALED,
     }
 }

@@ -8,7 +8,7 @@ use toolhost_manifest::manifest::{
     MAX_TOOL_TIMEOUT_MS, is_valid_description, is_valid_plugin_id, is_valid_surface,
     is_valid_tool_name,
 };
-use toolhost_manifest::{Annotations, Manifest, ToolDecl, naming};
+use toolhost_manifest::{Annotations, Manifest, TaskSupport, ToolDecl, naming};
 use toolhost_validate::{UnknownArguments, is_identifier_like};
 
 /// A digest of a descriptor's whole content (128 bits of SHA-256 over a
@@ -71,6 +71,9 @@ pub struct Descriptor {
     /// by the daemon's `max_timeout_ms`.
     #[serde(default)]
     pub reset_timeout_on_progress: bool,
+    /// Whether a call may run as an MCP task (`never` when absent).
+    #[serde(default, with = "task_serde")]
+    pub task: TaskSupport,
     /// The content's digest once sealed; [`Fingerprint::UNSEALED`] until
     /// then (and after any field is changed by hand: seal again).
     #[serde(skip)]
@@ -96,6 +99,7 @@ impl PartialEq for Descriptor {
             && self.aliases == o.aliases
             && self.unknown_arguments == o.unknown_arguments
             && self.reset_timeout_on_progress == o.reset_timeout_on_progress
+            && self.task == o.task
     }
 }
 
@@ -187,6 +191,7 @@ impl Descriptor {
             aliases: _,
             unknown_arguments: _,
             reset_timeout_on_progress: _,
+            task: _,
             fingerprint: _,
         } = self;
         let mut c = Canonical(Sha256::new());
@@ -221,6 +226,11 @@ impl Descriptor {
             u8::from(a.open_world),
             u8::from(self.unknown_arguments == UnknownArguments::Report),
             u8::from(self.reset_timeout_on_progress),
+            match self.task {
+                TaskSupport::Never => 0,
+                TaskSupport::Optional => 1,
+                TaskSupport::Required => 2,
+            },
         ]);
         c.0.update(self.timeout_ms.to_le_bytes());
         c.len(self.aliases.len());
@@ -236,6 +246,23 @@ impl Descriptor {
             fp[0] = 1;
         }
         self.fingerprint = Fingerprint(fp);
+    }
+}
+
+/// `task` as the manifest's word; an unknown word is refused.
+mod task_serde {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use toolhost_manifest::TaskSupport;
+
+    pub fn serialize<S: Serializer>(t: &TaskSupport, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(t.as_str())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<TaskSupport, D::Error> {
+        let word = String::deserialize(d)?;
+        TaskSupport::parse(&word).ok_or_else(|| {
+            serde::de::Error::custom("task must be \"never\", \"optional\" or \"required\"")
+        })
     }
 }
 
@@ -292,6 +319,7 @@ impl Descriptor {
             aliases: t.aliases.clone(),
             unknown_arguments: t.unknown_arguments,
             reset_timeout_on_progress: t.reset_timeout_on_progress,
+            task: t.task,
             fingerprint: Fingerprint::UNSEALED,
         };
         d.surfaces.sort();

@@ -24,6 +24,7 @@ struct Declared {
     surfaces: Vec<String>,
     timeout_ms: u32,
     reset_timeout_on_progress: bool,
+    task: toolhost_manifest::TaskSupport,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -58,6 +59,7 @@ impl Installed {
                             surfaces: t.surfaces.clone(),
                             timeout_ms: t.timeout_ms,
                             reset_timeout_on_progress: t.reset_timeout_on_progress,
+                            task: t.task,
                         };
                         (t.name.clone(), d)
                     })
@@ -132,6 +134,59 @@ impl Installed {
                 "reset_timeout_on_progress is set, but {plugin_id} does not declare it for {local}"
             ));
         }
+        if !d.task.within(t.task) {
+            return Some(format!(
+                "task = {:?} allows more than the {:?} {plugin_id} declares for {local}",
+                d.task.as_str(),
+                t.task.as_str()
+            ));
+        }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::descriptor::Snapshot;
+    use toolhost_manifest::{Manifest, TaskSupport};
+
+    fn manifest(task: &str) -> Manifest {
+        let text = format!(
+            "id = \"p\"\nversion = \"1.0.0\"\nname = \"P\"\n[runtime]\ncommand = \"/bin/true\"\n\
+             [[tools]]\nname = \"t\"\ndescription = \"Does it.\"\nsurfaces = [\"chat\"]\n\
+             input_schema = {{ type = \"object\" }}\ntask = \"{task}\"\n"
+        );
+        match Manifest::parse(std::path::Path::new("/nonexistent"), &text) {
+            Ok(m) => m,
+            Err(p) => panic!("{p:?}"),
+        }
+    }
+
+    /// A pushed descriptor may narrow `optional` to either, and change
+    /// nothing else: every pair of the three, against the installed word.
+    #[test]
+    fn a_push_may_narrow_task_support_but_never_loosen_it() {
+        use TaskSupport::{Never, Optional, Required};
+        let all = [Never, Optional, Required];
+        for declared in all {
+            let m = manifest(declared.as_str());
+            let installed = Installed::from_manifests([&m]);
+            for pushed in all {
+                let mut d = Snapshot::from_manifests("kandev", "g", 1, [&m])
+                    .tools
+                    .remove(0);
+                d.task = pushed;
+                let digests = (canonical_digest(&d.input_schema), None);
+                let verdict = installed.verdict(&d, &digests);
+                let allowed = pushed == declared || declared == Optional;
+                assert_eq!(
+                    verdict.is_none(),
+                    allowed,
+                    "declared {declared:?}, pushed {pushed:?}: {verdict:?}"
+                );
+                assert_eq!(pushed.within(declared), allowed);
+            }
+        }
     }
 }

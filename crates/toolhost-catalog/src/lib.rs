@@ -34,3 +34,4 @@ pub use catalog::{Catalog, Defect, Entry, NameChanges};
 pub use descriptor::{Descriptor, Fingerprint, Snapshot, canonical_digest};
 pub use installed::Installed;
 pub use store::{Absence, Fence, OfferResult, Outcome, Store};
+pub use toolhost_manifest::TaskSupport;

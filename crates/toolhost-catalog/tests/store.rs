@@ -29,6 +29,7 @@ fn tool(plugin: &str, local: &str, surfaces: &[&str], schema: Value) -> Descript
         aliases: BTreeMap::new(),
         unknown_arguments: UnknownArguments::Reject,
         reset_timeout_on_progress: false,
+        task: toolhost_manifest::TaskSupport::Never,
         fingerprint: toolhost_catalog::Fingerprint::UNSEALED,
     }
 }

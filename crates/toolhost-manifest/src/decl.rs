@@ -102,6 +102,68 @@ pub struct ToolDecl {
     /// Each progress update restarts the deadline (protocol 2 only), never
     /// past the daemon's `max_timeout_ms` from the start of the call.
     pub reset_timeout_on_progress: bool,
+    /// Whether a call may run as an MCP task (the 2026-07-28 Tasks
+    /// extension): `task = "never" | "optional" | "required"`.
+    pub task: TaskSupport,
+}
+
+/// Whether a tool's call may run as an MCP task: a call that outlives its
+/// request, polled by the client. A tool says so because only its author
+/// knows whether a call may take minutes and whether it is safe to leave
+/// running when the client goes away.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum TaskSupport {
+    /// Only a direct call (the default).
+    #[default]
+    Never,
+    /// Either, as the client asks.
+    Optional,
+    /// Only as a task.
+    Required,
+}
+
+impl TaskSupport {
+    /// The manifest's word for it.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Never => "never",
+            Self::Optional => "optional",
+            Self::Required => "required",
+        }
+    }
+
+    /// The support a manifest word names.
+    #[must_use]
+    pub fn parse(word: &str) -> Option<Self> {
+        match word {
+            "never" => Some(Self::Never),
+            "optional" => Some(Self::Optional),
+            "required" => Some(Self::Required),
+            _ => None,
+        }
+    }
+
+    /// Whether a call may be direct.
+    #[must_use]
+    pub fn allows_direct(self) -> bool {
+        self != Self::Required
+    }
+
+    /// Whether a call may be a task.
+    #[must_use]
+    pub fn allows_task(self) -> bool {
+        self != Self::Never
+    }
+
+    /// Whether `self` allows nothing that `declared` does not: what a
+    /// pushed descriptor may say of an installed tool. `optional` may be
+    /// narrowed to either; `never` and `required` only stay as they are.
+    #[must_use]
+    pub fn within(self, declared: Self) -> bool {
+        (!self.allows_direct() || declared.allows_direct())
+            && (!self.allows_task() || declared.allows_task())
+    }
 }
 
 /// The four MCP behaviour hints. Omitted hints take the conservative value:

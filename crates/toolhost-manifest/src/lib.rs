@@ -21,7 +21,7 @@ mod read;
 mod rules;
 pub mod set;
 
-pub use manifest::{Annotations, Manifest, Runtime, ToolDecl};
+pub use manifest::{Annotations, Manifest, Runtime, TaskSupport, ToolDecl};
 pub use problem::{Problem, Rule};
 pub use set::{CheckedSet, check_set, expand_plugin_dirs};
 pub use toolhost_validate::UnknownArguments;

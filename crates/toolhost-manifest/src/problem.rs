@@ -65,6 +65,8 @@ pub enum Rule {
     /// `unknown_arguments` is not `reject`/`report`, or `report` on a tool
     /// that is not read-only.
     UnknownArguments,
+    /// `task` is not `never`, `optional` or `required`.
+    Task,
     /// Two plugins in the set share an id.
     DuplicatePlugin,
     /// Two tools in the set would be exposed under the same name.
@@ -105,6 +107,7 @@ impl Rule {
             Self::Annotations => "annotations",
             Self::Aliases => "aliases",
             Self::UnknownArguments => "unknown-arguments",
+            Self::Task => "task",
             Self::DuplicatePlugin => "duplicate-plugin",
             Self::ExposedNameCollision => "exposed-name-collision",
             Self::NotAPlugin => "not-a-plugin",

@@ -5,7 +5,7 @@
 use crate::decl::{
     Annotations, DEFAULT_STARTUP_TIMEOUT_MS, DEFAULT_TOOL_TIMEOUT_MS, MAX_DESCRIPTION,
     MAX_STARTUP_TIMEOUT_MS, MAX_TITLE, MAX_TOOL_TIMEOUT_MS, MAX_TOOLS, PROTOCOL_VERSIONS,
-    RESERVED_ENV, Runtime, ToolDecl,
+    RESERVED_ENV, Runtime, TaskSupport, ToolDecl,
 };
 use crate::problem::{Problem, Rule};
 use crate::read::Ctx;
@@ -61,7 +61,7 @@ pub(crate) const TOP_KEYS: [&str; 8] = [
     "capabilities",
 ];
 const RUNTIME_KEYS: [&str; 5] = ["command", "args", "env", "startup_timeout_ms", "protocol"];
-const TOOL_KEYS: [&str; 14] = [
+const TOOL_KEYS: [&str; 15] = [
     "name",
     "title",
     "description",
@@ -76,6 +76,7 @@ const TOOL_KEYS: [&str; 14] = [
     "aliases",
     "unknown_arguments",
     "reset_timeout_on_progress",
+    "task",
 ];
 const ANNOTATION_KEYS: [&str; 4] = ["read_only", "destructive", "idempotent", "open_world"];
 
@@ -260,6 +261,7 @@ fn tool(cx: &mut Ctx<'_>, t: &Table, dir: &Path) -> Option<ToolDecl> {
     let surfaces = surfaces(cx, t);
     let timeout_ms = timeout(cx, t);
     let reset_timeout_on_progress = cx.boolean(t, "reset_timeout_on_progress").unwrap_or(false);
+    let task = task(cx, t);
     let input = schema(cx, t, dir, "input_schema", true);
     let output = schema(cx, t, dir, "output_schema", false);
 
@@ -289,7 +291,25 @@ fn tool(cx: &mut Ctx<'_>, t: &Table, dir: &Path) -> Option<ToolDecl> {
         aliases,
         unknown_arguments,
         reset_timeout_on_progress,
+        task,
     })
+}
+
+/// `task`: whether a call may run as an MCP task; `never` when absent.
+fn task(cx: &mut Ctx<'_>, t: &Table) -> TaskSupport {
+    match cx.string(t, "task", false) {
+        None => TaskSupport::Never,
+        Some(word) => TaskSupport::parse(&word).unwrap_or_else(|| {
+            cx.report(
+                Rule::Task,
+                format!(
+                    "task must be \"never\", \"optional\" or \"required\", not {:?}",
+                    word.chars().take(40).collect::<String>()
+                ),
+            );
+            TaskSupport::Never
+        }),
+    }
 }
 
 /// `surfaces`: required, non-empty, each valid, none twice.

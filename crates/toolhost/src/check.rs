@@ -107,6 +107,7 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
                                 "exposed": naming::exposed(&args.prefix, &m.id, &t.name),
                                 "surfaces": t.surfaces,
                                 "reset_timeout_on_progress": t.reset_timeout_on_progress,
+                                "task": t.task.as_str(),
                                 "annotations": {
                                     "read_only": t.annotations.read_only,
                                     "destructive": t.annotations.destructive,
@@ -142,6 +143,9 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
                     outln!("  {}", naming::exposed(&args.prefix, &m.id, &t.name));
                     outln!("      surfaces: {}", t.surfaces.join(", "));
                     outln!("      hints:    {}", hints(&t.annotations));
+                    if t.task != toolhost_manifest::TaskSupport::Never {
+                        outln!("      task:     {}", t.task.as_str());
+                    }
                 }
                 for line in m.asks() {
                     outln!("  {line}");

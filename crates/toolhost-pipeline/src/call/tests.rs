@@ -177,6 +177,7 @@ fn add_note(timeout_ms: u32) -> Descriptor {
         aliases: BTreeMap::new(),
         unknown_arguments: UnknownArguments::Reject,
         reset_timeout_on_progress: false,
+        task: toolhost_catalog::TaskSupport::Never,
         fingerprint: toolhost_catalog::Fingerprint::UNSEALED,
     }
 }
