@@ -500,3 +500,79 @@ async fn write_status(
         .map_err(nats)?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use async_nats::jetstream::kv::{Entry, Operation};
+
+    fn entry(value: Vec<u8>, operation: Operation) -> Entry {
+        Entry {
+            bucket: "toolhost_default".to_owned(),
+            key: "catalog".to_owned(),
+            value: value.into(),
+            revision: 7,
+            delta: 0,
+            created: time::OffsetDateTime::UNIX_EPOCH,
+            operation,
+            seen_current: true,
+        }
+    }
+
+    /// Whatever the engine holds under `catalog`, only a snapshot within
+    /// the size limit is read as one; anything else is a reason.
+    #[test]
+    fn only_a_snapshot_within_the_limit_is_read() {
+        let snapshot = toolhost_proto::admin::Snapshot {
+            generation: "g".to_owned(),
+            revision: 3,
+            epoch: 9,
+            tools: Vec::new(),
+        };
+        let bytes = prost::Message::encode_to_vec(&snapshot);
+        let read_back = read(&entry(bytes.clone(), Operation::Put), 1024);
+        assert_eq!(read_back.map(|s| (s.epoch, s.revision)), Ok((9, 3)));
+
+        let over = read(&entry(bytes, Operation::Put), 4);
+        assert!(over.is_err_and(|why| why.contains("over the limit of 4")));
+
+        let garbage = read(
+            &entry(b"\xff\xff\xff garbage".to_vec(), Operation::Put),
+            1024,
+        );
+        assert!(garbage.is_err_and(|why| why.contains("not a toolhost.admin.v1.Snapshot")));
+
+        // Another message's bytes (a binding) put under the catalog key.
+        let binding = toolhost_proto::admin::SessionBinding {
+            surface: "chat".to_owned(),
+            task_id: "t".to_owned(),
+            session_id: "s".to_owned(),
+            workspace_id: String::new(),
+        };
+        let wrong = read(
+            &entry(prost::Message::encode_to_vec(&binding), Operation::Put),
+            1024,
+        );
+        assert!(wrong.is_err(), "{wrong:?}");
+
+        for gone in [Operation::Delete, Operation::Purge] {
+            let why = read(&entry(Vec::new(), gone), 1024);
+            assert!(why.is_err_and(|w| w.contains("deleted; the current catalog stays")));
+        }
+    }
+
+    #[test]
+    fn reconnect_delays_are_jittered_below_a_doubling_bound() {
+        let (first, max) = (Duration::from_millis(250), Duration::from_secs(30));
+        for attempt in 0..40 {
+            let bound = first
+                .saturating_mul(1u32.checked_shl(attempt.min(16)).unwrap_or(u32::MAX))
+                .min(max);
+            let d = jittered(first, max, attempt);
+            assert!(d <= bound, "attempt {attempt}: {d:?} over {bound:?}");
+        }
+        let spread: std::collections::BTreeSet<_> =
+            (0..50).map(|_| jittered(first, max, 10)).collect();
+        assert!(spread.len() > 10, "not jittered: {spread:?}");
+    }
+}
