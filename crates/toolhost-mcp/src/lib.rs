@@ -19,6 +19,10 @@
 //! and runs on its own task, so a slow or dead client never holds up the
 //! others.
 //!
+//! [`Tasks`] keeps the books of the tasks toolhost hosts for plugin tools
+//! (the 2026-07-28 Tasks extension): ownership, unguessable ids, caps and
+//! retention. (The extension's requests are being built on it.)
+//!
 //! What this crate must not do: decide anything about a call. Resolution,
 //! validation, authorization and dispatch are the pipeline's; this crate
 //! maps them onto the protocol.
@@ -39,6 +43,7 @@ mod listener;
 mod metrics;
 mod pages;
 mod sessions;
+mod tasks;
 mod tokens;
 mod tools;
 mod unmarked;
@@ -55,4 +60,5 @@ pub use instructions::{
 };
 pub use limits::ConnectionLimits;
 pub use listener::{ClientGone, requests_read, serve_http, take_large_request};
-pub use tokens::TokenTable;
+pub use tasks::{TaskLimits, TaskRefused, TaskState, TaskView, Tasks};
+pub use tokens::{Owner, TokenTable};
