@@ -7,6 +7,7 @@
 use anyhow::{Context as _, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// Where the fleet's bucket is.
 #[derive(Debug, Clone, clap::Args)]
@@ -111,13 +112,38 @@ pub async fn push(target: &NatsTarget, file: &std::path::Path) -> Result<ExitCod
     Ok(ExitCode::SUCCESS)
 }
 
+/// Every daemon's status entry, by daemon id: one watch of `status.*`
+/// that delivers each key's latest value (not one read per daemon, and
+/// not a listing of every key, bindings included), in id order.
+async fn status_entries(
+    kv: &async_nats::jetstream::kv::Store,
+) -> Result<std::collections::BTreeMap<String, Vec<u8>>> {
+    use futures::StreamExt as _;
+    let mut watch = kv.watch_with_history("status.*").await?;
+    let mut entries = std::collections::BTreeMap::new();
+    // A watch of keys that do not exist delivers nothing: a quiet second
+    // means there is nothing (more) to read.
+    while let Ok(Some(next)) = tokio::time::timeout(Duration::from_secs(1), watch.next()).await {
+        let e = next?;
+        let daemon = e.key.trim_start_matches("status.").to_owned();
+        if e.operation == async_nats::jetstream::kv::Operation::Put {
+            entries.insert(daemon, e.value.to_vec());
+        } else {
+            entries.remove(&daemon);
+        }
+        if e.delta == 0 {
+            break;
+        }
+    }
+    Ok(entries)
+}
+
 /// A status entry is read only up to this size.
 const MAX_STATUS_BYTES: usize = 1024 * 1024;
 
 /// One row per daemon of the group; exit 1 when any is behind, refusing
 /// or silent.
 pub async fn status(target: &NatsTarget, silent_after_s: u64) -> Result<ExitCode> {
-    use futures::TryStreamExt as _;
     let kv = target.bucket(false).await?;
     let want = match kv.get("catalog").await? {
         Some(v) => <toolhost_proto::admin::Snapshot as prost::Message>::decode(v.as_ref())
@@ -125,13 +151,7 @@ pub async fn status(target: &NatsTarget, silent_after_s: u64) -> Result<ExitCode
             .map(|s| (s.generation, s.revision)),
         None => None,
     };
-    let prefix = "status.".to_owned();
-    let keys: Vec<String> = kv
-        .keys()
-        .await?
-        .try_filter(|k| std::future::ready(k.starts_with(&prefix)))
-        .try_collect()
-        .await?;
+    let entries = status_entries(&kv).await?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -140,13 +160,9 @@ pub async fn status(target: &NatsTarget, silent_after_s: u64) -> Result<ExitCode
         None => outln!("group {}: no catalog (or not a snapshot)", target.group),
     }
     let mut all_well = true;
-    for key in keys {
-        let daemon = key.trim_start_matches(&prefix);
-        let Some(value) = kv.get(key.as_str()).await? else {
-            continue;
-        };
+    for (daemon, value) in &entries {
         let entry: Option<toolhost_fleet::StatusEntry> = (value.len() <= MAX_STATUS_BYTES)
-            .then(|| serde_json::from_slice(&value).ok())
+            .then(|| serde_json::from_slice(value).ok())
             .flatten();
         let Some(e) = entry else {
             all_well = false;
