@@ -1118,6 +1118,7 @@ mod big {
             unknown_arguments: toolhost_validate::UnknownArguments::Reject,
             reset_timeout_on_progress: false,
             task: toolhost_manifest::TaskSupport::Never,
+            task_timeout_ms: None,
             fingerprint: toolhost_catalog::Fingerprint::UNSEALED,
         }
     }

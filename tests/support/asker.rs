@@ -36,6 +36,8 @@ pub enum Reply {
 #[derive(Clone)]
 pub struct Asker {
     can_elicit: bool,
+    /// Declares the Tasks extension (`io.modelcontextprotocol/tasks`).
+    tasks: bool,
     reply: Arc<Mutex<Reply>>,
     /// Questions asked so far.
     pub asked: Arc<AtomicUsize>,
@@ -53,12 +55,20 @@ impl Asker {
     pub fn new(can_elicit: bool) -> Self {
         Self {
             can_elicit,
+            tasks: false,
             reply: Arc::new(Mutex::new(Reply::Decline)),
             asked: Arc::default(),
             questions: Arc::default(),
             progress: Arc::default(),
             logs: Arc::default(),
         }
+    }
+
+    /// The same client declaring the Tasks extension too.
+    #[must_use]
+    pub fn with_tasks(mut self) -> Self {
+        self.tasks = true;
+        self
     }
 
     /// What it answers from now on.
@@ -69,7 +79,11 @@ impl Asker {
 
 impl rmcp::ClientHandler for Asker {
     fn get_info(&self) -> ClientConfig {
-        let mut caps = ClientCapabilities::default();
+        let mut caps = if self.tasks {
+            ClientCapabilities::builder().enable_tasks().build()
+        } else {
+            ClientCapabilities::default()
+        };
         if self.can_elicit {
             let mut e = ElicitationCapability::new();
             e.form = Some(FormElicitationCapability::default());
@@ -131,9 +145,13 @@ pub const ERAS: [Era; 2] = [Era::Sessions, Era::Modern];
 
 /// Connects `asker` over streamable HTTP with [`crate::TOKEN`], in `era`.
 pub async fn connect(url: &str, asker: Asker, era: Era) -> Client {
+    connect_as(url, crate::TOKEN, asker, era).await
+}
+
+/// Connects `asker` over streamable HTTP with `token`, in `era`.
+pub async fn connect_as(url: &str, token: &str, asker: Asker, era: Era) -> Client {
     let t = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(url.to_owned())
-            .auth_header(crate::TOKEN.to_owned()),
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token.to_owned()),
     );
     let c = match era {
         Era::Sessions => asker.serve(t).await,

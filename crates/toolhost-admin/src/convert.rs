@@ -76,6 +76,7 @@ pub fn snapshot_from_proto(p: pb::Snapshot) -> Result<Snapshot, Vec<String>> {
             },
             reset_timeout_on_progress: t.reset_timeout_on_progress,
             task,
+            task_timeout_ms: (t.task_timeout_ms != 0).then_some(t.task_timeout_ms),
             fingerprint: toolhost_catalog::Fingerprint::UNSEALED,
         });
     }
@@ -135,6 +136,7 @@ pub fn snapshot_to_proto(s: &Snapshot) -> pb::Snapshot {
                     TaskSupport::Optional => pb::TaskSupport::Optional.into(),
                     TaskSupport::Required => pb::TaskSupport::Required.into(),
                 },
+                task_timeout_ms: d.task_timeout_ms.unwrap_or(0),
             })
             .collect(),
     }

@@ -551,6 +551,55 @@ impl Admin for AdminService {
                     seconds_in_state: v.seconds_in_state,
                 }
             }),
+            tasks: self
+                .state
+                .hub
+                .tasks()
+                .counts()
+                .into_iter()
+                .map(|(state, count)| (state.to_owned(), n(count)))
+                .collect(),
         }))
+    }
+
+    async fn list_tasks(
+        &self,
+        _: Request<pb::ListTasksRequest>,
+    ) -> Result<Response<pb::ListTasksResponse>, Status> {
+        let tasks = self
+            .state
+            .hub
+            .tasks()
+            .list(std::time::Instant::now())
+            .into_iter()
+            .map(|t| pb::TaskEntry {
+                id: t.id,
+                tool: t.tool,
+                state: t.state.to_owned(),
+                owner: t.owner,
+                age_ms: u64::try_from(t.age.as_millis()).unwrap_or(u64::MAX),
+            })
+            .collect();
+        Ok(Response::new(pb::ListTasksResponse { tasks }))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: Request<pb::CancelTaskRequest>,
+    ) -> Result<Response<pb::CancelTaskResponse>, Status> {
+        let id = request.into_inner().id;
+        if self
+            .state
+            .hub
+            .tasks()
+            .cancel(None, &id, std::time::Instant::now())
+        {
+            tracing::info!(target: "toolhost::audit", task = %toolhost_runtime::log_safe(&id, 64), "task cancelled by the operator");
+            Ok(Response::new(pb::CancelTaskResponse {}))
+        } else {
+            Err(Status::not_found(
+                "no task by that id is running (toolhost tasks lists them)",
+            ))
+        }
     }
 }

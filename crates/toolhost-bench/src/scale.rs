@@ -38,6 +38,7 @@ fn tool(plugin: &str, i: usize) -> Descriptor {
         unknown_arguments: UnknownArguments::Reject,
         reset_timeout_on_progress: false,
         task: toolhost_manifest::TaskSupport::Never,
+        task_timeout_ms: None,
         fingerprint: toolhost_catalog::Fingerprint::UNSEALED,
     }
 }

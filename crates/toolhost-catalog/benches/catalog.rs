@@ -43,6 +43,7 @@ fn tool(i: usize) -> Descriptor {
         unknown_arguments: UnknownArguments::Reject,
         reset_timeout_on_progress: false,
         task: toolhost_manifest::TaskSupport::Never,
+        task_timeout_ms: None,
         fingerprint: toolhost_catalog::Fingerprint::UNSEALED,
     }
 }

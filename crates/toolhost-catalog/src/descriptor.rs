@@ -5,8 +5,8 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use toolhost_manifest::manifest::{
-    MAX_TOOL_TIMEOUT_MS, is_valid_description, is_valid_plugin_id, is_valid_surface,
-    is_valid_tool_name,
+    MAX_TASK_TIMEOUT_MS, MAX_TOOL_TIMEOUT_MS, is_valid_description, is_valid_plugin_id,
+    is_valid_surface, is_valid_tool_name,
 };
 use toolhost_manifest::{Annotations, Manifest, TaskSupport, ToolDecl, naming};
 use toolhost_validate::{UnknownArguments, is_identifier_like};
@@ -74,6 +74,10 @@ pub struct Descriptor {
     /// Whether a call may run as an MCP task (`never` when absent).
     #[serde(default, with = "task_serde")]
     pub task: TaskSupport,
+    /// How long a call run as a task may take, when longer than
+    /// `timeout_ms`; absent: `timeout_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_timeout_ms: Option<u32>,
     /// The content's digest once sealed; [`Fingerprint::UNSEALED`] until
     /// then (and after any field is changed by hand: seal again).
     #[serde(skip)]
@@ -100,6 +104,7 @@ impl PartialEq for Descriptor {
             && self.unknown_arguments == o.unknown_arguments
             && self.reset_timeout_on_progress == o.reset_timeout_on_progress
             && self.task == o.task
+            && self.task_timeout_ms == o.task_timeout_ms
     }
 }
 
@@ -192,6 +197,7 @@ impl Descriptor {
             unknown_arguments: _,
             reset_timeout_on_progress: _,
             task: _,
+            task_timeout_ms: _,
             fingerprint: _,
         } = self;
         let mut c = Canonical(Sha256::new());
@@ -233,6 +239,13 @@ impl Descriptor {
             },
         ]);
         c.0.update(self.timeout_ms.to_le_bytes());
+        match self.task_timeout_ms {
+            None => c.0.update([0]),
+            Some(ms) => {
+                c.0.update([1]);
+                c.0.update(ms.to_le_bytes());
+            }
+        }
         c.len(self.aliases.len());
         for (k, v) in &self.aliases {
             c.str(k);
@@ -320,6 +333,7 @@ impl Descriptor {
             unknown_arguments: t.unknown_arguments,
             reset_timeout_on_progress: t.reset_timeout_on_progress,
             task: t.task,
+            task_timeout_ms: t.task_timeout_ms,
             fingerprint: Fingerprint::UNSEALED,
         };
         d.surfaces.sort();
@@ -380,6 +394,13 @@ impl Descriptor {
         }
         if self.timeout_ms == 0 || self.timeout_ms > MAX_TOOL_TIMEOUT_MS {
             bad(format!("timeout_ms must be 1 to {MAX_TOOL_TIMEOUT_MS}"));
+        }
+        if let Some(ms) = self.task_timeout_ms
+            && (!self.task.allows_task() || ms < self.timeout_ms || ms > MAX_TASK_TIMEOUT_MS)
+        {
+            bad(format!(
+                "task_timeout_ms must be from timeout_ms to {MAX_TASK_TIMEOUT_MS}, and only with task = optional or required"
+            ));
         }
         if self.annotations.read_only && self.annotations.destructive {
             bad("read_only and destructive are both true".to_owned());

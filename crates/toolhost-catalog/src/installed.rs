@@ -25,6 +25,9 @@ struct Declared {
     timeout_ms: u32,
     reset_timeout_on_progress: bool,
     task: toolhost_manifest::TaskSupport,
+    /// The longest a task of the tool may run (`timeout_ms` when the
+    /// manifest says nothing longer).
+    task_timeout_ms: u32,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -60,6 +63,7 @@ impl Installed {
                             timeout_ms: t.timeout_ms,
                             reset_timeout_on_progress: t.reset_timeout_on_progress,
                             task: t.task,
+                            task_timeout_ms: t.task_timeout_ms.unwrap_or(t.timeout_ms),
                         };
                         (t.name.clone(), d)
                     })
@@ -139,6 +143,13 @@ impl Installed {
                 "task = {:?} allows more than the {:?} {plugin_id} declares for {local}",
                 d.task.as_str(),
                 t.task.as_str()
+            ));
+        }
+        let pushed_task_timeout = d.task_timeout_ms.unwrap_or(d.timeout_ms);
+        if pushed_task_timeout > t.task_timeout_ms {
+            return Some(format!(
+                "the task timeout of {pushed_task_timeout} ms is longer than the {} ms {plugin_id} declares for {local}",
+                t.task_timeout_ms
             ));
         }
         None

@@ -30,6 +30,7 @@ fn tool(plugin: &str, local: &str, surfaces: &[&str], schema: Value) -> Descript
         unknown_arguments: UnknownArguments::Reject,
         reset_timeout_on_progress: false,
         task: toolhost_manifest::TaskSupport::Never,
+        task_timeout_ms: None,
         fingerprint: toolhost_catalog::Fingerprint::UNSEALED,
     }
 }

@@ -19,6 +19,9 @@ pub const MAX_TOOLS: usize = 32;
 pub const DEFAULT_TOOL_TIMEOUT_MS: u32 = 30_000;
 /// The largest `timeout_ms`.
 pub const MAX_TOOL_TIMEOUT_MS: u32 = 300_000;
+/// The largest `task_timeout_ms`: a day. The operator's `[tasks]
+/// max_lifetime_ms` caps it further.
+pub const MAX_TASK_TIMEOUT_MS: u32 = 86_400_000;
 /// Default `startup_timeout_ms`.
 pub const DEFAULT_STARTUP_TIMEOUT_MS: u64 = 10_000;
 pub(crate) const MAX_STARTUP_TIMEOUT_MS: u64 = 600_000;
@@ -105,6 +108,10 @@ pub struct ToolDecl {
     /// Whether a call may run as an MCP task (the 2026-07-28 Tasks
     /// extension): `task = "never" | "optional" | "required"`.
     pub task: TaskSupport,
+    /// How long a call run as a task may take, when longer than
+    /// `timeout_ms` (a task outlives its request, so it may run for
+    /// minutes or hours); `None`: `timeout_ms`.
+    pub task_timeout_ms: Option<u32>,
 }
 
 /// Whether a tool's call may run as an MCP task: a call that outlives its

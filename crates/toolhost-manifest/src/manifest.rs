@@ -11,7 +11,8 @@ use toml::Table;
 
 pub use crate::decl::{
     Annotations, DEFAULT_STARTUP_TIMEOUT_MS, DEFAULT_TOOL_TIMEOUT_MS, MANIFEST_FILE,
-    MAX_TOOL_TIMEOUT_MS, MAX_TOOLS, Manifest, RESERVED_ENV, Runtime, TaskSupport, ToolDecl,
+    MAX_TASK_TIMEOUT_MS, MAX_TOOL_TIMEOUT_MS, MAX_TOOLS, Manifest, RESERVED_ENV, Runtime,
+    TaskSupport, ToolDecl,
 };
 pub use crate::rules::{
     is_valid_description, is_valid_plugin_id, is_valid_surface, is_valid_tool_name,

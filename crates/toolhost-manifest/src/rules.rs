@@ -4,8 +4,8 @@
 
 use crate::decl::{
     Annotations, DEFAULT_STARTUP_TIMEOUT_MS, DEFAULT_TOOL_TIMEOUT_MS, MAX_DESCRIPTION,
-    MAX_STARTUP_TIMEOUT_MS, MAX_TITLE, MAX_TOOL_TIMEOUT_MS, MAX_TOOLS, PROTOCOL_VERSIONS,
-    RESERVED_ENV, Runtime, TaskSupport, ToolDecl,
+    MAX_STARTUP_TIMEOUT_MS, MAX_TASK_TIMEOUT_MS, MAX_TITLE, MAX_TOOL_TIMEOUT_MS, MAX_TOOLS,
+    PROTOCOL_VERSIONS, RESERVED_ENV, Runtime, TaskSupport, ToolDecl,
 };
 use crate::problem::{Problem, Rule};
 use crate::read::Ctx;
@@ -61,7 +61,7 @@ pub(crate) const TOP_KEYS: [&str; 8] = [
     "capabilities",
 ];
 const RUNTIME_KEYS: [&str; 5] = ["command", "args", "env", "startup_timeout_ms", "protocol"];
-const TOOL_KEYS: [&str; 15] = [
+const TOOL_KEYS: [&str; 16] = [
     "name",
     "title",
     "description",
@@ -77,6 +77,7 @@ const TOOL_KEYS: [&str; 15] = [
     "unknown_arguments",
     "reset_timeout_on_progress",
     "task",
+    "task_timeout_ms",
 ];
 const ANNOTATION_KEYS: [&str; 4] = ["read_only", "destructive", "idempotent", "open_world"];
 
@@ -262,6 +263,7 @@ fn tool(cx: &mut Ctx<'_>, t: &Table, dir: &Path) -> Option<ToolDecl> {
     let timeout_ms = timeout(cx, t);
     let reset_timeout_on_progress = cx.boolean(t, "reset_timeout_on_progress").unwrap_or(false);
     let task = task(cx, t);
+    let task_timeout_ms = task_timeout(cx, t, task, timeout_ms);
     let input = schema(cx, t, dir, "input_schema", true);
     let output = schema(cx, t, dir, "output_schema", false);
 
@@ -292,7 +294,31 @@ fn tool(cx: &mut Ctx<'_>, t: &Table, dir: &Path) -> Option<ToolDecl> {
         unknown_arguments,
         reset_timeout_on_progress,
         task,
+        task_timeout_ms,
     })
+}
+
+/// `task_timeout_ms`: only for a tool that may run as a task, at least its
+/// `timeout_ms`, at most [`MAX_TASK_TIMEOUT_MS`].
+fn task_timeout(cx: &mut Ctx<'_>, t: &Table, task: TaskSupport, timeout_ms: u32) -> Option<u32> {
+    let ms = cx.integer(t, "task_timeout_ms")?;
+    if !task.allows_task() {
+        cx.report(
+            Rule::Task,
+            "task_timeout_ms needs task = \"optional\" or \"required\": only a task may run longer than timeout_ms",
+        );
+        return None;
+    }
+    match u32::try_from(ms) {
+        Ok(ms) if (timeout_ms..=MAX_TASK_TIMEOUT_MS).contains(&ms) => Some(ms),
+        _ => {
+            cx.report(
+                Rule::Task,
+                format!("task_timeout_ms must be from timeout_ms ({timeout_ms}) to {MAX_TASK_TIMEOUT_MS}"),
+            );
+            None
+        }
+    }
 }
 
 /// `task`: whether a call may run as an MCP task; `never` when absent.

@@ -49,37 +49,37 @@ const MAX_PARKED: usize = 4096;
 pub(crate) const QUESTION_KEY: &str = "question";
 
 /// The answer channel of one question.
-type Reply = oneshot::Sender<Result<Answer, Unanswered>>;
+pub(crate) type Reply = oneshot::Sender<Result<Answer, Unanswered>>;
 
 /// What the plugin has sent that the driving request has not taken yet.
 /// One lock and one wake-up for all three kinds: a call to a plugin that
 /// sends none of them (every protocol-1 call) costs one small allocation,
 /// not three channels.
 #[derive(Default)]
-struct Pending {
+pub(crate) struct Pending {
     /// The latest progress update; only the latest matters.
-    progress: Option<Progress>,
+    pub(crate) progress: Option<Progress>,
     /// `progress` changed since the driver last looked.
-    progress_new: bool,
+    pub(crate) progress_new: bool,
     /// At most [`LOG_QUEUE`]; more are dropped.
-    logs: VecDeque<LogMessage>,
+    pub(crate) logs: VecDeque<LogMessage>,
     /// At most one question is out at a time.
-    question: Option<(Question, Reply)>,
+    pub(crate) question: Option<(Question, Reply)>,
     /// The driving side is gone: nothing will be delivered.
     closed: bool,
 }
 
 /// Shared by a call's [`Relay`] and its [`Events`].
 #[derive(Default)]
-struct Shared {
+pub(crate) struct Shared {
     pending: Mutex<Pending>,
     /// Wakes the driver when something arrives. A wake-up with nobody
     /// waiting is kept, so none is lost between two looks.
-    arrived: Notify,
+    pub(crate) arrived: Notify,
 }
 
 impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
         self.pending
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -92,11 +92,59 @@ pub(crate) struct Relay {
     log_level: Option<LogLevel>,
     can_ask: bool,
     shared: Arc<Shared>,
+    /// Set when the call is to run as a task.
+    task: Option<TaskHook>,
+}
+
+/// What makes a call a task: the place it holds among the tasks, turned
+/// into the task when the pipeline admits the call.
+pub(crate) struct TaskPlan {
+    pub(crate) place: crate::tasks::Place,
+    /// The tool's exposed name.
+    pub(crate) tool: String,
+    /// How long the task may run: the tool's timeout within the cap.
+    pub(crate) lifetime: Duration,
+    /// The operator's cap on a task's lifetime.
+    pub(crate) cap: Duration,
+}
+
+/// A [`TaskPlan`] on its way through the pipeline.
+struct TaskHook {
+    plan: Mutex<Option<TaskPlan>>,
+    cap: Duration,
+    cancel: CancellationToken,
+    id: std::sync::OnceLock<String>,
+    admitted: Mutex<Option<oneshot::Sender<String>>>,
+}
+
+impl TaskHook {
+    fn admit(&self) -> Result<(), String> {
+        let plan = self
+            .plan
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+            .ok_or_else(|| "the task was already created".to_owned())?;
+        let id = plan
+            .place
+            .create(&plan.tool, self.cancel.clone(), plan.lifetime)
+            .map_err(|e| e.to_string())?;
+        let _ = self.id.set(id.clone());
+        if let Some(tx) = self
+            .admitted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+        {
+            let _ = tx.send(id);
+        }
+        Ok(())
+    }
 }
 
 /// The driving request's side of a call's events.
 pub(crate) struct Events {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     /// The progress value of the last notification sent.
     sent: Option<f64>,
 }
@@ -131,6 +179,7 @@ impl Relay {
                 log_level: wants.log_level,
                 can_ask: wants.can_ask,
                 shared: Arc::clone(&shared),
+                task: None,
             },
             Events { shared, sent: None },
         )
@@ -169,6 +218,15 @@ impl Caller for Relay {
         }
         self.shared.arrived.notify_one();
     }
+    fn task_lifetime_cap(&self) -> Option<Duration> {
+        self.task.as_ref().map(|t| t.cap)
+    }
+    fn admitted(&self) -> Result<(), String> {
+        self.task.as_ref().map_or(Ok(()), TaskHook::admit)
+    }
+    fn task_id(&self) -> Option<String> {
+        self.task.as_ref().and_then(|t| t.id.get().cloned())
+    }
     fn ask(&self, question: Question) -> AskFuture<'_> {
         Box::pin(async move {
             let (reply, answer) = oneshot::channel();
@@ -203,6 +261,9 @@ pub(crate) struct Running {
     pub(crate) expires: Instant,
     /// The call's own task, once detached.
     pub(crate) task: Option<tokio::task::AbortHandle>,
+    /// For a call run as a task: the task's id, once the pipeline has
+    /// admitted the call. Dropped unsent if the call ended before.
+    pub(crate) admitted: Option<oneshot::Receiver<String>>,
 }
 
 impl Running {
@@ -238,9 +299,22 @@ pub(crate) fn start(
     name: &str,
     arguments: Option<Value>,
     wants: Wants,
+    task: Option<TaskPlan>,
 ) -> Running {
-    let (relay, events) = Relay::new(wants);
+    let (mut relay, events) = Relay::new(wants);
     let cancel = CancellationToken::new();
+    let mut admitted = None;
+    if let Some(plan) = task {
+        let (tx, rx) = oneshot::channel();
+        admitted = Some(rx);
+        relay.task = Some(TaskHook {
+            cap: plan.cap,
+            plan: Mutex::new(Some(plan)),
+            cancel: cancel.clone(),
+            id: std::sync::OnceLock::new(),
+            admitted: Mutex::new(Some(tx)),
+        });
+    }
     let pipeline = Arc::clone(pipeline);
     if find_tool == Some(name) {
         let answer = crate::find::run(&pipeline.store().current(), &binding, name, arguments);
@@ -250,11 +324,16 @@ pub(crate) fn start(
             cancel,
             expires: Instant::now() + Duration::from_secs(5),
             task: None,
+            admitted,
         };
     }
     let owned_name = name.to_owned();
     let call_cancel = cancel.clone();
-    let expires = Instant::now() + pipeline.max_timeout() + Duration::from_secs(5);
+    let longest = relay
+        .task
+        .as_ref()
+        .map_or_else(|| pipeline.max_timeout(), |t| t.cap);
+    let expires = Instant::now() + longest + Duration::from_secs(5);
     Running {
         call: Box::pin(async move {
             pipeline
@@ -265,6 +344,7 @@ pub(crate) fn start(
         cancel,
         expires,
         task: None,
+        admitted,
     }
 }
 

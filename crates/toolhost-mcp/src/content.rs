@@ -1,9 +1,13 @@
-//! Content blocks in MCP's terms: the pipeline's checked blocks mapped
-//! one to one, bytes base64-encoded here and nowhere else.
+//! Results in MCP's terms: the pipeline's checked blocks mapped one to
+//! one, bytes base64-encoded here and nowhere else, and the whole result
+//! ([`result_of`]) as every path answers it (a session's call, a plain
+//! stateless one, a task's).
 
 use base64::Engine as _;
+use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    Annotations, AudioContent, ContentBlock, EmbeddedResource, ImageContent, Resource,
+    Annotations, AudioContent, CallToolResponse, CallToolResult, ClientCapabilities, ContentBlock,
+    ElicitationCapability, EmbeddedResource, FormElicitationCapability, ImageContent, Resource,
     ResourceContents, Role, TextContent,
 };
 use toolhost_pipeline::content::{self, Block, BlockKind};
@@ -93,6 +97,33 @@ pub fn to_mcp(block: Block) -> ContentBlock {
             ContentBlock::Resource(c)
         }
     }
+}
+
+/// The pipeline's result in MCP's terms. A 2026-07-28 client that cannot
+/// answer a question gets the protocol's missing-capability error instead
+/// of a tool result.
+pub(crate) fn result_of(
+    r: toolhost_pipeline::CallResult,
+    modern: bool,
+) -> Result<CallToolResponse, McpError> {
+    if modern && r.code == Some(toolhost_pipeline::ErrorCode::CannotAsk) {
+        let mut elicitation = ElicitationCapability::new();
+        elicitation.form = Some(FormElicitationCapability::default());
+        let mut required = ClientCapabilities::default();
+        required.elicitation = Some(elicitation);
+        return Err(McpError::missing_required_client_capability(required));
+    }
+    let content = r.content.into_iter().map(to_mcp).collect();
+    let mut result = if r.is_error {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    };
+    result.structured_content = r.structured;
+    if let Some(meta) = r.meta {
+        result.meta = Some(rmcp::model::MetaObject(meta));
+    }
+    Ok(result.into())
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 //! client that could answer a question. Profiles put rmcp's share of such a
 //! call at a third of toolhost's CPU. This module answers exactly that
 //! shape itself, through the same pipeline call (`Hub::start_call`),
-//! the same result mapping ([`crate::handler::result_of`]) and rmcp's own
+//! the same result mapping ([`crate::content::result_of`]) and rmcp's own
 //! message types, so the bytes on the wire are the ones rmcp would write.
 //!
 //! The rule that keeps it safe: **the direct path takes a strict subset of
@@ -151,7 +151,7 @@ async fn answer(
     let arguments = call.params.arguments.map(serde_json::Value::Object);
     let running = direct
         .hub
-        .start_call(binding, &call.params.name, arguments, wants);
+        .start_call(binding, &call.params.name, arguments, wants, None);
     let mut unfinished = Unfinished(Some(running));
     let out = Outlet {
         peer: None,
@@ -169,7 +169,7 @@ async fn answer(
             Driven::Done(Err(unknown)) => {
                 break Err(rmcp::ErrorData::invalid_params(unknown.to_string(), None));
             }
-            Driven::Done(Ok(r)) => break crate::handler::result_of(r, false),
+            Driven::Done(Ok(r)) => break crate::content::result_of(r, false),
             // The pipeline asks only a caller that can answer; should a
             // question come anyway, it is refused as one this client
             // cannot take.

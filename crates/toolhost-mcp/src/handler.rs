@@ -10,11 +10,11 @@ use crate::tokens::{TokenTable, bearer_token, digest, request_binding};
 
 use crate::calls::{Driven, Outlet, QUESTION_KEY, Running, Waiting, Wants};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, CustomRequest,
-    CustomResult, ElicitRequest, ElicitResult, ElicitationCapability, FormElicitationCapability,
-    Implementation, InitializeRequestParams, InitializeResult, InputRequest, InputRequiredResult,
-    InputResponses, ListToolsResult, LoggingLevel, PaginatedRequestParams, ProtocolVersion,
-    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscriptionFilter,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CustomRequest, CustomResult,
+    ElicitRequest, ElicitResult, GetTaskParams, GetTaskResult, Implementation,
+    InitializeRequestParams, InitializeResult, InputRequest, InputRequiredResult, InputResponses,
+    ListToolsResult, LoggingLevel, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams, SubscriptionFilter, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt as _};
@@ -101,6 +101,7 @@ impl ServerHandler for Handler {
                 .enable_logging()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_tasks()
                 .build()
         })
         .with_server_info(Implementation::new("toolhost", env!("CARGO_PKG_VERSION")))
@@ -123,6 +124,14 @@ impl ServerHandler for Handler {
         }
         cx.peer.set_peer_info(request.clone());
         let mut result = self.negotiate_initialize(&request)?;
+        // Tasks are hosted for 2026-07-28 clients only; the 2025 era's
+        // experimental tasks are not implemented, and its calls are direct.
+        if let Some(extensions) = result.capabilities.extensions.as_mut() {
+            extensions.remove(rmcp::model::TASKS_EXTENSION_ID);
+            if extensions.is_empty() {
+                result.capabilities.extensions = None;
+            }
+        }
         result.instructions = Some(self.hub.instructions_for(&b.surface).to_string());
         Ok(result)
     }
@@ -222,9 +231,67 @@ impl ServerHandler for Handler {
             }
             None => {
                 let arguments = request.arguments.map(serde_json::Value::Object);
+                if is_modern(&cx) {
+                    let b = self.binding(&cx.extensions)?;
+                    let declared = cx.client_capabilities().is_some_and(|c| c.supports_tasks());
+                    if let crate::hosted::Mode::Task(lifetime) =
+                        crate::hosted::mode(&self.hub, &b, &request.name, declared)?
+                    {
+                        let stop = crate::calls::Stop {
+                            request: &cx.ct,
+                            gone: client_gone(&cx.extensions),
+                        };
+                        return crate::hosted::start(
+                            &self.hub,
+                            self.owner(&cx.extensions),
+                            crate::hosted::NewTask {
+                                binding: b,
+                                name: &request.name,
+                                arguments,
+                                wants: self.wants(&cx),
+                                lifetime,
+                            },
+                            &stop,
+                        )
+                        .await;
+                    }
+                }
                 self.run_call(&request.name, arguments, &cx).await
             }
         }
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        self.task_owner(&cx)
+            .and_then(|owner| crate::hosted::get(&self.hub, &owner, &request.task_id))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let owner = self.task_owner(&cx)?;
+        crate::hosted::update(
+            &self.hub,
+            &owner,
+            &request.task_id,
+            &request.input_responses,
+        )
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let owner = self.task_owner(&cx)?;
+        crate::hosted::cancel(&self.hub, &owner, &request.task_id);
+        Ok(())
     }
 
     /// rmcp hands over, as a custom request, a `tools/call` whose params do
@@ -305,6 +372,21 @@ fn can_elicit(cx: &RequestContext<RoleServer>) -> bool {
 }
 
 impl Handler {
+    /// Whose tasks a `tasks/*` request may see: its token's. A 2025-era
+    /// session has no tasks (the era's experimental tasks are not
+    /// implemented), so the methods are unknown to it.
+    fn task_owner(&self, cx: &RequestContext<RoleServer>) -> Result<Owner, McpError> {
+        if !is_modern(cx) {
+            return Err(McpError::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                "tasks are served to 2026-07-28 clients only",
+                None,
+            ));
+        }
+        self.binding(&cx.extensions)?;
+        Ok(self.owner(&cx.extensions))
+    }
+
     /// What this request's client can take.
     fn wants(&self, cx: &RequestContext<RoleServer>) -> Wants {
         let level = if is_modern(cx) {
@@ -328,7 +410,9 @@ impl Handler {
         cx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let b = self.binding(&cx.extensions)?;
-        let running = self.hub.start_call(b, name, arguments, self.wants(cx));
+        let running = self
+            .hub
+            .start_call(b, name, arguments, self.wants(cx), None);
         self.drive_call(name, running, cx).await
     }
 
@@ -396,7 +480,7 @@ impl Handler {
                 Driven::Done(Err(unknown)) => {
                     return Err(McpError::invalid_params(unknown.to_string(), None));
                 }
-                Driven::Done(Ok(r)) => return result_of(r, modern),
+                Driven::Done(Ok(r)) => return crate::content::result_of(r, modern),
                 Driven::Asking(q, reply) => {
                     let Some(params) = crate::calls::elicit_params(&q) else {
                         let _ = reply.send(Err(toolhost_pipeline::Unanswered::Failed(
@@ -446,7 +530,7 @@ impl Handler {
                             // its deadline, or its plugin dying.
                             r = &mut running.call => return match r {
                                 Err(unknown) => Err(McpError::invalid_params(unknown.to_string(), None)),
-                                Ok(r) => result_of(r, modern),
+                                Ok(r) => crate::content::result_of(r, modern),
                             },
                         };
                         let _ = reply.send(answer);
@@ -455,33 +539,6 @@ impl Handler {
             }
         }
     }
-}
-
-/// The pipeline's result in MCP's terms. A 2026-07-28 client that cannot
-/// answer a question gets the protocol's missing-capability error instead
-/// of a tool result.
-pub(crate) fn result_of(
-    r: toolhost_pipeline::CallResult,
-    modern: bool,
-) -> Result<CallToolResponse, McpError> {
-    if modern && r.code == Some(toolhost_pipeline::ErrorCode::CannotAsk) {
-        let mut elicitation = ElicitationCapability::new();
-        elicitation.form = Some(FormElicitationCapability::default());
-        let mut required = ClientCapabilities::default();
-        required.elicitation = Some(elicitation);
-        return Err(McpError::missing_required_client_capability(required));
-    }
-    let content = r.content.into_iter().map(crate::content::to_mcp).collect();
-    let mut result = if r.is_error {
-        CallToolResult::error(content)
-    } else {
-        CallToolResult::success(content)
-    };
-    result.structured_content = r.structured;
-    if let Some(meta) = r.meta {
-        result.meta = Some(rmcp::model::MetaObject(meta));
-    }
-    Ok(result.into())
 }
 
 /// Serves one MCP session on stdin/stdout until the client closes it or

@@ -98,6 +98,8 @@ pub struct Hub {
     pub(crate) listings: ListingCache,
     /// Calls waiting for a 2026-07-28 client's answer to a question.
     pub(crate) parked: crate::calls::Parked,
+    /// The tasks hosted for 2026-07-28 clients.
+    pub(crate) tasks: Arc<crate::tasks::Tasks>,
     listeners: Mutex<Vec<Listener>>,
     next_id: AtomicU64,
     /// Most live sessions and subscriptions; 0 means no limit.
@@ -160,6 +162,7 @@ impl Hub {
             plugins,
             listings: ListingCache::default(),
             parked: crate::calls::Parked::default(),
+            tasks: Arc::new(crate::tasks::Tasks::default()),
             listeners: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
             max_sessions: std::sync::atomic::AtomicUsize::new(DEFAULT_MAX_SESSIONS),
@@ -192,6 +195,13 @@ impl Hub {
             )),
             plugins,
         )
+    }
+
+    /// The tasks hosted for 2026-07-28 clients: their bounds, and what
+    /// the operator sees and cancels.
+    #[must_use]
+    pub fn tasks(&self) -> &Arc<crate::tasks::Tasks> {
+        &self.tasks
     }
 
     /// Sets what agents are shown besides the catalog (at start).
@@ -240,6 +250,7 @@ impl Hub {
         name: &str,
         arguments: Option<serde_json::Value>,
         wants: crate::calls::Wants,
+        task: Option<crate::calls::TaskPlan>,
     ) -> crate::calls::Running {
         let find = if self
             .view
@@ -259,6 +270,7 @@ impl Hub {
             name,
             arguments,
             wants,
+            task,
         )
     }
 

@@ -19,9 +19,10 @@
 //! and runs on its own task, so a slow or dead client never holds up the
 //! others.
 //!
-//! [`Tasks`] keeps the books of the tasks toolhost hosts for plugin tools
-//! (the 2026-07-28 Tasks extension): ownership, unguessable ids, caps and
-//! retention. (The extension's requests are being built on it.)
+//! Tool calls may run as MCP tasks (the 2026-07-28 Tasks extension): a
+//! call that outlives its request, created only once the pipeline has
+//! admitted it, and read, answered and cancelled with `tasks/*`. [`Tasks`]
+//! keeps their books: ownership, unguessable ids, caps and retention.
 //!
 //! What this crate must not do: decide anything about a call. Resolution,
 //! validation, authorization and dispatch are the pipeline's; this crate
@@ -35,6 +36,7 @@ mod content;
 mod direct;
 mod find;
 mod handler;
+mod hosted;
 mod http;
 mod hub;
 mod instructions;
@@ -60,5 +62,5 @@ pub use instructions::{
 };
 pub use limits::ConnectionLimits;
 pub use listener::{ClientGone, requests_read, serve_http, take_large_request};
-pub use tasks::{TaskLimits, TaskRefused, TaskState, TaskView, Tasks};
+pub use tasks::{TaskLimits, TaskRefused, TaskState, TaskSummary, TaskView, Tasks};
 pub use tokens::{Owner, TokenTable};

@@ -100,6 +100,15 @@ pub(crate) async fn metrics(hub: Arc<Hub>) -> impl IntoResponse {
     let _ = writeln!(out, "toolhost_calls_awaiting_answer {}", hub.parked.len());
     family(
         &mut out,
+        "toolhost_tasks",
+        "gauge",
+        "Tool calls hosted as MCP tasks, by state (finished ones while their results are kept).",
+    );
+    for (state, n) in hub.tasks.counts() {
+        let _ = writeln!(out, "toolhost_tasks{{state=\"{state}\"}} {n}");
+    }
+    family(
+        &mut out,
         "toolhost_plugin_state",
         "gauge",
         "1 for the state each plugin is in.",

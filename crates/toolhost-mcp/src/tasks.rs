@@ -25,20 +25,26 @@
 
 use crate::tokens::Owner;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
+use toolhost_pipeline::CheckedQuestion;
+
+/// How often a client is asked to poll `tasks/get`.
+pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Where a task stands.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TaskState {
     /// Running; the message is the latest progress, if any.
     Working(Option<String>),
-    /// The plugin asked a question; the call waits for `tasks/update`.
+    /// The plugin asked a question; the call waits for `tasks/update`. The
+    /// value is the extension's `inputRequests` object.
     InputRequired(serde_json::Value),
     /// Done: the call's result, mapped as a direct call's would be.
     Completed(serde_json::Value),
-    /// Ended without a result: the coded error a direct call would get.
+    /// Ended without a result: the coded error a direct call would get, as
+    /// a JSON-RPC error object.
     Failed(serde_json::Value),
     /// Cancelled by its owner or the operator.
     Cancelled,
@@ -62,6 +68,15 @@ impl TaskState {
             Self::Cancelled => "cancelled",
         }
     }
+
+    /// Every state name, in the order the status shows them.
+    pub const NAMES: [&'static str; 5] = [
+        "working",
+        "input_required",
+        "completed",
+        "failed",
+        "cancelled",
+    ];
 }
 
 /// What an owner is shown of one of its tasks.
@@ -73,6 +88,30 @@ pub struct TaskView {
     pub tool: String,
     /// Its state.
     pub state: TaskState,
+    /// How long ago it was created.
+    pub age: Duration,
+    /// When it was created and last changed (ISO 8601).
+    pub created_at: String,
+    /// When it last changed (ISO 8601).
+    pub updated_at: String,
+    /// How long after its creation it may be forgotten: its lifetime plus
+    /// the retention of its result.
+    pub ttl: Duration,
+}
+
+/// What the operator is shown of any task: no result, no question, and
+/// the owner only as the first bytes of its token's digest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskSummary {
+    /// The task's id.
+    pub id: String,
+    /// The tool it runs.
+    pub tool: String,
+    /// Its state's name.
+    pub state: &'static str,
+    /// The owner's token digest, first 8 hex digits (the process's token
+    /// is all zeros).
+    pub owner: String,
     /// How long ago it was created.
     pub age: Duration,
 }
@@ -100,6 +139,8 @@ pub struct TaskLimits {
     pub total: usize,
     /// How long a finished task's result is kept.
     pub retention: Duration,
+    /// The longest a task may run, whatever its tool declares.
+    pub max_lifetime: Duration,
 }
 
 impl Default for TaskLimits {
@@ -108,8 +149,39 @@ impl Default for TaskLimits {
             per_owner: 16,
             total: 1024,
             retention: Duration::from_secs(600),
+            max_lifetime: Duration::from_secs(3600),
         }
     }
+}
+
+/// The answer channel of a task's question.
+pub(crate) type Reply =
+    tokio::sync::oneshot::Sender<Result<toolhost_pipeline::Answer, toolhost_pipeline::Unanswered>>;
+
+/// A question a task's call is waiting on: its input-request key (unique
+/// over the task's life), the checked question the answer must fit, and
+/// where the answer goes.
+pub(crate) struct Asking {
+    pub(crate) key: String,
+    pub(crate) question: Box<CheckedQuestion>,
+    pub(crate) reply: Reply,
+}
+
+impl std::fmt::Debug for Asking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Asking")
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why an answer was not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NoQuestion {
+    /// No such task for this owner.
+    UnknownTask,
+    /// The task waits for no answer now.
+    NotAsking,
 }
 
 #[derive(Debug)]
@@ -118,15 +190,95 @@ struct Task {
     tool: String,
     state: TaskState,
     created: Instant,
+    created_at: String,
+    updated_at: String,
     ended: Option<Instant>,
+    lifetime: Duration,
     cancel: CancellationToken,
+    asking: Option<Asking>,
+}
+
+#[derive(Debug, Default)]
+struct Books {
+    limits: TaskLimits,
+    tasks: HashMap<String, Task>,
+    /// Places held by calls on their way through the pipeline, per owner.
+    reserved: HashMap<Owner, usize>,
+}
+
+impl Books {
+    fn reserved_total(&self) -> usize {
+        self.reserved.values().sum()
+    }
+
+    fn release(&mut self, owner: &Owner) {
+        if let Some(n) = self.reserved.get_mut(owner) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.reserved.remove(owner);
+            }
+        }
+    }
 }
 
 /// The tasks of a daemon.
 #[derive(Debug, Default)]
 pub struct Tasks {
-    limits: TaskLimits,
-    tasks: Mutex<HashMap<String, Task>>,
+    books: Mutex<Books>,
+}
+
+/// A place among the tasks, held by a call while it goes through the
+/// pipeline: counted against the caps from the start, so concurrent calls
+/// cannot pass them, and given back if the call ends before it is
+/// admitted ([`Place::create`] turns it into the task).
+#[derive(Debug)]
+pub struct Place {
+    tasks: Arc<Tasks>,
+    owner: Owner,
+    taken: bool,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        if !self.taken {
+            self.tasks.lock().release(&self.owner);
+        }
+    }
+}
+
+impl Place {
+    /// Creates the working task for `tool` in this place; its call is
+    /// cancelled through `cancel` and may run for `lifetime`. Returns the
+    /// task's id.
+    pub fn create(
+        mut self,
+        tool: &str,
+        cancel: CancellationToken,
+        lifetime: Duration,
+    ) -> Result<String, TaskRefused> {
+        let id = toolhost_runtime::ids::unguessable_id()
+            .map_err(|e| TaskRefused::NoId(e.to_string()))?;
+        let stamp = rmcp::task_manager::current_timestamp();
+        let mut books = self.tasks.lock();
+        books.release(&self.owner);
+        self.taken = true;
+        books.tasks.insert(
+            id.clone(),
+            Task {
+                owner: self.owner,
+                tool: tool.to_owned(),
+                state: TaskState::Working(None),
+                created: Instant::now(),
+                created_at: stamp.clone(),
+                updated_at: stamp,
+                ended: None,
+                lifetime,
+                cancel,
+                asking: None,
+            },
+        );
+        Ok(id)
+    }
 }
 
 impl Tasks {
@@ -134,58 +286,61 @@ impl Tasks {
     #[must_use]
     pub fn new(limits: TaskLimits) -> Self {
         Self {
-            limits,
-            tasks: Mutex::default(),
+            books: Mutex::new(Books {
+                limits,
+                ..Books::default()
+            }),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Task>> {
-        self.tasks
+    /// The bounds.
+    #[must_use]
+    pub fn limits(&self) -> TaskLimits {
+        self.lock().limits
+    }
+
+    /// Sets the bounds (at start; tasks already held stay).
+    pub fn set_limits(&self, limits: TaskLimits) {
+        self.lock().limits = limits;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Books> {
+        self.books
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Creates a working task of `owner` for `tool`, within the caps
-    /// (finished tasks past their retention are forgotten first). Returns
-    /// its id and the token that cancels its call.
-    pub fn create(
-        &self,
-        owner: Owner,
-        tool: &str,
-        now: Instant,
-    ) -> Result<(String, CancellationToken), TaskRefused> {
-        let mut tasks = self.lock();
-        sweep(&mut tasks, self.limits.retention, now);
-        if tasks.len() >= self.limits.total {
-            return Err(TaskRefused::Total(self.limits.total));
+    /// Holds a place for a task of `owner`, within the caps (finished
+    /// tasks past their retention are forgotten first).
+    pub fn reserve(self: &Arc<Self>, owner: Owner, now: Instant) -> Result<Place, TaskRefused> {
+        let mut books = self.lock();
+        let limits = books.limits;
+        sweep(&mut books.tasks, limits.retention, now);
+        if books.tasks.len() + books.reserved_total() >= limits.total {
+            return Err(TaskRefused::Total(limits.total));
         }
-        if tasks.values().filter(|t| t.owner == owner).count() >= self.limits.per_owner {
-            return Err(TaskRefused::PerOwner(self.limits.per_owner));
+        let mine = books.tasks.values().filter(|t| t.owner == owner).count()
+            + books.reserved.get(&owner).copied().unwrap_or(0);
+        if mine >= limits.per_owner {
+            return Err(TaskRefused::PerOwner(limits.per_owner));
         }
-        let id = toolhost_runtime::ids::unguessable_id()
-            .map_err(|e| TaskRefused::NoId(e.to_string()))?;
-        let cancel = CancellationToken::new();
-        tasks.insert(
-            id.clone(),
-            Task {
-                owner,
-                tool: tool.to_owned(),
-                state: TaskState::Working(None),
-                created: now,
-                ended: None,
-                cancel: cancel.clone(),
-            },
-        );
-        Ok((id, cancel))
+        *books.reserved.entry(owner).or_default() += 1;
+        Ok(Place {
+            tasks: Arc::clone(self),
+            owner,
+            taken: false,
+        })
     }
 
     /// The task `id` as its owner sees it; `None` when there is no such
     /// task or it is another owner's (the two are not told apart).
     #[must_use]
     pub fn get(&self, owner: &Owner, id: &str, now: Instant) -> Option<TaskView> {
-        let mut tasks = self.lock();
-        sweep(&mut tasks, self.limits.retention, now);
-        tasks
+        let mut books = self.lock();
+        let retention = books.limits.retention;
+        sweep(&mut books.tasks, retention, now);
+        books
+            .tasks
             .get(id)
             .filter(|t| t.owner == *owner)
             .map(|t| TaskView {
@@ -193,52 +348,146 @@ impl Tasks {
                 tool: t.tool.clone(),
                 state: t.state.clone(),
                 age: now.saturating_duration_since(t.created),
+                created_at: t.created_at.clone(),
+                updated_at: t.updated_at.clone(),
+                ttl: t.lifetime + retention,
             })
     }
 
-    /// Records where a running task stands (progress, a question, or its
-    /// end). A task that has ended stays as it ended.
+    /// Records where a running task stands (progress or its end). A task
+    /// that has ended stays as it ended; a question waiting is abandoned
+    /// when the task ends.
     pub fn update(&self, id: &str, state: TaskState, now: Instant) {
-        if let Some(t) = self.lock().get_mut(id)
+        let mut books = self.lock();
+        if let Some(t) = books.tasks.get_mut(id)
             && !t.state.is_terminal()
+            // Progress while a question waits leaves the question shown.
+            && (state.is_terminal() || t.asking.is_none())
         {
             if state.is_terminal() {
                 t.ended = Some(now);
+                t.asking = None;
             }
-            t.state = state;
+            if t.state != state {
+                t.state = state;
+                t.updated_at = rmcp::task_manager::current_timestamp();
+            }
         }
     }
 
-    /// Cancels `owner`'s running task `id`: its call is cancelled and the
-    /// task ends `cancelled`. `None` as for [`Tasks::get`]; a task that
-    /// has ended is shown as it ended.
-    pub fn cancel(&self, owner: &Owner, id: &str, now: Instant) -> Option<TaskView> {
-        {
-            let mut tasks = self.lock();
-            let t = tasks.get_mut(id).filter(|t| t.owner == *owner)?;
-            if !t.state.is_terminal() {
-                t.cancel.cancel();
-                t.state = TaskState::Cancelled;
-                t.ended = Some(now);
+    /// Puts a running task in `input_required` with its question (the
+    /// extension's `inputRequests` object). A task that has ended gives
+    /// the question back.
+    pub(crate) fn ask(
+        &self,
+        id: &str,
+        requests: serde_json::Value,
+        asking: Asking,
+    ) -> Result<(), Asking> {
+        let mut books = self.lock();
+        match books.tasks.get_mut(id) {
+            Some(t) if !t.state.is_terminal() => {
+                t.state = TaskState::InputRequired(requests);
+                t.updated_at = rmcp::task_manager::current_timestamp();
+                t.asking = Some(asking);
+                Ok(())
             }
+            _ => Err(asking),
         }
-        self.get(owner, id, now)
     }
 
-    /// Tasks by state name, for the status and the metrics.
+    /// Takes the question `owner`'s task `id` waits on, to answer it. The
+    /// task goes back to `working`; [`Tasks::put_back`] undoes this when
+    /// the answer is refused.
+    pub(crate) fn take_question(
+        &self,
+        owner: &Owner,
+        id: &str,
+    ) -> Result<(Asking, serde_json::Value), NoQuestion> {
+        let mut books = self.lock();
+        let t = books
+            .tasks
+            .get_mut(id)
+            .filter(|t| t.owner == *owner)
+            .ok_or(NoQuestion::UnknownTask)?;
+        let asking = t.asking.take().ok_or(NoQuestion::NotAsking)?;
+        let requests = match std::mem::replace(&mut t.state, TaskState::Working(None)) {
+            TaskState::InputRequired(r) => r,
+            other => {
+                t.state = other;
+                serde_json::Value::Null
+            }
+        };
+        t.updated_at = rmcp::task_manager::current_timestamp();
+        Ok((asking, requests))
+    }
+
+    /// Gives a taken question back, unanswered.
+    pub(crate) fn put_back(&self, id: &str, asking: Asking, requests: serde_json::Value) {
+        let _ = self.ask(id, requests, asking);
+    }
+
+    /// Cancels the running task `id`: its call is cancelled and the task
+    /// ends `cancelled`. With `owner`, only that owner's task (anything
+    /// else is left alone, as for an unknown id); without, the operator's
+    /// cancel of any task. Returns whether a running task was cancelled.
+    pub fn cancel(&self, owner: Option<&Owner>, id: &str, now: Instant) -> bool {
+        let mut books = self.lock();
+        let Some(t) = books
+            .tasks
+            .get_mut(id)
+            .filter(|t| owner.is_none_or(|o| t.owner == *o))
+        else {
+            return false;
+        };
+        if t.state.is_terminal() {
+            return false;
+        }
+        t.cancel.cancel();
+        t.state = TaskState::Cancelled;
+        t.asking = None;
+        t.ended = Some(now);
+        t.updated_at = rmcp::task_manager::current_timestamp();
+        true
+    }
+
+    /// Every task, for the operator, oldest first.
+    #[must_use]
+    pub fn list(&self, now: Instant) -> Vec<TaskSummary> {
+        let mut books = self.lock();
+        let retention = books.limits.retention;
+        sweep(&mut books.tasks, retention, now);
+        let mut all: Vec<TaskSummary> = books
+            .tasks
+            .iter()
+            .map(|(id, t)| TaskSummary {
+                id: id.clone(),
+                tool: t.tool.clone(),
+                state: t.state.name(),
+                owner: t.owner[..4].iter().map(|b| format!("{b:02x}")).collect(),
+                age: now.saturating_duration_since(t.created),
+            })
+            .collect();
+        all.sort_by(|a, b| b.age.cmp(&a.age).then_with(|| a.id.cmp(&b.id)));
+        all
+    }
+
+    /// Tasks by state name, every state named, for the status and the
+    /// metrics.
     #[must_use]
     pub fn counts(&self) -> Vec<(&'static str, usize)> {
-        let tasks = self.lock();
-        let mut counts: Vec<(&'static str, usize)> = Vec::new();
-        for t in tasks.values() {
-            let name = t.state.name();
-            match counts.iter_mut().find(|(n, _)| *n == name) {
-                Some((_, c)) => *c += 1,
-                None => counts.push((name, 1)),
-            }
-        }
-        counts.sort_unstable();
-        counts
+        let books = self.lock();
+        TaskState::NAMES
+            .iter()
+            .map(|name| {
+                let n = books
+                    .tasks
+                    .values()
+                    .filter(|t| t.state.name() == *name)
+                    .count();
+                (*name, n)
+            })
+            .collect()
     }
 }
 
@@ -257,50 +506,85 @@ mod tests {
 
     const A: Owner = [1; 32];
     const B: Owner = [2; 32];
+    const LIFE: Duration = Duration::from_secs(60);
 
     fn limits(per_owner: usize, total: usize) -> TaskLimits {
         TaskLimits {
             per_owner,
             total,
             retention: Duration::from_secs(10),
+            max_lifetime: LIFE,
         }
+    }
+
+    fn make(
+        tasks: &Arc<Tasks>,
+        owner: Owner,
+        now: Instant,
+    ) -> Result<(String, CancellationToken), TaskRefused> {
+        let cancel = CancellationToken::new();
+        let id = tasks
+            .reserve(owner, now)?
+            .create("t", cancel.clone(), LIFE)?;
+        Ok((id, cancel))
     }
 
     #[test]
     fn another_owner_is_answered_as_for_an_unknown_task() {
-        let tasks = Tasks::new(TaskLimits::default());
+        let tasks = Arc::new(Tasks::new(TaskLimits::default()));
         let now = Instant::now();
-        let (id, cancel) = tasks
-            .create(A, "kandev_x_run", now)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let (id, cancel) = make(&tasks, A, now).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(id.len(), 32);
         assert!(tasks.get(&A, &id, now).is_some());
         assert_eq!(
             tasks.get(&B, &id, now),
             tasks.get(&B, "f".repeat(32).as_str(), now)
         );
-        assert_eq!(tasks.cancel(&B, &id, now), None);
+        assert!(!tasks.cancel(Some(&B), &id, now));
         assert!(!cancel.is_cancelled(), "another owner cancelled the call");
-        let view = tasks.cancel(&A, &id, now);
-        assert_eq!(view.map(|v| v.state), Some(TaskState::Cancelled));
+        assert_eq!(
+            tasks.take_question(&B, &id).err(),
+            Some(NoQuestion::UnknownTask)
+        );
+        assert!(tasks.cancel(Some(&A), &id, now));
+        assert_eq!(
+            tasks.get(&A, &id, now).map(|v| v.state),
+            Some(TaskState::Cancelled)
+        );
         assert!(cancel.is_cancelled());
     }
 
     #[test]
     fn a_finished_task_stays_as_it_ended_until_its_retention_passes() {
-        let tasks = Tasks::new(limits(1, 10));
+        let tasks = Arc::new(Tasks::new(limits(1, 10)));
         let t0 = Instant::now();
-        let (id, _) = tasks.create(A, "t", t0).unwrap_or_else(|e| panic!("{e}"));
+        let (id, _) = make(&tasks, A, t0).unwrap_or_else(|e| panic!("{e}"));
         tasks.update(&id, TaskState::Working(Some("half way".into())), t0);
         let done = TaskState::Completed(serde_json::json!({ "content": [] }));
         tasks.update(&id, done.clone(), t0);
         tasks.update(&id, TaskState::Working(None), t0);
         assert_eq!(tasks.get(&A, &id, t0).map(|v| v.state), Some(done));
         // Retained, it still counts against the owner's cap.
-        assert_eq!(tasks.create(A, "t", t0), Err(TaskRefused::PerOwner(1)));
+        assert_eq!(make(&tasks, A, t0).err(), Some(TaskRefused::PerOwner(1)));
         let later = t0 + Duration::from_secs(11);
         assert_eq!(tasks.get(&A, &id, later), None);
-        assert!(tasks.create(A, "t", later).is_ok());
+        assert!(make(&tasks, A, later).is_ok());
+    }
+
+    #[test]
+    fn a_place_counts_until_it_is_created_or_given_back() {
+        let tasks = Arc::new(Tasks::new(limits(2, 3)));
+        let now = Instant::now();
+        let a1 = tasks.reserve(A, now).unwrap_or_else(|e| panic!("{e}"));
+        let a2 = tasks.reserve(A, now).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(tasks.reserve(A, now).err(), Some(TaskRefused::PerOwner(2)));
+        let b1 = tasks.reserve(B, now).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(tasks.reserve(B, now).err(), Some(TaskRefused::Total(3)));
+        drop(a1);
+        let _ = a2.create("t", CancellationToken::new(), LIFE);
+        drop(b1);
+        assert!(tasks.reserve(A, now).is_ok());
+        assert_eq!(tasks.counts().iter().map(|(_, c)| c).sum::<usize>(), 1);
     }
 
     proptest! {
@@ -310,12 +594,12 @@ mod tests {
         fn caps_hold_and_owners_see_only_their_own(
             ops in proptest::collection::vec((0u8..3, any::<bool>()), 1..80),
         ) {
-            let tasks = Tasks::new(limits(3, 7));
+            let tasks = Arc::new(Tasks::new(limits(3, 7)));
             let now = Instant::now();
             let mut made: Vec<(Owner, String)> = Vec::new();
             for (who, finish) in ops {
                 let owner = [who; 32];
-                if let Ok((id, _)) = tasks.create(owner, "t", now) {
+                if let Ok((id, _)) = make(&tasks, owner, now) {
                     if finish {
                         tasks.update(&id, TaskState::Cancelled, now);
                     }

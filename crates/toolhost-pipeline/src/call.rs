@@ -231,6 +231,7 @@ impl Pipeline {
             log_messages = call.events.logs,
             log_messages_dropped = call.events.logs_dropped,
             questions = call.events.questions,
+            mcp_task = caller.task_id().as_deref(),
             duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             "tool call"
         );
@@ -281,6 +282,14 @@ impl Call<'_> {
         let (client, deadline) = self.plugin().await?;
         self.ask_backend().await?;
         let slot = self.reserve(&*client)?;
+        // Admitted: a task is created here, after every check and with its
+        // place held, so a task that exists is one attempt under way.
+        self.caller.admitted().map_err(|why| {
+            CallFailure::new(
+                ErrorCode::Internal,
+                format!("{why}; nothing reached the plugin, so the call may be repeated"),
+            )
+        })?;
         let answered = if client.protocol() >= 2 {
             self.dispatch_stream(&*client, slot, &checked, deadline)
                 .await?
@@ -365,7 +374,7 @@ impl Call<'_> {
     async fn plugin(&mut self) -> Step<(Box<dyn PluginLink>, Duration)> {
         let d = &self.entry.descriptor;
         let p = self.pipeline;
-        let deadline = Duration::from_millis(u64::from(d.timeout_ms)).min(p.limits.max_timeout);
+        let deadline = crate::caller::deadline(self.caller, d, p.limits.max_timeout);
         if let Ok(c) = p.plugins.ready(&d.plugin_id, &d.plugin_version) {
             return Ok((c, deadline));
         }

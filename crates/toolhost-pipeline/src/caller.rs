@@ -9,6 +9,7 @@
 use serde_json::{Map, Value};
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
 
 /// MCP's log levels (syslog's), lowest first: the wire's own enum. Its
 /// `Unspecified` means "no messages" and never reaches a [`Caller`].
@@ -121,6 +122,42 @@ pub trait Caller: Send + Sync {
     fn log(&self, message: LogMessage);
     /// Asks the user; resolves with the client's answer.
     fn ask(&self, question: Question) -> AskFuture<'_>;
+
+    /// When the call runs as a task (MCP's Tasks extension): the
+    /// operator's cap on a task's lifetime. The call's deadline is then
+    /// the tool's declared timeout within this cap, in place of the
+    /// daemon's `max_timeout` for direct calls. `None`: a direct call.
+    fn task_lifetime_cap(&self) -> Option<Duration> {
+        None
+    }
+
+    /// Called once, when the call has passed every check and holds its
+    /// place among the plugin's calls, just before it is dispatched: the
+    /// moment a task is created. An error stops the call there, before
+    /// anything reached the plugin; it is said to the caller as it is.
+    fn admitted(&self) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// The task this call runs as, once created, for the audit event.
+    fn task_id(&self) -> Option<String> {
+        None
+    }
+}
+
+/// A call's deadline: a task runs for its tool's task timeout within the
+/// operator's cap on tasks; a direct call for the tool's timeout within
+/// the daemon's `max_timeout`.
+pub(crate) fn deadline(
+    caller: &dyn Caller,
+    d: &toolhost_catalog::Descriptor,
+    max_timeout: Duration,
+) -> Duration {
+    let ms = |v: u32| Duration::from_millis(u64::from(v));
+    match caller.task_lifetime_cap() {
+        Some(cap) => ms(d.task_timeout_ms.unwrap_or(d.timeout_ms)).min(cap),
+        None => ms(d.timeout_ms).min(max_timeout),
+    }
 }
 
 /// A caller that takes nothing and cannot answer: progress and logs are

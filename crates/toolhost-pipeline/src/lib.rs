@@ -53,5 +53,7 @@ pub use caller::{
 };
 pub use counters::{CallStats, DURATION_BUCKETS};
 pub use port::{EventStream, PluginLink, PluginPort};
-pub use question::{MAX_QUESTION_FIELDS, MAX_QUESTION_MESSAGE};
+pub use question::{
+    CheckedQuestion, MAX_QUESTION_FIELDS, MAX_QUESTION_MESSAGE, check_answer, check_question,
+};
 pub use result::{CallResult, ErrorCode};

@@ -108,6 +108,7 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
                                 "surfaces": t.surfaces,
                                 "reset_timeout_on_progress": t.reset_timeout_on_progress,
                                 "task": t.task.as_str(),
+                                "task_timeout_ms": t.task_timeout_ms,
                                 "annotations": {
                                     "read_only": t.annotations.read_only,
                                     "destructive": t.annotations.destructive,
@@ -144,7 +145,13 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
                     outln!("      surfaces: {}", t.surfaces.join(", "));
                     outln!("      hints:    {}", hints(&t.annotations));
                     if t.task != toolhost_manifest::TaskSupport::Never {
-                        outln!("      task:     {}", t.task.as_str());
+                        match t.task_timeout_ms {
+                            Some(ms) => outln!(
+                                "      task:     {} (runs up to {ms} ms as a task)",
+                                t.task.as_str()
+                            ),
+                            None => outln!("      task:     {}", t.task.as_str()),
+                        }
                     }
                 }
                 for line in m.asks() {

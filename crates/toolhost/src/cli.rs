@@ -45,6 +45,14 @@ enum Command {
         #[command(subcommand)]
         command: FleetCommand,
     },
+    /// The tool calls running as MCP tasks, and those whose results are
+    /// kept; `tasks cancel ID` cancels one.
+    Tasks {
+        #[command(flatten)]
+        target: ops::Target,
+        #[command(subcommand)]
+        command: Option<ops::TasksCommand>,
+    },
     /// Control the running daemon's plugins.
     Plugins {
         #[command(flatten)]
@@ -89,6 +97,9 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Call(args) => runtime().and_then(|rt| rt.block_on(call::run(args))),
         Command::Status(t) => runtime().and_then(|rt| rt.block_on(ops::status(&t))),
         Command::Tools(t) => runtime().and_then(|rt| rt.block_on(ops::tools(&t))),
+        Command::Tasks { target, command } => {
+            runtime().and_then(|rt| rt.block_on(ops::tasks(&target, command)))
+        }
         Command::Catalog {
             command:
                 catalog::CatalogCommand::Push {

@@ -39,6 +39,50 @@ pub struct Config {
     /// What agents are shown besides the catalog.
     #[serde(default)]
     pub mcp: McpFile,
+    /// Tool calls run as MCP tasks (2026-07-28 clients).
+    #[serde(default)]
+    pub tasks: TasksFile,
+}
+
+/// `[tasks]`: the bounds of the tasks toolhost hosts.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TasksFile {
+    /// Tasks one token may hold, running or with a result kept.
+    pub max_per_token: Option<usize>,
+    /// Tasks the daemon holds in all.
+    pub max_total: Option<usize>,
+    /// How long a finished task's result is kept.
+    pub retention_ms: Option<u64>,
+    /// The longest a task may run, whatever its tool declares.
+    pub max_lifetime_ms: Option<u64>,
+}
+
+impl TasksFile {
+    /// The bounds, defaults filled in and checked.
+    pub fn resolve(&self) -> anyhow::Result<toolhost_mcp::TaskLimits> {
+        let d = toolhost_mcp::TaskLimits::default();
+        let limits = toolhost_mcp::TaskLimits {
+            per_owner: self.max_per_token.unwrap_or(d.per_owner),
+            total: self.max_total.unwrap_or(d.total),
+            retention: self.retention_ms.map_or(d.retention, Duration::from_millis),
+            max_lifetime: self
+                .max_lifetime_ms
+                .map_or(d.max_lifetime, Duration::from_millis),
+        };
+        if limits.per_owner == 0 || limits.total == 0 {
+            anyhow::bail!(
+                "[tasks] max_per_token and max_total must be at least 1 (a tool that requires a task could never run)"
+            );
+        }
+        if limits.max_lifetime.is_zero() || limits.max_lifetime > Duration::from_secs(7 * 86_400) {
+            anyhow::bail!("[tasks] max_lifetime_ms must be 1 ms to 7 days");
+        }
+        if limits.retention > Duration::from_secs(7 * 86_400) {
+            anyhow::bail!("[tasks] retention_ms must be at most 7 days");
+        }
+        Ok(limits)
+    }
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

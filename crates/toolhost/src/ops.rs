@@ -261,6 +261,82 @@ async fn installed_plugins(c: &mut toolhost_admin::Client) -> Result<Vec<pb::Plu
         .plugins)
 }
 
+/// Tasks by state, in the order a task goes through them.
+fn task_counts(counts: &std::collections::HashMap<String, u32>) -> String {
+    let order = [
+        "working",
+        "input_required",
+        "completed",
+        "failed",
+        "cancelled",
+    ];
+    order
+        .iter()
+        .map(|s| format!("{} {s}", counts.get(*s).copied().unwrap_or(0)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `toolhost tasks` subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum TasksCommand {
+    /// Cancel a running task, whoever owns it: its plugin call is
+    /// cancelled and the task ends cancelled.
+    Cancel {
+        /// The task's id, as `toolhost tasks` lists it.
+        id: String,
+    },
+}
+
+pub async fn tasks(t: &Target, command: Option<TasksCommand>) -> Result<ExitCode> {
+    let mut c = t.connect().await?;
+    if let Some(TasksCommand::Cancel { id }) = command {
+        c.cancel_task(pb::CancelTaskRequest { id: id.clone() })
+            .await
+            .map_err(|e| status_error(&e))?;
+        outln!("cancelled task {id}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let list = c
+        .list_tasks(pb::ListTasksRequest {})
+        .await
+        .map_err(|e| status_error(&e))?
+        .into_inner()
+        .tasks;
+    if t.format == Format::Json {
+        let rows: Vec<_> = list
+            .iter()
+            .map(|e| {
+                serde_json::json!({ "id": e.id, "tool": e.tool, "state": e.state, "owner": e.owner, "age_ms": e.age_ms })
+            })
+            .collect();
+        outln!("{}", serde_json::Value::Array(rows));
+        return Ok(ExitCode::SUCCESS);
+    }
+    if list.is_empty() {
+        outln!("no tasks");
+        return Ok(ExitCode::SUCCESS);
+    }
+    outln!(
+        "{:<32}  {:<14}  {:<8}  {:>8}  tool",
+        "task",
+        "state",
+        "owner",
+        "age s"
+    );
+    for e in list {
+        outln!(
+            "{:<32}  {:<14}  {:<8}  {:>8}  {}",
+            e.id,
+            e.state,
+            e.owner,
+            e.age_ms / 1000,
+            e.tool
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 pub async fn status(t: &Target) -> Result<ExitCode> {
     let mut c = t.connect().await?;
     let st = c
@@ -277,6 +353,7 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
                 "catalog": { "generation": st.generation, "revision": st.revision, "tools": st.tools, "defects": st.defects, "managed": st.managed, "last_good": st.last_good,
                     "withheld": st.withheld.iter().map(|d| serde_json::json!({ "tool": d.tool, "reason": d.reason })).collect::<Vec<_>>() },
                 "sessions": st.sessions, "bound_tokens": st.bound_tokens, "admin_socket": st.admin_socket, "plugins": plugins,
+                "tasks": st.tasks,
                 "fleet": st.fleet.as_ref().map(|f| serde_json::json!({
                     "server": f.server, "bucket": f.bucket, "daemon": f.daemon, "connected": f.connected,
                     "last_error": f.last_error, "applied_kv_revision": f.applied_kv_revision,
@@ -310,6 +387,7 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
         st.sessions,
         st.bound_tokens
     );
+    outln!("tasks     {}", task_counts(&st.tasks));
     if !st.admin_socket.is_empty() {
         outln!("admin     {}", st.admin_socket);
     }

@@ -162,7 +162,8 @@ impl Daemon {
                 static_paths: s.plugin_paths.clone(),
                 supervisor: s.supervisor.clone(),
                 managed: s.managed,
-                drain_timeout: s.max_timeout,
+                // A task is a call: an upgrade waits for it as for any.
+                drain_timeout: s.max_timeout.max(s.tasks.max_lifetime),
                 archive_limits: ArchiveLimits {
                     max_bytes: s.max_archive_bytes.unwrap_or(archive.max_bytes),
                     max_entries: s.max_archive_entries.unwrap_or(archive.max_entries),
@@ -203,6 +204,7 @@ impl Daemon {
             hub.set_max_sessions_per_token(max);
         }
         hub.set_agent_view(s.agent_view.clone());
+        hub.tasks().set_limits(s.tasks);
         let tokens = Arc::new(TokenTable::new());
         for (secret, b) in &s.tokens {
             tokens.bind(secret, binding(b));

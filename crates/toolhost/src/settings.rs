@@ -104,6 +104,8 @@ pub struct Settings {
     pub sandbox: SandboxConfig,
     /// What agents are shown besides the catalog (`[mcp]`).
     pub agent_view: toolhost_mcp::AgentView,
+    /// The bounds of hosted tasks (`[tasks]`).
+    pub tasks: toolhost_mcp::TaskLimits,
     /// `--dev`: what to tell the developer once HTTP listens.
     pub dev: Option<crate::dev::DevSession>,
 }
@@ -121,6 +123,7 @@ impl Config {
             );
         }
         let agent_view = self.mcp.resolve(&prefix)?;
+        let tasks = self.tasks.resolve()?;
         let dev = match &o.dev {
             Some(dir) => Some(crate::dev::DevSession::new(
                 dir,
@@ -253,6 +256,7 @@ impl Config {
             },
             sandbox: self.sandbox.resolve()?,
             agent_view,
+            tasks,
             dev,
         })
     }

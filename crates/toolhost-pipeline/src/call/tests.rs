@@ -178,6 +178,7 @@ fn add_note(timeout_ms: u32) -> Descriptor {
         unknown_arguments: UnknownArguments::Reject,
         reset_timeout_on_progress: false,
         task: toolhost_catalog::TaskSupport::Never,
+        task_timeout_ms: None,
         fingerprint: toolhost_catalog::Fingerprint::UNSEALED,
     }
 }
