@@ -45,4 +45,8 @@ pub(crate) struct Args {
     /// list runs each: `--fleet 50,100,200`).
     #[arg(long, value_name = "N", value_delimiter = ',')]
     pub(crate) fleet: Vec<usize>,
+    /// Only tool calls as MCP tasks: this many of each kind, and as many
+    /// tasks left waiting for an answer.
+    #[arg(long, value_name = "N")]
+    pub(crate) tasks: Option<usize>,
 }

@@ -23,6 +23,8 @@
 //! each SDK's plugin only), `--scale` (the catalog at scale only),
 //! `--argcheck` (argument checking against jsonschema's `is_valid` only),
 //! `--fleet N,...` (N daemons fed through NATS JetStream only),
+//! `--tasks N` (tool calls as MCP tasks against direct calls, and N tasks
+//! waiting for an answer, only),
 //! and `--profile SECONDS [--json [--through-rmcp]]` (one toolhost under
 //! load, its pid printed, for `perf record -p`).
 
@@ -40,6 +42,7 @@ mod scale;
 mod sdks;
 mod soak;
 mod systems;
+mod tasks;
 mod upgrade;
 
 use anyhow::{Result, bail};
@@ -72,6 +75,10 @@ async fn main() -> Result<()> {
     if !args.fleet.is_empty() {
         println!("## A fleet through NATS JetStream\n");
         return fleet::report(&args.fleet, args.quick).await;
+    }
+    if let Some(n) = args.tasks {
+        println!("## Tool calls as MCP tasks\n");
+        return tasks::report(n, n).await;
     }
     if args.argcheck {
         println!("## Argument checking against jsonschema's `is_valid`\n");
@@ -260,6 +267,10 @@ async fn main() -> Result<()> {
 
     println!("\n## Argument checking against jsonschema's `is_valid`\n");
     let checks = argcheck::report(if quick { 3 } else { 15 })?;
+
+    println!("\n## Tool calls as MCP tasks\n");
+    let n = if quick { 100 } else { 1_000 };
+    tasks::report(n, n).await?;
 
     // The full run leaves the fleet to `--fleet 50,100,200` (minutes);
     // the quick one runs three daemons so the harness cannot rot.

@@ -231,9 +231,15 @@ pub(crate) fn spawn_toolhost_for(
     let dir = scratch(tag)?;
     let plugins = plugin_dir_for(&dir, protocol)?;
     let config = toolhost_config(&dir, &plugins, stateless, direct, managed)?;
+    spawn_config(dir, &config)
+}
+
+/// Starts toolhost on `config` (HTTP on a free port), its scratch
+/// directory `dir`, and waits for its serving line.
+pub(crate) fn spawn_config(dir: PathBuf, config: &Path) -> Result<Spawned> {
     let mut child = Command::new(exe_dir().join("toolhost"))
         .args(["serve", "--http", "127.0.0.1:0", "--config"])
-        .arg(&config)
+        .arg(config)
         .env("TOKIO_WORKER_THREADS", WORKERS)
         .envs(toolhost_env())
         .stdin(Stdio::null())

@@ -114,8 +114,8 @@ pub(crate) async fn start(
     };
     let mut running = hub.start_call(binding, name, arguments, wants, Some(plan));
     let admitted = running.admitted.take();
-    // From here the call runs on its own: the request only waits to learn
-    // whether it was admitted.
+    // From here the call runs on its own task: the request only waits to
+    // learn whether it was admitted.
     running.detach();
     let admitted = async {
         match admitted {

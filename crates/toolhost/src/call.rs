@@ -5,24 +5,28 @@
 //! to stderr as it happens: progress as `[progress 3/10] message`, log
 //! messages as `[level] message`, and a question from the plugin as a
 //! prompt on the terminal (or answered by `--answer`).
+//!
+//! With `--task` it speaks MCP 2026-07-28 and declares the Tasks
+//! extension: a tool that allows tasks answers with a task, which this
+//! command then polls (`tasks/get`), printing its status as it changes,
+//! answering its questions (`tasks/update`) and, on Ctrl-C, cancelling it
+//! (`tasks/cancel`). `--task-id ID` follows a task made earlier (after a
+//! disconnect, say) instead of calling.
 
 // rmcp marks logging deprecated (SEP-2577); the daemon still speaks it.
 #![allow(deprecated)]
 
+use crate::call_client::{Answering, CallClient};
 use anyhow::{Context as _, Result, bail};
 use base64::Engine as _;
 use rmcp::ServiceExt as _;
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, ContentBlock, ElicitRequestParams,
-    ElicitResult, ElicitationAction, ElicitationCapability, FormElicitationCapability,
-    Implementation, LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam,
-    ResourceContents, SetLevelRequestParams,
+    CallToolRequestParams, ContentBlock, LoggingLevel, ResourceContents, SetLevelRequestParams,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::ClientServiceExt as _;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ErrorData as McpError, RoleClient};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
@@ -56,149 +60,14 @@ pub struct CallArgs {
     /// Decline any question from the plugin.
     #[arg(long, conflicts_with = "answer")]
     decline: bool,
-}
-
-/// How a question from the plugin is answered.
-#[derive(Debug, Clone)]
-enum Answering {
-    With(Map<String, Value>),
-    Decline,
-    Terminal,
-}
-
-/// The client side of `toolhost call`: shows progress and logs on stderr
-/// and answers questions.
-#[derive(Debug, Clone)]
-struct CallClient {
-    answering: Answering,
-}
-
-impl rmcp::ClientHandler for CallClient {
-    fn get_info(&self) -> ClientConfig {
-        let mut elicitation = ElicitationCapability::new();
-        elicitation.form = Some(FormElicitationCapability::default());
-        let mut caps = ClientCapabilities::default();
-        caps.elicitation = Some(elicitation);
-        ClientConfig::new(
-            caps,
-            Implementation::new("toolhost-call", env!("CARGO_PKG_VERSION")),
-        )
-    }
-
-    async fn on_progress(
-        &self,
-        p: ProgressNotificationParam,
-        _cx: NotificationContext<RoleClient>,
-    ) {
-        let of = p.total.map(|t| format!("/{t}")).unwrap_or_default();
-        let message = p.message.map(|m| format!(" {m}")).unwrap_or_default();
-        eprintln!("[progress {}{of}]{message}", p.progress);
-    }
-
-    async fn on_logging_message(
-        &self,
-        m: LoggingMessageNotificationParam,
-        _cx: NotificationContext<RoleClient>,
-    ) {
-        let level = serde_json::to_value(m.level)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
-        let text = match &m.data {
-            Value::String(s) => s.clone(),
-            Value::Object(o) => match (o.get("message"), o.get("data")) {
-                (Some(Value::String(s)), Some(d)) => format!("{s} {d}"),
-                _ => m.data.to_string(),
-            },
-            other => other.to_string(),
-        };
-        eprintln!("[{level}] {text}");
-    }
-
-    async fn create_elicitation(
-        &self,
-        request: ElicitRequestParams,
-        _cx: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, McpError> {
-        let ElicitRequestParams::FormElicitationParams {
-            message,
-            requested_schema,
-            ..
-        } = request
-        else {
-            return Ok(ElicitResult::new(ElicitationAction::Decline));
-        };
-        eprintln!("[question] {message}");
-        let answer = match &self.answering {
-            Answering::With(values) => Some(values.clone()),
-            Answering::Decline => None,
-            Answering::Terminal => {
-                let schema = serde_json::to_value(&requested_schema).unwrap_or_default();
-                tokio::task::spawn_blocking(move || ask_on_terminal(&schema))
-                    .await
-                    .ok()
-                    .flatten()
-            }
-        };
-        Ok(match answer {
-            Some(values) => {
-                ElicitResult::new(ElicitationAction::Accept).with_content(Value::Object(values))
-            }
-            None => {
-                eprintln!("[question] declined");
-                ElicitResult::new(ElicitationAction::Decline)
-            }
-        })
-    }
-}
-
-/// Asks for each field of a flat form schema on the terminal; `None` when
-/// the user declines (an empty answer to the first prompt, or "n" to a
-/// question with no fields).
-fn ask_on_terminal(schema: &Value) -> Option<Map<String, Value>> {
-    let read = |prompt: &str| -> Option<String> {
-        eprint!("{prompt}");
-        let mut line = String::new();
-        match std::io::stdin().read_line(&mut line) {
-            Ok(0) | Err(_) => None,
-            Ok(_) => Some(line.trim().to_owned()),
-        }
-    };
-    let mut out = Map::new();
-    let props = schema.get("properties").and_then(Value::as_object);
-    let Some(props) = props.filter(|p| !p.is_empty()) else {
-        let yes = read("  accept? [y/N] ")?;
-        return yes.eq_ignore_ascii_case("y").then_some(out);
-    };
-    for (name, field) in props {
-        let title = field.get("title").and_then(Value::as_str).unwrap_or(name);
-        let kind = field
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("string");
-        let hint = match kind {
-            "boolean" => " [y/n]".to_owned(),
-            _ => field
-                .get("enum")
-                .map(|e| format!(" {e}"))
-                .unwrap_or_default(),
-        };
-        let text = read(&format!("  {title}{hint}: "))?;
-        if text.is_empty() {
-            continue;
-        }
-        let value = match kind {
-            "boolean" => Value::Bool(
-                text.eq_ignore_ascii_case("y")
-                    || text.eq_ignore_ascii_case("yes")
-                    || text == "true",
-            ),
-            "integer" | "number" => serde_json::from_str(&text).unwrap_or(Value::String(text)),
-            _ => Value::String(text),
-        };
-        out.insert(name.clone(), value);
-    }
-    Some(out)
+    /// Run the call as an MCP task where the tool allows one (the
+    /// 2026-07-28 Tasks extension), and follow it to its end.
+    #[arg(long)]
+    task: bool,
+    /// Follow this task (made by an earlier `--task` call with the same
+    /// token) instead of calling; NAME is then only shown.
+    #[arg(long, value_name = "ID")]
+    task_id: Option<String>,
 }
 
 /// One content block for a person: text as is, anything else described.
@@ -311,7 +180,23 @@ pub async fn run(args: CallArgs) -> Result<ExitCode> {
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(args.url.clone()).auth_header(token),
     );
-    let client = match (CallClient { answering }).serve(transport).await {
+    let handler = CallClient {
+        answering,
+        tasks: args.task || args.task_id.is_some(),
+    };
+    let served = if handler.tasks {
+        handler
+            .serve_with_lifecycle(
+                transport,
+                rmcp::service::ClientLifecycleMode::Discover {
+                    preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+                },
+            )
+            .await
+    } else {
+        handler.serve(transport).await
+    };
+    let client = match served {
         Ok(c) => c,
         Err(e) => {
             // rmcp's error names its transport's Rust types; say what
@@ -344,8 +229,19 @@ pub async fn run(args: CallArgs) -> Result<ExitCode> {
     if let Some(a) = arguments {
         params = params.with_arguments(a);
     }
-    let result = client.call_tool(params).await.context("the call failed")?;
+    let result = if let Some(id) = &args.task_id {
+        crate::call_task::follow(&client, id).await?
+    } else if args.task {
+        crate::call_task::call(&client, params).await?
+    } else {
+        Some(client.call_tool(params).await.context("the call failed")?)
+    };
     let _ = client.cancel().await;
+    let Some(result) = result else {
+        // The task ended without a result (failed or cancelled), said on
+        // stderr.
+        return Ok(ExitCode::from(1));
+    };
     let is_error = result.is_error.unwrap_or(false);
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&result)?);

@@ -12,6 +12,8 @@
 mod out;
 
 mod call;
+mod call_client;
+mod call_task;
 mod catalog;
 mod check;
 mod cli;
