@@ -5,7 +5,7 @@
 //! `tasks/update` (a refused answer is said, and the question asked
 //! again), and on Ctrl-C send `tasks/cancel`.
 
-use crate::call_client::CallClient;
+use crate::call_client::{Answering, CallClient};
 use anyhow::{Context as _, Result, bail};
 use rmcp::RoleClient;
 use rmcp::model::{
@@ -105,8 +105,15 @@ pub async fn follow(client: &Client, id: &str) -> Result<Option<CallToolResult>>
                             answered.insert(key);
                         }
                         // Refused (it did not fit the question): the
-                        // question still waits, and is asked again.
-                        Err(e) => eprintln!("[task {id}] the answer was refused: {e}"),
+                        // question still waits. On a terminal it is asked
+                        // again; `--answer` would only be refused again, so
+                        // the task is cancelled rather than left waiting.
+                        Err(e) => {
+                            eprintln!("[task {id}] the answer was refused: {e}");
+                            if !matches!(client.service().answering, Answering::Terminal) {
+                                return cancel(client, id).await;
+                            }
+                        }
                     }
                 }
             }
