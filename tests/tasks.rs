@@ -777,3 +777,45 @@ async fn toolhost_call_runs_a_task_answers_its_question_and_follows_one_made_els
     let (ok, out) = run(args).await.unwrap();
     assert!(ok && out.contains("ran directly"), "{out}");
 }
+
+#[tokio::test]
+async fn a_task_over_stdio_belongs_to_the_process_and_runs_to_its_result() {
+    use rmcp::service::ClientServiceExt as _;
+    let root = Scratch::new("tasks-stdio");
+    let kp = taskplug_dir(root.path(), "kp");
+    let config = TestConfig::new(root.path(), &[kp])
+        .stdio("task-stdio", "session-stdio")
+        .build();
+    let file = root.path().join("toolhost.toml");
+    std::fs::write(&file, config).unwrap();
+    let mut cmd = tokio::process::Command::new(bin("toolhost"));
+    cmd.args(["serve", "--stdio", "--config"]).arg(&file);
+    let (transport, _stderr) = rmcp::transport::TokioChildProcess::builder(cmd)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let c = Asker::new(true)
+        .with_tasks()
+        .serve_with_lifecycle(
+            transport,
+            rmcp::service::ClientLifecycleMode::Discover {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .unwrap();
+    assert!(c.peer().peer_info().unwrap().capabilities.supports_tasks());
+    let id = start_task(&c, "kandev_kp_steps", json!({"steps": 2, "pause_ms": 200})).await;
+    let done = until(&c, &id, TaskStatus::Completed).await;
+    assert_eq!(texts(&result_of(&done)), ["2 steps done"]);
+    let id = start_task(&c, "kandev_kp_slow", json!({"ms": 60_000})).await;
+    c.peer()
+        .cancel_task(CancelTaskParams::new(id.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        get(&c, &id).await.unwrap().task.status(),
+        TaskStatus::Cancelled
+    );
+    c.cancel().await.unwrap();
+}
