@@ -113,29 +113,35 @@ pub(crate) async fn start(
         cap: hub.tasks.limits().max_lifetime,
     };
     let mut running = hub.start_call(binding, name, arguments, wants, Some(plan));
-    let admitted = running.admitted.take();
+    let Some(mut admitted) = running.admitted.take() else {
+        return Err(McpError::internal_error(
+            "the task could not be prepared",
+            None,
+        ));
+    };
     // From here the call runs on its own task: the request only waits to
     // learn whether it was admitted.
     running.detach();
-    let admitted = async {
-        match admitted {
-            Some(rx) => rx.await.ok(),
-            None => None,
-        }
-    };
-    tokio::pin!(admitted);
     let id = tokio::select! {
         biased;
-        id = &mut admitted => id,
+        id = &mut admitted => id.ok(),
         () = stop.cancelled() => {
             running.cancel.cancel();
             None
         }
     };
     let Some(id) = id else {
+        let r = (&mut running.call).await;
+        // Admitted in a race with the client's cancel: the task exists, so
+        // its end is recorded, and it never stays `working` with nothing
+        // behind it. (Once the call has ended, its admission is settled.)
+        if let Ok(id) = admitted.try_recv() {
+            hub.tasks.update(&id, ended(r), Instant::now());
+            return Err(McpError::invalid_request("the request was cancelled", None));
+        }
         // Ended before admission (refused, or cancelled while waiting for
         // its plugin): answered as the direct call it then was.
-        return match (&mut running.call).await {
+        return match r {
             Err(unknown) => Err(McpError::invalid_params(unknown.to_string(), None)),
             Ok(r) => crate::content::result_of(r, true),
         };
