@@ -88,9 +88,7 @@ pub struct TaskView {
     pub tool: String,
     /// Its state.
     pub state: TaskState,
-    /// How long ago it was created.
-    pub age: Duration,
-    /// When it was created and last changed (ISO 8601).
+    /// When it was created (ISO 8601).
     pub created_at: String,
     /// When it last changed (ISO 8601).
     pub updated_at: String,
@@ -336,18 +334,18 @@ impl Tasks {
     /// task or it is another owner's (the two are not told apart).
     #[must_use]
     pub fn get(&self, owner: &Owner, id: &str, now: Instant) -> Option<TaskView> {
-        let mut books = self.lock();
+        // A read is the polling path: it looks at one entry and leaves
+        // forgetting expired ones to `reserve` and `list`.
+        let books = self.lock();
         let retention = books.limits.retention;
-        sweep(&mut books.tasks, retention, now);
         books
             .tasks
             .get(id)
-            .filter(|t| t.owner == *owner)
+            .filter(|t| t.owner == *owner && !expired(t, retention, now))
             .map(|t| TaskView {
                 id: id.to_owned(),
                 tool: t.tool.clone(),
                 state: t.state.clone(),
-                age: now.saturating_duration_since(t.created),
                 created_at: t.created_at.clone(),
                 updated_at: t.updated_at.clone(),
                 ttl: t.lifetime + retention,
@@ -405,10 +403,11 @@ impl Tasks {
         id: &str,
     ) -> Result<(Asking, serde_json::Value), NoQuestion> {
         let mut books = self.lock();
+        let retention = books.limits.retention;
         let t = books
             .tasks
             .get_mut(id)
-            .filter(|t| t.owner == *owner)
+            .filter(|t| t.owner == *owner && !expired(t, retention, Instant::now()))
             .ok_or(NoQuestion::UnknownTask)?;
         let asking = t.asking.take().ok_or(NoQuestion::NotAsking)?;
         let requests = match std::mem::replace(&mut t.state, TaskState::Working(None)) {
@@ -491,12 +490,15 @@ impl Tasks {
     }
 }
 
+/// Whether a finished task's retention has passed.
+fn expired(t: &Task, retention: Duration, now: Instant) -> bool {
+    t.ended
+        .is_some_and(|ended| now.saturating_duration_since(ended) >= retention)
+}
+
 /// Forgets finished tasks whose retention has passed.
 fn sweep(tasks: &mut HashMap<String, Task>, retention: Duration, now: Instant) {
-    tasks.retain(|_, t| {
-        t.ended
-            .is_none_or(|ended| now.saturating_duration_since(ended) < retention)
-    });
+    tasks.retain(|_, t| !expired(t, retention, now));
 }
 
 #[cfg(test)]
