@@ -199,6 +199,7 @@ pub async fn report(n: usize, parked: usize) -> Result<()> {
         "{n} calls of each kind, one at a time (testplug `count`, plugin protocol 2, a raw 2026-07-28 client over HTTP).\n"
     );
     let (mut create, mut read) = (Vec::new(), Vec::new());
+    let mut extra_reads = 0usize;
     let (direct, direct_cpu) = direct_series(&http, &url, pid, n, Duration::ZERO).await?;
     // The same, with the 5 ms pause a task's read waits for: an idle
     // daemon wakes for each call, which costs CPU of its own.
@@ -210,13 +211,21 @@ pub async fn report(n: usize, parked: usize) -> Result<()> {
         let t = Instant::now();
         let id = create_task(&http, &url, "kandev_bench_count").await?;
         create.push(crate::measure::ms(t.elapsed()));
-        // The call has surely ended: one read finds the result.
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        let t = Instant::now();
-        let body = request(&http, &url, "tasks/get", json!({"taskId": id}), true).await?;
-        read.push(crate::measure::ms(t.elapsed()));
-        if !body.contains("\"completed\"") {
-            bail!("a task was not completed 5 ms after it was created");
+        // By then the call has ended (on a loaded or debug build it may
+        // not have: read again, counted, until it has).
+        let give_up = Instant::now() + Duration::from_secs(10);
+        loop {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let t = Instant::now();
+            let body = request(&http, &url, "tasks/get", json!({"taskId": id}), true).await?;
+            read.push(crate::measure::ms(t.elapsed()));
+            if body.contains("\"completed\"") {
+                break;
+            }
+            extra_reads += 1;
+            if Instant::now() > give_up {
+                bail!("a task was not completed 10 s after it was created");
+            }
         }
     }
     let task_cpu = procs::cpu_seconds(pid) - c0;
@@ -239,6 +248,11 @@ pub async fn report(n: usize, parked: usize) -> Result<()> {
         create + read,
         per(task_cpu)
     );
+    if extra_reads > 0 {
+        println!(
+            "| reads that found the task still working (each a further `tasks/get`, in the CPU above) | {extra_reads} | |"
+        );
+    }
     println!(
         "\nThe CPU of a series is read from /proc around it (a tick is 10 ms, so over {n} calls it is good to about {:.0} µs). \
          Each `tasks/get` follows its create by 5 ms, so the call has ended and one read finds the result; its latency is that of a request to an idle daemon.",
