@@ -334,12 +334,22 @@ pub(crate) fn start(
         .as_ref()
         .map_or_else(|| pipeline.max_timeout(), |t| t.cap);
     let expires = Instant::now() + longest + Duration::from_secs(5);
+    let call = async move {
+        pipeline
+            .call_for(&binding, &owned_name, arguments, &relay, call_cancel)
+            .await
+    };
+    // The call may outlive the request (a detached call, a task): it keeps
+    // the request's trace context, so its spans stay in the request's trace.
+    let call: Pin<Box<dyn Future<Output = Result<CallResult, UnknownTool>> + Send>> =
+        if toolhost_telemetry::enabled() {
+            use toolhost_telemetry::FutureExt as _;
+            Box::pin(call.with_context(toolhost_telemetry::Context::current()))
+        } else {
+            Box::pin(call)
+        };
     Running {
-        call: Box::pin(async move {
-            pipeline
-                .call_for(&binding, &owned_name, arguments, &relay, call_cancel)
-                .await
-        }),
+        call,
         events,
         cancel,
         expires,

@@ -44,6 +44,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tokio_util::sync::CancellationToken;
+use toolhost_telemetry::FutureExt as _;
 
 /// The protocol versions a plain call may name in `MCP-Protocol-Version`:
 /// the 2025 era and before, where a stateless request carries no
@@ -128,7 +129,40 @@ pub(crate) async fn plain_calls(
     };
     let gone = parts.extensions.get::<ClientGone>().map(|g| g.0.clone());
     ANSWERED.fetch_add(1, Ordering::Relaxed);
-    let message = answer(&direct, call, binding, gone).await;
+    let started = std::time::Instant::now();
+    let span = crate::traced::request_span(
+        &direct.hub,
+        crate::traced::Request {
+            method: "tools/call",
+            tool: Some(&call.params.name),
+            id: &call.id,
+            meta: None,
+            headers: Some(&parts.headers),
+            version: Some(
+                parts
+                    .headers
+                    .get("mcp-protocol-version")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("2025-03-26"),
+            ),
+            transport: toolhost_telemetry::Transport::Http,
+        },
+    );
+    let (message, ended) = match &span {
+        Some(s) => {
+            answer(&direct, call, binding, gone)
+                .with_context(s.context().clone())
+                .await
+        }
+        None => answer(&direct, call, binding, gone).await,
+    };
+    direct
+        .hub
+        .operations
+        .observe("tools/call", ended, started.elapsed());
+    if let Some(s) = span {
+        ended.end(s);
+    }
     json_response(&message)
 }
 
@@ -139,7 +173,7 @@ async fn answer(
     call: PlainCall<'_>,
     binding: toolhost_pipeline::Binding,
     gone: Option<CancellationToken>,
-) -> ServerJsonRpcMessage {
+) -> (ServerJsonRpcMessage, crate::operations::Ended) {
     // Nothing reaches a plain stateless client before its result: no
     // progress token, no level set (a fresh handler per request), and no
     // declared capability to answer a question.
@@ -179,15 +213,18 @@ async fn answer(
         }
     };
     unfinished.0 = None;
-    match done {
-        Ok(response) => {
-            let mut result = ServerResult::from(response);
-            result.strip_result_type_for_legacy_peer();
-            result.strip_non_object_output_for_legacy_peer();
-            ServerJsonRpcMessage::response(result, call.id)
-        }
+    let done = done.map(|response| {
+        let mut result = ServerResult::from(response);
+        result.strip_result_type_for_legacy_peer();
+        result.strip_non_object_output_for_legacy_peer();
+        result
+    });
+    let ended = crate::operations::Ended::of(&done);
+    let message = match done {
+        Ok(result) => ServerJsonRpcMessage::response(result, call.id),
         Err(error) => ServerJsonRpcMessage::error(error, Some(call.id)),
-    }
+    };
+    (message, ended)
 }
 
 /// rmcp's answer to a stateless JSON request: 200, `application/json`.

@@ -17,7 +17,7 @@ use rmcp::model::{
     ServerConfig, SetLevelRequestParams, SubscriptionFilter, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
-use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt as _};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use toolhost_pipeline::Binding;
@@ -57,6 +57,11 @@ impl Handler {
             admitted: Arc::default(),
             log_level: Arc::default(),
         }
+    }
+
+    /// The hub this handler serves from.
+    pub(crate) fn hub(&self) -> &Arc<Hub> {
+        &self.hub
     }
 
     fn binding(&self, extensions: &rmcp::model::Extensions) -> Result<Binding, McpError> {
@@ -539,25 +544,4 @@ impl Handler {
             }
         }
     }
-}
-
-/// Serves one MCP session on stdin/stdout until the client closes it or
-/// `shutdown` fires.
-pub async fn serve_stdio(
-    hub: Arc<Hub>,
-    binding: Binding,
-    shutdown: tokio_util::sync::CancellationToken,
-) -> Result<(), std::io::Error> {
-    let running = Handler::new(hub, Identity::Fixed(binding))
-        .serve_with_ct(
-            crate::unmarked::Unmarked(rmcp::transport::async_rw::AsyncRwTransport::new_server(
-                tokio::io::stdin(),
-                tokio::io::stdout(),
-            )),
-            shutdown,
-        )
-        .await
-        .map_err(std::io::Error::other)?;
-    running.waiting().await.map_err(std::io::Error::other)?;
-    Ok(())
 }

@@ -118,7 +118,12 @@ pub fn http_router(hub: Arc<Hub>, tokens: Arc<TokenTable>, options: HttpOptions)
         options.shutdown.clone(),
     ));
     let service = Shared(Arc::new(StreamableHttpService::new(
-        move || Ok(Handler::new(Arc::clone(&hub), identity.clone())),
+        move || {
+            Ok(crate::traced::Traced::new(
+                Handler::new(Arc::clone(&hub), identity.clone()),
+                toolhost_telemetry::Transport::Http,
+            ))
+        },
         Arc::new(crate::unmarked::UnmarkedSessions(manager)),
         config,
     )));
@@ -167,7 +172,7 @@ pub fn http_router(hub: Arc<Hub>, tokens: Arc<TokenTable>, options: HttpOptions)
 /// about 1% of toolhost's CPU per call, on every path, the direct one
 /// included. Cloning this is one reference count.
 #[derive(Clone)]
-struct Shared(Arc<StreamableHttpService<Handler, crate::unmarked::UnmarkedSessions>>);
+struct Shared(Arc<StreamableHttpService<crate::traced::Traced, crate::unmarked::UnmarkedSessions>>);
 
 impl tower::Service<Request> for Shared {
     type Response = http::Response<

@@ -114,6 +114,8 @@ pub struct Hub {
     /// Metric families from layers above this one (the fleet link),
     /// appended to `/metrics`.
     pub(crate) extra_metrics: std::sync::OnceLock<ExtraMetrics>,
+    /// `mcp.server.operation.duration`, by method and how it ended.
+    pub(crate) operations: crate::operations::Operations,
 }
 
 /// Renders metric families in the Prometheus text format.
@@ -171,6 +173,7 @@ impl Hub {
             view: std::sync::RwLock::new(AgentView::default()),
             instructions: crate::instructions::InstructionsCache::default(),
             extra_metrics: std::sync::OnceLock::new(),
+            operations: crate::operations::Operations::default(),
         })
     }
 

@@ -43,15 +43,17 @@ mod instructions;
 pub mod limits;
 mod listener;
 mod metrics;
+mod operations;
 mod pages;
 mod sessions;
 mod tasks;
 mod tokens;
 mod tools;
+mod traced;
 mod unmarked;
 
 pub use find::exposed_name as find_tool_name;
-pub use handler::{Handler, Identity, serve_stdio};
+pub use handler::{Handler, Identity};
 pub use http::{HttpOptions, http_router};
 pub use hub::{
     AgentView, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_TOKEN, DEFAULT_TOOLS_PAGE_SIZE,
@@ -64,3 +66,4 @@ pub use limits::ConnectionLimits;
 pub use listener::{ClientGone, requests_read, serve_http, take_large_request};
 pub use tasks::{TaskLimits, TaskRefused, TaskState, TaskSummary, TaskView, Tasks};
 pub use tokens::{Owner, TokenTable};
+pub use traced::{Traced, serve_stdio};

@@ -200,6 +200,7 @@ pub(crate) async fn metrics(hub: Arc<Hub>) -> impl IntoResponse {
         "toolhost_tool_call_duration_seconds_count {}",
         stats.count
     );
+    hub.operations.render(&mut out);
     if let Some(render) = hub.extra_metrics.get() {
         out.push_str(&render());
     }

@@ -118,8 +118,22 @@ impl Authorizer {
             }),
         });
         req.set_timeout(self.timeout);
+        let span = toolhost_telemetry::ClientSpan::start(
+            "toolhost.admin.v1.Authorizer/Authorize",
+            "toolhost.admin.v1.Authorizer",
+            "Authorize",
+            Vec::new,
+        );
+        span.inject(req.metadata_mut());
         let mut client = self.client.clone();
-        match tokio::time::timeout(self.timeout, client.authorize(req)).await {
+        let answer = tokio::time::timeout(self.timeout, client.authorize(req)).await;
+        match &answer {
+            Ok(Ok(_)) => span.status(tonic::Code::Ok),
+            Ok(Err(status)) => span.status(status.code()),
+            Err(_) => span.fail("timeout"),
+        }
+        drop(span);
+        match answer {
             Ok(Ok(r)) if r.get_ref().allowed => Ok(()),
             Ok(Ok(r)) => {
                 // The reason is the backend's text; keep it short.

@@ -15,6 +15,16 @@
 //! - 6: dispatch exactly once (`Call::dispatch`);
 //! - 7: map the answer (`Call::map`);
 //! - 8: audit (`Pipeline::call`).
+//!
+//! With telemetry on, the steps that take time are spans under the
+//! request's SERVER span (`toolhost.validate`, `toolhost.authorize`,
+//! `toolhost.plugin_wait` when the plugin is starting,
+//! `toolhost.backend_authorize`, `toolhost.dispatch`); a step that fails
+//! carries the call's outcome code as `error.type`.
+//!
+//! Kept in one file on purpose: the steps read in the order they run, and
+//! each is short; split apart, the order that is the pipeline's whole
+//! point would live nowhere.
 
 use crate::authorize::Authorizer;
 use crate::binding::Binding;
@@ -31,6 +41,7 @@ use toolhost_catalog::{Entry, Store};
 use toolhost_proto::json::{json_from_struct, struct_from_json};
 use toolhost_proto::plugin::{AgentToolContext, AgentToolRequest, AgentToolResponse};
 use toolhost_runtime::{CallSlot, InvokeError, PluginUnavailable, log_safe};
+use toolhost_telemetry::Step as Traced;
 use toolhost_validate::{Checked, ToolPolicy, Violation, check_arguments};
 use tracing::Instrument as _;
 
@@ -182,7 +193,7 @@ impl Pipeline {
             };
             tracing::info!(target: "toolhost::audit", invocation_id, tool = %truncate(name),
                 task_id = %log_safe(&binding.task_id, 256), session_id = %log_safe(&binding.session_id, 256),
-                outcome, "tool call");
+                outcome, trace_id = toolhost_telemetry::trace_id().as_deref(), "tool call");
             self.counters.count("", outcome, started.elapsed());
             return match why {
                 // The name matched a declared tool: it is ours, not the
@@ -232,11 +243,19 @@ impl Pipeline {
             log_messages_dropped = call.events.logs_dropped,
             questions = call.events.questions,
             mcp_task = caller.task_id().as_deref(),
+            trace_id = toolhost_telemetry::trace_id().as_deref(),
             duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             "tool call"
         );
         self.counters
             .count(&d.exposed_name, result.outcome(), started.elapsed());
+        toolhost_telemetry::record(
+            toolhost_telemetry::semconv::TOOLHOST_OUTCOME,
+            result.outcome(),
+        );
+        if let Some(task) = caller.task_id() {
+            toolhost_telemetry::record(toolhost_telemetry::semconv::MCP_TASK_ID, task);
+        }
         Ok(result)
     }
 
@@ -277,11 +296,35 @@ pub(crate) struct Answered {
 impl Call<'_> {
     /// Steps 2 to 7, in order; the first failure ends the call.
     async fn run(&mut self, arguments: Option<Value>) -> Step<CallResult> {
-        let checked = self.check(arguments)?;
-        self.authorize()?;
+        let checked = {
+            let step = Traced::start("toolhost.validate");
+            traced(&step, self.check(arguments))?
+        };
+        {
+            let step = Traced::start("toolhost.authorize");
+            traced(&step, self.authorize())?;
+        }
         let (client, deadline) = self.plugin().await?;
         self.ask_backend().await?;
-        let slot = self.reserve(&*client)?;
+        let step = Traced::start("toolhost.dispatch");
+        step.attribute(
+            toolhost_telemetry::semconv::TOOLHOST_PLUGIN_PROTOCOL,
+            i64::from(client.protocol()),
+        );
+        let dispatched = step
+            .within(self.dispatch_checked(&*client, checked, deadline))
+            .await;
+        traced(&step, dispatched)
+    }
+
+    /// Step 6 and 7, once the plugin is ready and the call authorized.
+    async fn dispatch_checked(
+        &mut self,
+        client: &dyn PluginLink,
+        checked: Checked,
+        deadline: Duration,
+    ) -> Step<CallResult> {
+        let slot = self.reserve(client)?;
         // Admitted: a task is created here, after every check and with its
         // place held, so a task that exists is one attempt under way.
         self.caller.admitted().map_err(|why| {
@@ -291,10 +334,10 @@ impl Call<'_> {
             )
         })?;
         let answered = if client.protocol() >= 2 {
-            self.dispatch_stream(&*client, slot, &checked, deadline)
+            self.dispatch_stream(client, slot, &checked, deadline)
                 .await?
         } else {
-            let r = self.dispatch(&*client, slot, &checked, deadline).await?;
+            let r = self.dispatch(client, slot, &checked, deadline).await?;
             Answered {
                 content: vec![Block::text(r.text)],
                 structured: r
@@ -379,10 +422,21 @@ impl Call<'_> {
             return Ok((c, deadline));
         }
         let waiting = Instant::now();
-        let waited = p
-            .plugins
-            .ready_within(&d.plugin_id, &d.plugin_version, deadline, &self.cancel)
+        // Only a wait takes time worth a span: a ready plugin costs none.
+        let step = Traced::start("toolhost.plugin_wait");
+        let waited = step
+            .within(
+                p.plugins
+                    .ready_within(&d.plugin_id, &d.plugin_version, deadline, &self.cancel),
+            )
             .await;
+        if let Err(e) = &waited {
+            step.fail(match e {
+                PluginUnavailable::Cancelled => "cancelled",
+                _ => "plugin_unavailable",
+            });
+        }
+        drop(step);
         let client = match waited {
             Ok(c) => c,
             Err(PluginUnavailable::Cancelled) => {
@@ -420,9 +474,12 @@ impl Call<'_> {
         let Some(a) = &self.pipeline.authorizer else {
             return Ok(());
         };
-        a.check(self.invocation_id, &self.entry.descriptor, self.binding)
+        let step = Traced::start("toolhost.backend_authorize");
+        let r = step
+            .within(a.check(self.invocation_id, &self.entry.descriptor, self.binding))
             .await
-            .map_err(|e| CallFailure::new(ErrorCode::NotAuthorized, e.to_string()))
+            .map_err(|e| CallFailure::new(ErrorCode::NotAuthorized, e.to_string()));
+        traced(&step, r)
     }
 
     /// A place among the plugin's calls in flight: exact under any
@@ -637,6 +694,15 @@ impl Call<'_> {
             meta,
         })
     }
+}
+
+/// A step's result, with its span marked failed (toolhost's outcome code
+/// as `error.type`) when it failed.
+fn traced<T>(step: &Traced, r: Step<T>) -> Step<T> {
+    if let Err(CallFailure(result)) = &r {
+        step.fail(result.outcome());
+    }
+    r
 }
 
 /// Names from agents are echoed only in `Unknown tool`, and only so long;

@@ -98,6 +98,11 @@ mod config;
 mod output;
 mod plugin;
 mod serve;
+#[cfg(feature = "otel")]
+mod trace;
+#[cfg(not(feature = "otel"))]
+#[path = "trace_off.rs"]
+mod trace;
 
 pub use call::{Answer, AskError, LogLevel, Question, ToolCall};
 pub use config::{Config, Secret, config};

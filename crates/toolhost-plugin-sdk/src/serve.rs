@@ -128,9 +128,11 @@ async fn run_handler(
     handler: Handler,
     call: ToolCall,
     token: CancellationToken,
+    span: Option<crate::trace::Context>,
 ) -> Result<ToolOutput, tonic::Status> {
     let deadline = call.deadline;
-    let task = tokio::spawn(async move {
+    let current = span.clone();
+    let task = tokio::spawn(crate::trace::within(current, async move {
         match deadline {
             Some(d) => {
                 tokio::select! {
@@ -140,14 +142,30 @@ async fn run_handler(
             }
             None => handler(call).await,
         }
-    });
-    match task.await {
+    }));
+    // Ends the span however the call ends, also when toolhost drops it.
+    let mut ending = SpanEnd(span, Err("cancelled"));
+    let out = match task.await {
         Ok(Ok(out)) => Ok(out),
         Ok(Err(ToolError { message })) => Ok(ToolOutput {
             is_error: true,
             ..ToolOutput::text(message)
         }),
         Err(_) => Err(tonic::Status::internal("the tool handler panicked")),
+    };
+    ending.1 = match &out {
+        Ok(o) => Ok(o.is_error),
+        Err(_) => Err("panic"),
+    };
+    out
+}
+
+/// A call's span, ended when dropped with what is known by then.
+struct SpanEnd(Option<crate::trace::Context>, Result<bool, &'static str>);
+
+impl Drop for SpanEnd {
+    fn drop(&mut self) {
+        crate::trace::end(self.0.take(), self.1);
     }
 }
 
@@ -188,14 +206,15 @@ impl PluginService for Service {
     ) -> Result<tonic::Response<AgentToolResponse>, tonic::Status> {
         self.check_caller(&request)?;
         let deadline = deadline_of(&request);
-        let req = request.into_inner();
+        let (metadata, _, req) = request.into_parts();
         let handler = self.handler(&req.name)?;
+        let span = crate::trace::call_span(&metadata, &req.name, &req.invocation_id);
         // tonic drops this future when the client cancels or the deadline
         // passes; the guard then cancels the token the handler watches.
         let token = CancellationToken::new();
         let guard = token.clone().drop_guard();
         let call = tool_call(req, deadline, token.clone(), None);
-        let out = run_handler(handler, call, token).await;
+        let out = run_handler(handler, call, token, span).await;
         drop(guard.disarm());
         let out = out?;
         Ok(tonic::Response::new(AgentToolResponse {
@@ -233,7 +252,7 @@ impl StreamService for Service {
     ) -> Result<tonic::Response<EventStream>, tonic::Status> {
         self.check_caller(&request)?;
         let deadline = deadline_of(&request);
-        let mut inbound = request.into_inner();
+        let (metadata, _, mut inbound) = request.into_parts();
         let start = match inbound.message().await? {
             Some(wire::HostEvent {
                 event: Some(host_event::Event::Start(s)),
@@ -246,6 +265,7 @@ impl StreamService for Service {
         };
         let req = start.request.clone().unwrap_or_default();
         let handler = self.handler(&req.name)?;
+        let span = crate::trace::call_span(&metadata, &req.name, &req.invocation_id);
         let (tx, rx) = tokio::sync::mpsc::channel(64);
         let link = Arc::new(Link::new(tx.clone(), &start));
         let flush = Arc::clone(&link);
@@ -273,7 +293,7 @@ impl StreamService for Service {
         });
         tokio::spawn(async move {
             let outcome = tokio::select! {
-                r = run_handler(handler, call, token.clone()) => r,
+                r = run_handler(handler, call, token.clone(), span) => r,
                 // toolhost dropped the call: stop the handler.
                 () = tx.closed() => {
                     token.cancel();
@@ -396,12 +416,18 @@ pub(crate) async fn serve(tools: HashMap<String, Handler>) -> Result<(), ServeEr
         )?;
         out.flush()?;
     }
-    tonic::transport::Server::builder()
+    let export = crate::trace::install_from_env();
+    let served = tonic::transport::Server::builder()
         .add_service(health)
         .add_service(service)
         .add_service(streaming)
         .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown_signal())
-        .await?;
+        .await;
+    if let Some(e) = export {
+        // The last spans go out before the process ends.
+        let _ = tokio::task::spawn_blocking(move || e.shutdown()).await;
+    }
+    served?;
     drop(dir);
     Ok(())
 }

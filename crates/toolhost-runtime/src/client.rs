@@ -247,22 +247,66 @@ impl PluginClient {
             return Err(self.unavailable("the plugin process had already stopped"));
         }
         let _counted = slot;
+        let span = self.client_span(
+            "kandev.plugin.v1.Plugin/InvokeAgentTool",
+            "kandev.plugin.v1.Plugin",
+            "InvokeAgentTool",
+        );
         let mut req = tonic::Request::new(request);
         req.set_timeout(deadline);
         self.present_token(&mut req);
+        span.inject(req.metadata_mut());
         let mut grpc = self
             .grpc
             .clone()
             .max_decoding_message_size(max_answer_bytes);
         tokio::select! {
             biased;
-            () = self.gone.cancelled() => Err(self.unavailable("the plugin process stopped")),
+            () = self.gone.cancelled() => {
+                span.fail("plugin_unavailable");
+                Err(self.unavailable("the plugin process stopped"))
+            }
             r = tokio::time::timeout(deadline, grpc.invoke_agent_tool(req)) => match r {
-                Err(_) => Err(InvokeError::Timeout(deadline)),
-                Ok(Ok(resp)) => Ok(resp.into_inner()),
-                Ok(Err(status)) => Err(self.classify(&status, deadline, max_answer_bytes)),
+                Err(_) => {
+                    span.fail("timeout");
+                    Err(InvokeError::Timeout(deadline))
+                }
+                Ok(Ok(resp)) => {
+                    span.status(tonic::Code::Ok);
+                    Ok(resp.into_inner())
+                }
+                Ok(Err(status)) => {
+                    span.status(status.code());
+                    Err(self.classify(&status, deadline, max_answer_bytes))
+                }
             },
         }
+    }
+
+    /// The CLIENT span of one call to this plugin (a no-op when telemetry
+    /// is off or the call is not sampled).
+    fn client_span(
+        &self,
+        name: &'static str,
+        service: &'static str,
+        method: &'static str,
+    ) -> toolhost_telemetry::ClientSpan {
+        toolhost_telemetry::ClientSpan::start(name, service, method, || {
+            vec![
+                toolhost_telemetry::KeyValue::new(
+                    toolhost_telemetry::semconv::NETWORK_TRANSPORT,
+                    "unix",
+                ),
+                toolhost_telemetry::KeyValue::new(
+                    toolhost_telemetry::semconv::TOOLHOST_PLUGIN_ID,
+                    self.plugin.to_string(),
+                ),
+                toolhost_telemetry::KeyValue::new(
+                    toolhost_telemetry::semconv::TOOLHOST_PLUGIN_PROTOCOL,
+                    i64::from(self.protocol),
+                ),
+            ]
+        })
     }
 
     /// Opens the one protocol-2 stream of a call and sends `start`. The
@@ -290,21 +334,36 @@ impl PluginClient {
         if to_plugin.try_send(first).is_err() {
             return Err(self.unavailable("the call stream could not be started"));
         }
+        let span = self.client_span(
+            "toolhost.plugin.v2.Plugin/Invoke",
+            "toolhost.plugin.v2.Plugin",
+            "Invoke",
+        );
         let mut req = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx));
         req.set_timeout(deadline);
         self.present_token(&mut req);
+        span.inject(req.metadata_mut());
         let mut grpc = self
             .grpc_v2
             .clone()
             .max_decoding_message_size(max_event_bytes);
         let opened = tokio::select! {
             biased;
-            () = self.gone.cancelled() => return Err(self.unavailable("the plugin process stopped")),
+            () = self.gone.cancelled() => {
+                span.fail("plugin_unavailable");
+                return Err(self.unavailable("the plugin process stopped"));
+            }
             r = tokio::time::timeout(deadline, grpc.invoke(req)) => r,
         };
         match opened {
-            Err(_) => Err(InvokeError::Timeout(deadline)),
-            Ok(Err(status)) => Err(self.classify(&status, deadline, max_event_bytes)),
+            Err(_) => {
+                span.fail("timeout");
+                Err(InvokeError::Timeout(deadline))
+            }
+            Ok(Err(status)) => {
+                span.status(status.code());
+                Err(self.classify(&status, deadline, max_event_bytes))
+            }
             Ok(Ok(resp)) => Ok(CallStream {
                 client: self.clone(),
                 _slot: slot,
@@ -312,6 +371,7 @@ impl PluginClient {
                 from_plugin: resp.into_inner(),
                 deadline,
                 max_event_bytes,
+                span,
             }),
         }
     }
@@ -401,6 +461,8 @@ pub struct CallStream {
     from_plugin: tonic::Streaming<PluginEvent>,
     deadline: Duration,
     max_event_bytes: usize,
+    /// The call's CLIENT span: it ends when the stream does.
+    span: toolhost_telemetry::ClientSpan,
 }
 
 impl CallStream {
@@ -412,6 +474,7 @@ impl CallStream {
             biased;
             () = gone.cancelled() => Err(self.client.unavailable("the plugin process stopped")),
             r = self.from_plugin.message() => r.map_err(|status| {
+                self.span.status(status.code());
                 self.client.classify(&status, self.deadline, self.max_event_bytes)
             }),
         }
@@ -427,8 +490,11 @@ impl CallStream {
             to_plugin,
             mut from_plugin,
             _slot,
+            span,
             ..
         } = self;
+        span.status(tonic::Code::Ok);
+        drop(span);
         drop(to_plugin);
         drop(_slot);
         tokio::spawn(async move {

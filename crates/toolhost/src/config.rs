@@ -42,6 +42,39 @@ pub struct Config {
     /// Tool calls run as MCP tasks (2026-07-28 clients).
     #[serde(default)]
     pub tasks: TasksFile,
+    /// OpenTelemetry traces, exported over OTLP; off without it.
+    pub telemetry: Option<TelemetryFile>,
+}
+
+/// `[telemetry]`: where toolhost sends its spans. Without this section (or
+/// without `endpoint`) nothing is traced.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryFile {
+    /// The collector's base URL: `http://127.0.0.1:4317` for OTLP/gRPC,
+    /// `http://127.0.0.1:4318` for OTLP/HTTP (spans go to `/v1/traces`).
+    pub endpoint: Option<String>,
+    /// `grpc` (the default) or `http/protobuf`.
+    pub protocol: Option<String>,
+    /// The share of new traces recorded, 0.0 to 1.0 (default 1.0); a trace
+    /// the agent started keeps the agent's decision.
+    pub sampling_ratio: Option<f64>,
+    /// `service.name` (default `toolhost`).
+    pub service_name: Option<String>,
+    /// Further resource attributes, e.g. `"deployment.environment.name" = "prod"`.
+    #[serde(default)]
+    pub resource: std::collections::BTreeMap<String, String>,
+    /// Headers sent with every export. A secret is read as
+    /// `<name>_file = "path"` (the file's first line) or `<name>_env = "VAR"`,
+    /// like plugin secrets; plain values are for what is not secret.
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// Spans waiting for export at most (default 2048); more are dropped.
+    pub max_queue: Option<usize>,
+    /// How often a batch is sent (default 1000 ms).
+    pub flush_interval_ms: Option<u64>,
+    /// How long one export may take (default 10000 ms).
+    pub export_timeout_ms: Option<u64>,
 }
 
 /// `[tasks]`: the bounds of the tasks toolhost hosts.
@@ -118,6 +151,11 @@ pub struct PluginConfig {
     /// More paths it may read and execute.
     #[serde(default)]
     pub read: Vec<PathBuf>,
+    /// Its SDK exports spans to `[telemetry]`'s collector: it gets the
+    /// collector's address (not toolhost's export headers) and may
+    /// connect to the collector's port, and to no other.
+    #[serde(default)]
+    pub telemetry: bool,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -436,6 +474,15 @@ impl Config {
             for t in &mut h.tokens {
                 if let Some(f) = t.token_file.as_mut() {
                     rebase(f);
+                }
+            }
+        }
+        if let Some(t) = c.telemetry.as_mut() {
+            for (key, v) in &mut t.headers {
+                if key.ends_with("_file") {
+                    let mut path = PathBuf::from(&*v);
+                    rebase(&mut path);
+                    *v = path.display().to_string();
                 }
             }
         }

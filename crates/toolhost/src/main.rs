@@ -27,6 +27,7 @@ mod ops;
 mod pack;
 mod serve;
 mod settings;
+mod telemetry;
 
 use clap::Parser as _;
 use std::process::ExitCode;

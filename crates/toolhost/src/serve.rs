@@ -134,8 +134,27 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     init_logging(&settings.log_format, &settings.log_level)?;
     let fd_limit = raise_fd_limit();
     toolhost_runtime::remove_stale_run_dirs();
+    let telemetry = match &settings.telemetry {
+        Some(export) => {
+            let installed = toolhost_telemetry::install(export)?;
+            tracing::info!(
+                endpoint = %export.endpoint,
+                sampling_ratio = export.sampling_ratio,
+                "telemetry: exporting spans over OTLP"
+            );
+            Some(installed)
+        }
+        None => None,
+    };
     let daemon = Daemon::wire(&settings)?;
-    daemon.serve(&settings, fd_limit).await
+    let served = daemon.serve(&settings, fd_limit).await;
+    if let Some(t) = telemetry {
+        // What is queued goes out, unless the collector makes it wait.
+        tokio::task::spawn_blocking(move || t.shutdown(Duration::from_secs(3)))
+            .await
+            .ok();
+    }
+    served
 }
 
 /// The daemon's parts, built and connected, not yet serving.

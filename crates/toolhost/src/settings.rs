@@ -106,6 +106,8 @@ pub struct Settings {
     pub agent_view: toolhost_mcp::AgentView,
     /// The bounds of hosted tasks (`[tasks]`).
     pub tasks: toolhost_mcp::TaskLimits,
+    /// Where spans go (`[telemetry]`); `None`: nothing is traced.
+    pub telemetry: Option<toolhost_telemetry::Export>,
     /// `--dev`: what to tell the developer once HTTP listens.
     pub dev: Option<crate::dev::DevSession>,
 }
@@ -124,6 +126,10 @@ impl Config {
         }
         let agent_view = self.mcp.resolve(&prefix)?;
         let tasks = self.tasks.resolve()?;
+        let telemetry = match &self.telemetry {
+            Some(t) => crate::telemetry::resolve(t)?,
+            None => None,
+        };
         let dev = match &o.dev {
             Some(dir) => Some(crate::dev::DevSession::new(
                 dir,
@@ -238,7 +244,18 @@ impl Config {
                 let mut operators: std::collections::BTreeMap<String, Operator> = self
                     .plugin
                     .iter()
-                    .map(|(id, p)| Ok((id.clone(), p.operator(id)?)))
+                    .map(|(id, p)| {
+                        let mut op = p.operator(id)?;
+                        if p.telemetry {
+                            let Some(export) = &telemetry else {
+                                bail!(
+                                    "[plugin.{id}] telemetry = true needs a [telemetry] endpoint to send spans to"
+                                );
+                            };
+                            op.telemetry = Some(crate::telemetry::plugin_telemetry(id, export)?);
+                        }
+                        Ok((id.clone(), op))
+                    })
                     .collect::<Result<_>>()?;
                 if let Some(crate::dev::DevSession {
                     id: Some(id),
@@ -257,6 +274,7 @@ impl Config {
             sandbox: self.sandbox.resolve()?,
             agent_view,
             tasks,
+            telemetry,
             dev,
         })
     }

@@ -7,6 +7,7 @@
 // stops gracefully on SIGTERM. Everything else the plugin prints goes to
 // stderr, which toolhost turns into log events: stdout is the handshake's.
 
+import * as trace from "./trace.js";
 import { type Config, config } from "./config.js";
 import * as grpc from "@grpc/grpc-js";
 import * as loader from "@grpc/proto-loader";
@@ -152,6 +153,7 @@ export class Plugin {
       return 1;
     }
     this.loadCallToken();
+    await trace.installFromEnv();
     const dir = mkdtempSync(join(process.env[SOCKET_DIR_KEY] ?? tmpdir(), "plugin-"));
     const path = join(dir, "plugin.sock");
     const server = this.server();
@@ -174,6 +176,8 @@ export class Plugin {
       });
     });
     rmSync(dir, { recursive: true, force: true });
+    // The last spans go out before the process ends.
+    await trace.shutdown();
     return 0;
   }
 
@@ -237,9 +241,11 @@ export class Plugin {
     const abort = new AbortController();
     call.on("cancelled", () => abort.abort());
     const clear = this.abortOnDeadline(call.getDeadline(), abort);
-    this.call(this.toolCall(request, abort.signal)).then(
+    const span = trace.start(call.metadata, request.name, request.invocation_id);
+    trace.within(span, () => this.call(this.toolCall(request, abort.signal))).then(
       (r) => {
         clear();
+        trace.end(span, r.isError ? "tool_error" : undefined);
         done(null, {
           text: r.content.map((c) => c.v1Text()).join("\n"),
           structured_content: r.structured ? jsonToStruct(r.structured) : null,
@@ -248,6 +254,7 @@ export class Plugin {
       },
       () => {
         clear();
+        trace.end(span, "cancelled");
         done(status(grpc.status.CANCELLED, "the call was cancelled"));
       },
     );
@@ -318,15 +325,18 @@ export class Plugin {
       link = l;
       clear = this.abortOnDeadline(stream.getDeadline(), abort);
       const call = this.toolCall(request, abort.signal, l);
-      this.call(call).then(
+      const span = trace.start(stream.metadata, request.name, request.invocation_id);
+      trace.within(span, () => this.call(call)).then(
         async (r) => {
           clear();
+          trace.end(span, r.isError ? "tool_error" : undefined);
           if (abort.signal.aborted) return;
           await l.sendNow({ result: toWire(r) });
           stream.end();
         },
         () => {
           clear();
+          trace.end(span, "cancelled");
           if (!abort.signal.aborted) stream.emit("error", status(grpc.status.CANCELLED, "the call was cancelled"));
         },
       );

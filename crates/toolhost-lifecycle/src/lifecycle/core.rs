@@ -207,6 +207,10 @@ impl Lifecycle {
         let op = self.operator(&m.id);
         let mut spec = crate::spec::plugin_spec(m, &self.data_root());
         spec.pass_env = settings::pass_env(m, &op);
+        if let Some(t) = &op.telemetry {
+            // After the manifest's own: the operator's collector wins.
+            spec.env.extend(t.env.clone());
+        }
         spec.config.clone_from(&resolved.delivered);
         spec.sandbox = settings::sandbox_policy(m, &op, &self.cfg.sandbox);
         spec

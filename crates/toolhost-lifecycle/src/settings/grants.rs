@@ -100,7 +100,7 @@ pub fn sandbox_policy(m: &Manifest, op: &Operator, cfg: &SandboxConfig) -> Sandb
         rules
     });
     let network = on(Rule::Network).then(|| {
-        if op.grant.contains(&Grant::Network) {
+        let granted = if op.grant.contains(&Grant::Network) {
             match &caps.network {
                 Network::None => NetPolicy::Deny,
                 Network::Connect(ports) => NetPolicy::Connect(ports.clone()),
@@ -108,6 +108,17 @@ pub fn sandbox_policy(m: &Manifest, op: &Operator, cfg: &SandboxConfig) -> Sandb
             }
         } else {
             NetPolicy::Deny
+        };
+        // The collector's port, and only it, for a plugin that exports.
+        match (granted, &op.telemetry) {
+            (NetPolicy::Deny, Some(t)) => NetPolicy::Connect(vec![t.port]),
+            (NetPolicy::Connect(mut ports), Some(t)) => {
+                if !ports.contains(&t.port) {
+                    ports.push(t.port);
+                }
+                NetPolicy::Connect(ports)
+            }
+            (granted, _) => granted,
         }
     });
     SandboxPolicy {

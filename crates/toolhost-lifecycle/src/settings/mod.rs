@@ -34,7 +34,8 @@ pub mod values;
 
 pub use grants::{SandboxConfig, pass_env, sandbox_policy, ungranted};
 pub use sources::{
-    FileValues, Grant, Operator, OperatorFile, OperatorFileError, RawValue, Source, Supplied,
+    FileValues, Grant, Operator, OperatorFile, OperatorFileError, PluginTelemetry, RawValue,
+    Source, Supplied,
 };
 pub(crate) use values::Stored;
 pub use values::{

@@ -111,6 +111,20 @@ pub struct FileValues {
     pub problems: Vec<String>,
 }
 
+/// What a plugin the operator lets export spans gets: the OpenTelemetry
+/// variables naming the daemon's collector (never the daemon's export
+/// headers, which are its secrets), and a TCP connect rule for the
+/// collector's port and nothing more.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PluginTelemetry {
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_PROTOCOL`,
+    /// `OTEL_SERVICE_NAME`, and the sampler and batch delay to match the
+    /// daemon's.
+    pub env: BTreeMap<String, String>,
+    /// The collector's port.
+    pub port: u16,
+}
+
 /// What the operator decided about one plugin (`[plugin.<id>]`).
 #[derive(Debug, Clone, Default)]
 pub struct Operator {
@@ -124,6 +138,8 @@ pub struct Operator {
     pub sandbox_off: BTreeSet<Rule>,
     /// More paths it may read and execute (an interpreter, say).
     pub read: Vec<PathBuf>,
+    /// Its spans go to the daemon's collector (`[plugin.<id>] telemetry`).
+    pub telemetry: Option<PluginTelemetry>,
 }
 
 /// One value of `[plugin.<id>.config]` as the file gives it, before its
@@ -246,6 +262,7 @@ impl Operator {
             grant,
             sandbox_off,
             read: file.read.clone(),
+            telemetry: None,
         })
     }
 }

@@ -27,6 +27,7 @@ import grpc
 from google.protobuf import json_format
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from . import _trace
 from .config import Config
 from .config import config as _loaded_config
 from ._gen.kandev.plugin.v1 import plugin_pb2 as v1
@@ -119,6 +120,7 @@ class Plugin:
             print(f"toolhost offered plugin protocol versions {offered}; this plugin speaks 1 and 2", file=sys.stderr)
             return 1
         self._call_token = _read_call_token()
+        _trace.install_from_env()
         sock_dir = tempfile.mkdtemp(prefix="plugin-", dir=os.environ.get(SOCKET_DIR_KEY))
         path = os.path.join(sock_dir, "plugin.sock")
         server = grpc.aio.server()
@@ -141,6 +143,8 @@ class Plugin:
         finally:
             await server.stop(grace=2)
             shutil.rmtree(sock_dir, ignore_errors=True)
+            # The last spans go out before the process ends.
+            await asyncio.to_thread(_trace.shutdown)
         return 0
 
     async def call(self, call: ToolCall) -> ToolResult:
@@ -240,12 +244,19 @@ class _Unary(v1_grpc.PluginServicer):
         if request.name not in self.plugin.tools:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"this plugin has no tool named {request.name!r}")
         call = _call_of(request, None)
+        span = _trace.start(context.invocation_metadata(), request.name, request.invocation_id)
+        error: Optional[str] = "cancelled"
         try:
-            result = await asyncio.wait_for(self.plugin.call(call), _deadline(context))
+            with _trace.current(span):
+                result = await asyncio.wait_for(self.plugin.call(call), _deadline(context))
+            error = "tool_error" if result.is_error else None
         except asyncio.TimeoutError:
+            error = "timeout"
             # The deadline passed here first (the caller's clock may not
             # have fired yet): say so, not "unexpected TimeoutError".
             await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "the call's deadline passed")
+        finally:
+            _trace.end(span, error)
         response = v1.AgentToolResponse(
             text="\n".join(c.v1_text() for c in result.content),
             is_error=result.is_error,
@@ -275,6 +286,8 @@ class _Streaming(v2_grpc.PluginServicer):
             await context.abort(grpc.StatusCode.NOT_FOUND, f"this plugin has no tool named {start.request.name!r}")
         link = Link(start, asyncio.get_running_loop())
         call = _call_of(start.request, link)
+        span = _trace.start(context.invocation_metadata(), start.request.name, start.request.invocation_id)
+        outcome = {"error": "cancelled"}
 
         async def answers() -> None:
             while True:
@@ -285,7 +298,9 @@ class _Streaming(v2_grpc.PluginServicer):
                     link.answered(event.answer)
 
         async def handle() -> None:
-            result = await asyncio.wait_for(self.plugin.call(call), _deadline(context))
+            with _trace.current(span):
+                result = await asyncio.wait_for(self.plugin.call(call), _deadline(context))
+            outcome["error"] = "tool_error" if result.is_error else None
             await link.flush()
             await link.events.put(v2.PluginEvent(result=_wire(result)))
 
@@ -304,6 +319,7 @@ class _Streaming(v2_grpc.PluginServicer):
             call._cancelled.set()
             for task in (handler, reader):
                 task.cancel()
+            _trace.end(span, outcome["error"])
 
 
 def _wire(result: ToolResult) -> v2.ToolResult:
