@@ -106,6 +106,11 @@ fn sdk_plugin(root: &Path, id: &str, lang: &str, protocol: u32) -> PathBuf {
 /// The configuration: every plugin exports to `endpoint`, and so does the
 /// daemon, with a header whose value is a secret read from a file.
 fn config(root: &Path, endpoint: &str, queue: usize) -> String {
+    config_sampled(root, endpoint, queue, 1.0)
+}
+
+/// [`config`] with new traces sampled at `ratio`.
+fn config_sampled(root: &Path, endpoint: &str, queue: usize, ratio: f64) -> String {
     let secret = root.join("otlp-key");
     std::fs::write(&secret, format!("{HEADER_CANARY}\n")).unwrap();
     let plugins = [
@@ -115,7 +120,7 @@ fn config(root: &Path, endpoint: &str, queue: usize) -> String {
     ];
     TestConfig::new(root, &plugins)
         .extra(&format!(
-            "[telemetry]\nendpoint = \"{endpoint}\"\nflush_interval_ms = 100\nexport_timeout_ms = 500\nmax_queue = {queue}\n\
+            "[telemetry]\nendpoint = \"{endpoint}\"\nsampling_ratio = {ratio:?}\nflush_interval_ms = 100\nexport_timeout_ms = 500\nmax_queue = {queue}\n\
              [telemetry.resource]\n\"deployment.environment.name\" = \"e2e\"\n\
              [telemetry.headers]\nx-api-key_file = {:?}\n\
              [plugin.rs]\ntelemetry = true\n[plugin.py]\ntelemetry = true\n[plugin.ts]\ntelemetry = true\n",
@@ -242,6 +247,22 @@ fn assert_one_trace(spans: &[Span], agent_span: &str, tool: &str, plugin: &str, 
     assert!(theirs.name.starts_with("execute_tool "), "{}", theirs.name);
 }
 
+/// Writes a trace's spans as JSON, for `scripts/trace-picture`.
+fn dump(spans: &[Span], path: &Path) {
+    let list: Vec<Value> = spans
+        .iter()
+        .map(|s| {
+            json!({
+                "service": s.service, "name": s.name, "kind": s.kind,
+                "span_id": s.span_id, "parent_span_id": s.parent_span_id,
+                "start_ns": s.start_ns, "end_ns": s.end_ns,
+                "error": s.attributes.get("error.type"),
+            })
+        })
+        .collect();
+    std::fs::write(path, serde_json::to_vec_pretty(&list).unwrap()).unwrap();
+}
+
 fn assert_no_secret(r: &Receiver) {
     let raw = r.raw();
     let text = String::from_utf8_lossy(&raw);
@@ -274,6 +295,13 @@ async fn a_call_with_a_traceparent_is_one_trace_from_agent_to_each_sdk_in_both_e
             assert_ne!(r.is_error, Some(true), "{plugin} {era_name}: {r:?}");
             let spans = trace_of(&receiver, &trace, plugin).await;
             assert_one_trace(&spans, &span, tool, plugin, &era_name);
+            if plugin == "py"
+                && era == Era::Sessions
+                && let Some(path) = std::env::var_os("TOOLHOST_TRACE_DUMP")
+            {
+                // scripts/trace-picture draws README's picture from this.
+                dump(&spans, Path::new(&path));
+            }
             if era == Era::Sessions {
                 let server = one(&spans, |s| s.kind == 2 && s.service == "toolhost", "SERVER");
                 assert!(
@@ -425,4 +453,41 @@ async fn a_collector_that_is_down_or_hangs_costs_no_call_and_bounded_memory() {
         hanging.requests(),
         started.elapsed()
     );
+}
+
+#[tokio::test]
+async fn sampling_keeps_the_agents_decision_and_the_ratio_decides_new_traces() {
+    let receiver = Receiver::start(Mode::Collect).await.unwrap();
+    let root = Scratch::new("telemetry-sampling");
+    let d = Daemon::start(
+        root.path(),
+        &config_sampled(root.path(), &receiver.endpoint(), 2048, 0.0),
+        &[],
+    );
+    ready(&d).await;
+    let c = connect(&d.url, Asker::new(false), Era::Sessions).await;
+    // The agent sampled its trace: kept, at a ratio of 0, and the plugin
+    // (told through the flags it is sent) records its span too.
+    let (sampled, _, tp) = agent_span();
+    call(&c, traced("kandev_py_hello", json!({}), &tp)).await;
+    trace_of(&receiver, &sampled, "py").await;
+    // The agent did not sample (flags 00): nothing, from toolhost or the
+    // plugin. Nor from a call with no trace context, at a ratio of 0.
+    let (unsampled, span, _) = agent_span();
+    let tp = format!("00-{unsampled}-{span}-00");
+    call(&c, traced("kandev_py_hello", json!({}), &tp)).await;
+    call(&c, params("kandev_py_hello", json!({}))).await;
+    // A sampled call after them: once its spans are in, whatever the two
+    // before would have exported is in too.
+    let (last, _, tp) = agent_span();
+    call(&c, traced("kandev_py_hello", json!({}), &tp)).await;
+    trace_of(&receiver, &last, "py").await;
+    let traces: std::collections::BTreeSet<String> =
+        receiver.spans().into_iter().map(|s| s.trace_id).collect();
+    assert_eq!(
+        traces,
+        [sampled, last].into_iter().collect(),
+        "only the agent's sampled traces were exported"
+    );
+    let _ = c.cancel().await;
 }

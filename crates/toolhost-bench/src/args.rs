@@ -49,4 +49,8 @@ pub(crate) struct Args {
     /// tasks left waiting for an answer.
     #[arg(long, value_name = "N")]
     pub(crate) tasks: Option<usize>,
+    /// Only what tracing costs a call: this many calls with telemetry
+    /// off, sampling at 0 % and at 100 % to a live OTLP receiver.
+    #[arg(long, value_name = "N")]
+    pub(crate) telemetry: Option<usize>,
 }

@@ -24,7 +24,9 @@
 //! `--argcheck` (argument checking against jsonschema's `is_valid` only),
 //! `--fleet N,...` (N daemons fed through NATS JetStream only),
 //! `--tasks N` (tool calls as MCP tasks against direct calls, and N tasks
-//! waiting for an answer, only),
+//! waiting for an answer, only), `--telemetry N` (toolhost's CPU per call
+//! with telemetry off, sampling at 0 % and at 100 % to a live OTLP
+//! receiver, only),
 //! and `--profile SECONDS [--json [--through-rmcp]]` (one toolhost under
 //! load, its pid printed, for `perf record -p`).
 
@@ -43,6 +45,7 @@ mod sdks;
 mod soak;
 mod systems;
 mod tasks;
+mod telemetry;
 mod upgrade;
 
 use anyhow::{Result, bail};
@@ -79,6 +82,10 @@ async fn main() -> Result<()> {
     if let Some(n) = args.tasks {
         println!("## Tool calls as MCP tasks\n");
         return tasks::report(n, n).await;
+    }
+    if let Some(n) = args.telemetry {
+        println!("## What tracing costs a call\n");
+        return telemetry::report(n).await;
     }
     if args.argcheck {
         println!("## Argument checking against jsonschema's `is_valid`\n");
@@ -271,6 +278,9 @@ async fn main() -> Result<()> {
     println!("\n## Tool calls as MCP tasks\n");
     let n = if quick { 100 } else { 1_000 };
     tasks::report(n, n).await?;
+
+    println!("\n## What tracing costs a call\n");
+    telemetry::report(if quick { 300 } else { 3_000 }).await?;
 
     // The full run leaves the fleet to `--fleet 50,100,200` (minutes);
     // the quick one runs three daemons so the harness cannot rot.

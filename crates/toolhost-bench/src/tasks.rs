@@ -128,7 +128,7 @@ fn call_params(tool: &str) -> Value {
 }
 
 /// The bench plugin with `count` and `confirm` allowed to run as tasks.
-fn plugin(dir: &std::path::Path) -> Result<std::path::PathBuf> {
+pub(crate) fn plugin(dir: &std::path::Path) -> Result<std::path::PathBuf> {
     let p = crate::systems::plugin_dir_for(dir, 2)?;
     let manifest = p.join("plugin.toml");
     let mut text = std::fs::read_to_string(&manifest)?;

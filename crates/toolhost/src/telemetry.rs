@@ -48,53 +48,113 @@ pub fn plugin_telemetry(
 /// The export `[telemetry]` asks for, secrets read and everything
 /// checked; `None` when no endpoint is set.
 pub fn resolve(file: &TelemetryFile) -> Result<Option<toolhost_telemetry::Export>> {
-    let this = file;
-    {
-        let Some(endpoint) = this.endpoint.clone() else {
-            return Ok(None);
+    let Some(endpoint) = file.endpoint.clone() else {
+        return Ok(None);
+    };
+    let mut e = toolhost_telemetry::Export::to(endpoint);
+    e.protocol = match file.protocol.as_deref() {
+        None | Some("grpc") => toolhost_telemetry::Protocol::Grpc,
+        Some("http/protobuf") => toolhost_telemetry::Protocol::HttpProtobuf,
+        Some(other) => bail!(
+            "[telemetry] protocol {other:?} is not one toolhost exports: use \"grpc\" or \"http/protobuf\""
+        ),
+    };
+    if let Some(r) = file.sampling_ratio {
+        e.sampling_ratio = r;
+    }
+    if let Some(n) = &file.service_name {
+        e.service_name.clone_from(n);
+    }
+    e.resource = file.resource.clone().into_iter().collect();
+    for (key, value) in &file.headers {
+        let (name, value) = if let Some(name) = key.strip_suffix("_file") {
+            (
+                name,
+                read_secret(Path::new(value))
+                    .with_context(|| format!("[telemetry] header {name}"))?,
+            )
+        } else if let Some(name) = key.strip_suffix("_env") {
+            let v = std::env::var(value).with_context(|| {
+                format!("[telemetry] header {name}: environment variable {value} is not set")
+            })?;
+            (name, v)
+        } else {
+            (key.as_str(), value.clone())
         };
-        let mut e = toolhost_telemetry::Export::to(endpoint);
-        e.protocol = match this.protocol.as_deref() {
-            None | Some("grpc") => toolhost_telemetry::Protocol::Grpc,
-            Some("http/protobuf") => toolhost_telemetry::Protocol::HttpProtobuf,
-            Some(other) => bail!(
-                "[telemetry] protocol {other:?} is not one toolhost exports: use \"grpc\" or \"http/protobuf\""
-            ),
+        e.headers.push((name.to_ascii_lowercase(), value));
+    }
+    if let Some(n) = file.max_queue {
+        e.max_queue = n;
+    }
+    if let Some(ms) = file.flush_interval_ms {
+        e.flush_interval = Duration::from_millis(ms);
+    }
+    if let Some(ms) = file.export_timeout_ms {
+        e.export_timeout = Duration::from_millis(ms);
+    }
+    toolhost_telemetry::export::check(&e)?;
+    Ok(Some(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plugin_may_reach_the_collectors_port_and_learns_nothing_secret() {
+        let mut e = toolhost_telemetry::Export::to("http://127.0.0.1:4317");
+        e.headers = vec![("x-api-key".into(), "secret-value".into())];
+        let t = plugin_telemetry("notes", &e).unwrap();
+        assert_eq!(t.port, 4317);
+        assert_eq!(t.env["OTEL_SERVICE_NAME"], "notes");
+        assert_eq!(
+            t.env["OTEL_EXPORTER_OTLP_ENDPOINT"],
+            "http://127.0.0.1:4317"
+        );
+        assert!(t.env.values().all(|v| !v.contains("secret-value")));
+        for (endpoint, port) in [
+            ("https://otlp.example.com", 443),
+            ("http://collector", 80),
+            ("http://[::1]:4318/", 4318),
+            ("https://[::1]", 443),
+        ] {
+            let e = toolhost_telemetry::Export::to(endpoint);
+            assert_eq!(plugin_telemetry("p", &e).unwrap().port, port, "{endpoint}");
+        }
+    }
+
+    #[test]
+    fn headers_come_from_files_and_no_endpoint_means_off() {
+        assert!(resolve(&TelemetryFile::default()).unwrap().is_none());
+        let dir = std::env::temp_dir().join(format!("toolhost-otlp-key-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = dir.join("key");
+        std::fs::write(&key, "from-a-file\n").unwrap();
+        let file = TelemetryFile {
+            endpoint: Some("http://127.0.0.1:4317".into()),
+            headers: [
+                ("X-Api-Key_file".to_owned(), key.display().to_string()),
+                ("x-scope-orgid".to_owned(), "tenant".to_owned()),
+            ]
+            .into_iter()
+            .collect(),
+            ..TelemetryFile::default()
         };
-        if let Some(r) = this.sampling_ratio {
-            e.sampling_ratio = r;
-        }
-        if let Some(n) = &this.service_name {
-            e.service_name.clone_from(n);
-        }
-        e.resource = this.resource.clone().into_iter().collect();
-        for (key, value) in &this.headers {
-            let (name, value) = if let Some(name) = key.strip_suffix("_file") {
-                (
-                    name,
-                    read_secret(Path::new(value))
-                        .with_context(|| format!("[telemetry] header {name}"))?,
-                )
-            } else if let Some(name) = key.strip_suffix("_env") {
-                let v = std::env::var(value).with_context(|| {
-                    format!("[telemetry] header {name}: environment variable {value} is not set")
-                })?;
-                (name, v)
-            } else {
-                (key.as_str(), value.clone())
-            };
-            e.headers.push((name.to_ascii_lowercase(), value));
-        }
-        if let Some(n) = this.max_queue {
-            e.max_queue = n;
-        }
-        if let Some(ms) = this.flush_interval_ms {
-            e.flush_interval = Duration::from_millis(ms);
-        }
-        if let Some(ms) = this.export_timeout_ms {
-            e.export_timeout = Duration::from_millis(ms);
-        }
-        toolhost_telemetry::export::check(&e)?;
-        Ok(Some(e))
+        let e = resolve(&file).unwrap().unwrap();
+        assert!(
+            e.headers
+                .contains(&("x-api-key".into(), "from-a-file".into()))
+        );
+        assert!(
+            e.headers
+                .contains(&("x-scope-orgid".into(), "tenant".into()))
+        );
+        let bad = TelemetryFile {
+            endpoint: Some("http://127.0.0.1:4317".into()),
+            protocol: Some("zipkin".into()),
+            ..TelemetryFile::default()
+        };
+        assert!(resolve(&bad).unwrap_err().to_string().contains("grpc"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
