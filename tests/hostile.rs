@@ -218,7 +218,21 @@ async fn futures_lite_join<F: std::future::Future>(futs: Vec<F>) -> Vec<F::Outpu
 async fn no_secret_reaches_a_response_a_log_line_or_a_metric() {
     let root = Scratch::new("secrets");
     let tp = testplug_dir(root.path(), "tp", "once");
-    let d = Daemon::start_logging(root.path(), &config(root.path(), &tp, "", ""), &[], "trace");
+    // Every span toolhost and the plugin export goes to a real receiver,
+    // whose bytes are searched too.
+    let receiver = toolhost_bench::otlp::Receiver::start(toolhost_bench::otlp::Mode::Collect)
+        .await
+        .unwrap();
+    let telemetry = format!(
+        "[telemetry]\nendpoint = \"{}\"\nflush_interval_ms = 100\n[plugin.tp]\ntelemetry = true\n",
+        receiver.endpoint()
+    );
+    let d = Daemon::start_logging(
+        root.path(),
+        &config(root.path(), &tp, "", &telemetry),
+        &[],
+        "trace",
+    );
     d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
         .await;
     let c = agent(&d.url, TOKEN).await;
@@ -381,7 +395,28 @@ async fn no_secret_reaches_a_response_a_log_line_or_a_metric() {
         (l.matches("tool call").count() >= 14).then_some(l)
     })
     .await;
+    let exported = eventually(
+        WAIT,
+        "every call's spans, the plugin's among them",
+        async || {
+            let spans = receiver.spans();
+            let calls = spans
+                .iter()
+                .filter(|s| {
+                    s.kind == 2 && s.service == "toolhost" && s.name.starts_with("tools/call")
+                })
+                .count();
+            (calls >= 14 && spans.iter().any(|s| s.service == "tp"))
+                .then(|| String::from_utf8_lossy(&receiver.raw()).into_owned())
+        },
+    )
+    .await;
+    assert!(
+        !exported.contains("SECRET"),
+        "an exported span holds part of a secret"
+    );
     for s in &secrets {
+        assert!(!exported.contains(s.as_str()), "an exported span holds {s}");
         for (i, text) in shown.iter().enumerate() {
             assert!(!text.contains(s.as_str()), "response {i} shows {s}: {text}");
         }
