@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use toolhost_e2e::asker::{Asker, ERAS, Reply, call as call_params, connect, params, texts};
+use toolhost_e2e::sdk::sdk_plugin;
 use toolhost_e2e::{Daemon, Scratch, TestConfig, bin, events, eventually, workspace_root};
 
 /// One call of `name` with `args`.
@@ -24,159 +25,12 @@ async fn call(
 
 const WAIT: Duration = Duration::from_secs(30);
 
-const MANIFEST_TOOLS: &str = r#"
-[[tools]]
-name = "hello"
-description = "Greets."
-surfaces = ["chat"]
-input_schema = { type = "object", properties = { name = { type = "string" } } }
-annotations = { read_only = true }
-
-[[tools]]
-name = "fail"
-description = "Fails the way a tool fails."
-surfaces = ["chat"]
-input_schema = { type = "object" }
-annotations = { read_only = true }
-
-[[tools]]
-name = "slow"
-description = "Waits until cancelled."
-surfaces = ["chat"]
-timeout_ms = 60000
-input_schema = { type = "object" }
-annotations = { read_only = true }
-
-[[tools]]
-name = "rich"
-description = "Progress, a log message, a question, an image."
-surfaces = ["chat"]
-input_schema = { type = "object" }
-annotations = { read_only = true }
-"#;
-
-const PYTHON: &str = r#"import asyncio
-import os
-
-from toolhost_plugin import Content, LogLevel, Plugin, Question, ToolError
-
-plugin = Plugin()
-
-
-def event(line):
-    with open(os.path.join(Plugin.data_dir(), "events.log"), "a") as f:
-        f.write(line + "\n")
-
-
-@plugin.tool("hello")
-async def hello(call):
-    return f"hello, {call.arguments.get('name', 'world')}"
-
-
-@plugin.tool("fail")
-def fail(call):
-    raise ToolError("the thing is missing; create it first")
-
-
-@plugin.tool("slow")
-async def slow(call):
-    event(f"started {call.invocation_id}")
-    try:
-        await asyncio.sleep(30)
-    except asyncio.CancelledError:
-        event(f"cancelled {call.invocation_id}")
-        raise
-    return "woke"
-
-
-@plugin.tool("rich")
-async def rich(call):
-    for i in range(1, 4):
-        call.progress(i, 3, f"step {i}")
-    call.log(LogLevel.WARNING, "careful")
-    answer = await call.ask(Question("Proceed?").boolean("ok", "OK").require("ok"))
-    return ["done" if answer.flag("ok") else "stopped", Content.image(b"\x89PNG", "image/png")]
-
-
-plugin.run()
-"#;
-
-const TYPESCRIPT: &str = r#"import { appendFileSync } from "node:fs";
-import { join } from "node:path";
-import { Content, LogLevel, Plugin, Question, ToolError } from "SDK";
-
-const event = (line) => appendFileSync(join(Plugin.dataDir(), "events.log"), line + "\n");
-
-new Plugin()
-  .tool("hello", (call) => `hello, ${call.arguments.name ?? "world"}`)
-  .tool("fail", () => {
-    throw new ToolError("the thing is missing; create it first");
-  })
-  .tool("slow", (call) => {
-    event(`started ${call.invocationId}`);
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => resolve("woke"), 30000);
-      call.signal.addEventListener("abort", () => {
-        clearTimeout(timer);
-        event(`cancelled ${call.invocationId}`);
-        reject(new Error("cancelled"));
-      });
-    });
-  })
-  .tool("rich", async (call) => {
-    for (let i = 1; i <= 3; i++) call.progress(i, 3, `step ${i}`);
-    call.log(LogLevel.Warning, "careful");
-    const answer = await call.ask(new Question("Proceed?").boolean("ok", "OK").require("ok"));
-    return [answer.action === "accept" && answer.values.ok === true ? "done" : "stopped", Content.image(new Uint8Array([0x89, 0x50]), "image/png")];
-  })
-  .run();
-"#;
-
-fn write_exe(path: &Path, text: &str) {
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::write(path, text).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
-/// A protocol-2 plugin `id` on the Python or TypeScript SDK.
-fn sdk_plugin(root: &Path, id: &str, lang: &str) -> PathBuf {
-    let dir = root.join(id);
-    std::fs::create_dir_all(dir.join("bin")).unwrap();
-    let launcher = match lang {
-        "python" => {
-            std::fs::write(dir.join("plugin.py"), PYTHON).unwrap();
-            format!(
-                "#!/bin/sh\nexec {} \"$(dirname \"$0\")/../plugin.py\"\n",
-                workspace_root().join(".venv/bin/python").display()
-            )
-        }
-        _ => {
-            let sdk = workspace_root().join("sdk/typescript/dist/index.js");
-            let code = TYPESCRIPT.replace(
-                "\"SDK\"",
-                &format!("{:?}", format!("file://{}", sdk.display())),
-            );
-            std::fs::write(dir.join("plugin.mjs"), code).unwrap();
-            "#!/bin/sh\nexec node \"$(dirname \"$0\")/../plugin.mjs\"\n".to_owned()
-        }
-    };
-    write_exe(&dir.join("bin/plugin"), &launcher);
-    std::fs::write(
-        dir.join("plugin.toml"),
-        format!(
-            "id = \"{id}\"\nversion = \"1.0.0\"\nname = \"{id}\"\n\n[runtime]\ncommand = \"bin/plugin\"\nstartup_timeout_ms = 20000\nprotocol = 2\n\n[capabilities]\nnetwork = {{ connect = [443] }}\n{MANIFEST_TOOLS}"
-        ),
-    )
-    .unwrap();
-    dir
-}
-
 #[tokio::test]
 async fn python_and_typescript_plugins_serve_through_mcp_in_both_eras() {
     let root = Scratch::new("sdks");
     let plugins = [
-        sdk_plugin(root.path(), "py", "python"),
-        sdk_plugin(root.path(), "ts", "typescript"),
+        sdk_plugin(root.path(), "py", "python", 2),
+        sdk_plugin(root.path(), "ts", "typescript", 2),
     ];
     // Granted network, each plugin's listen() on its own socket is made
     // by the daemon (the sandbox refuses TCP listeners): it must serve.

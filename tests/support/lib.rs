@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod asker;
+pub mod sdk;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
