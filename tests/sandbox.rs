@@ -565,3 +565,69 @@ async fn a_root_daemon_runs_plugins_as_the_account_it_is_given() {
     assert_eq!(state_of(&r, "user"), "not enforced", "{r:?}");
     let _ = c.cancel().await;
 }
+
+/// `[plugin.<id>] telemetry = true` opens exactly one door: a TCP connect
+/// to the collector's port. The plugin tries the collector, another
+/// service on loopback and the daemon's own port, run as the daemon's
+/// account and (under a root daemon) as an unprivileged one.
+#[tokio::test]
+async fn a_plugin_that_exports_spans_reaches_the_collectors_port_and_no_other() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let accounts: &[&str] = if rustix::process::geteuid().is_root() {
+        &["", "user = \"nobody\""]
+    } else {
+        &[""]
+    };
+    for account in accounts {
+        let root = Scratch::new("telemetry-port");
+        std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+        // The "collector" need not speak OTLP: only whether a connect
+        // gets through is asked.
+        let collector = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let (cport, oport) = (
+            collector.local_addr().unwrap().port(),
+            other.local_addr().unwrap().port(),
+        );
+        let plugins = [probeplug_dir(root.path(), "tel", "")];
+        let config = TestConfig::new(root.path(), &plugins)
+            .extra(&format!(
+                "[telemetry]\nendpoint = \"http://127.0.0.1:{cport}\"\n[plugin.tel]\ntelemetry = true\n"
+            ))
+            .sandbox(account)
+            .build();
+        let d = Daemon::start(root.path(), &config, &[]);
+        d.wait_metric("toolhost_plugin_state{plugin=\"tel\",state=\"ready\"}", 1.0)
+            .await;
+        let tel_rules = rules(root.path(), "tel").await;
+        if state_of(&tel_rules, "network") != "enforced" {
+            println!("network not enforced here: {tel_rules:?}");
+            return;
+        }
+        let c = agent(&d.url, TOKEN).await;
+        let (ok, text, _) = probe(&c, "kandev_tel_connect", json!({ "port": cport })).await;
+        assert!(ok, "{account:?}: the collector's port is refused: {text}");
+        let daemon_port: u16 = d.base().rsplit(':').next().unwrap().parse().unwrap();
+        for p in [oport, daemon_port] {
+            let (ok, text, _) = probe(&c, "kandev_tel_connect", json!({ "port": p })).await;
+            assert!(
+                !ok && text.contains("refused"),
+                "{account:?}: connected to {p}: {text}"
+            );
+        }
+        // As with any port grant, the ways around TCP rules stay shut (UDP
+        // stays open, for resolving a collector's name).
+        for kind in ["mptcp", "tfo", "listen", "raw", "packet"] {
+            let (ok, text, _) = probe(
+                &c,
+                "kandev_tel_net_probe",
+                json!({ "kind": kind, "port": cport }),
+            )
+            .await;
+            assert!(
+                !ok && text.contains("refused"),
+                "{account:?} {kind}: {text}"
+            );
+        }
+    }
+}

@@ -13,95 +13,17 @@
 use rmcp::ServiceExt as _;
 use rmcp::model::{CallToolRequestParams, RequestMetaObject};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 use toolhost_bench::otlp::{Mode, Receiver, Span};
 use toolhost_e2e::asker::{Asker, ERAS, Era, call, connect, params};
-use toolhost_e2e::{
-    Daemon, Scratch, TOKEN, TestConfig, bin, eventually, testplug_dir, workspace_root,
-};
+use toolhost_e2e::sdk::sdk_plugin;
+use toolhost_e2e::{Daemon, Scratch, TOKEN, TestConfig, bin, eventually, testplug_dir};
 
 const WAIT: Duration = Duration::from_secs(30);
 /// What no exported byte may hold: an argument, a result, a header secret.
 const ARG_CANARY: &str = "canary-argument-4f1d";
 const HEADER_CANARY: &str = "canary-header-secret-9b2e";
-
-const PYTHON: &str = r#"from toolhost_plugin import Plugin, ToolError
-
-plugin = Plugin()
-
-
-@plugin.tool("hello")
-async def hello(call):
-    return f"hello, {call.arguments.get('name', 'world')}"
-
-
-@plugin.tool("fail")
-def fail(call):
-    raise ToolError("the thing is missing; create it first")
-
-
-plugin.run()
-"#;
-
-const TYPESCRIPT: &str = r#"import { Plugin, ToolError } from "SDK";
-
-new Plugin()
-  .tool("hello", (call) => `hello, ${call.arguments.name ?? "world"}`)
-  .tool("fail", () => {
-    throw new ToolError("the thing is missing; create it first");
-  })
-  .run();
-"#;
-
-const TOOLS: &str = r#"
-[[tools]]
-name = "hello"
-description = "Greets."
-surfaces = ["chat"]
-input_schema = { type = "object", properties = { name = { type = "string" } } }
-annotations = { read_only = true }
-
-[[tools]]
-name = "fail"
-description = "Fails the way a tool fails."
-surfaces = ["chat"]
-input_schema = { type = "object" }
-annotations = { read_only = true }
-"#;
-
-/// A protocol-`protocol` plugin `id` on the Python or TypeScript SDK.
-fn sdk_plugin(root: &Path, id: &str, lang: &str, protocol: u32) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt as _;
-    let dir = root.join(id);
-    std::fs::create_dir_all(dir.join("bin")).unwrap();
-    let launcher = if lang == "python" {
-        std::fs::write(dir.join("plugin.py"), PYTHON).unwrap();
-        format!(
-            "#!/bin/sh\nexec {} \"$(dirname \"$0\")/../plugin.py\"\n",
-            workspace_root().join(".venv/bin/python").display()
-        )
-    } else {
-        let sdk = workspace_root().join("sdk/typescript/dist/index.js");
-        let code = TYPESCRIPT.replace(
-            "\"SDK\"",
-            &format!("{:?}", format!("file://{}", sdk.display())),
-        );
-        std::fs::write(dir.join("plugin.mjs"), code).unwrap();
-        "#!/bin/sh\nexec node \"$(dirname \"$0\")/../plugin.mjs\"\n".to_owned()
-    };
-    let exe = dir.join("bin/plugin");
-    std::fs::write(&exe, launcher).unwrap();
-    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::write(
-        dir.join("plugin.toml"),
-        format!(
-            "id = \"{id}\"\nversion = \"1.0.0\"\nname = \"{id}\"\n\n[runtime]\ncommand = \"bin/plugin\"\nstartup_timeout_ms = 20000\nprotocol = {protocol}\n{TOOLS}"
-        ),
-    )
-    .unwrap();
-    dir
-}
 
 /// The configuration: every plugin exports to `endpoint`, and so does the
 /// daemon, with a header whose value is a secret read from a file.
@@ -141,27 +63,14 @@ async fn ready(d: &Daemon) {
 
 /// A fresh agent span: (trace id, span id, traceparent).
 fn agent_span() -> (String, String, String) {
-    let hex = |n: usize| -> String { (0..n).map(|_| format!("{:x}", fastrand_digit())).collect() };
+    let hex = |n: usize| -> String {
+        (0..n)
+            .map(|_| char::from_digit(fastrand::u32(0..16), 16).unwrap_or('0'))
+            .collect()
+    };
     let (t, s) = (hex(32), hex(16));
     let tp = format!("00-{t}-{s}-01");
     (t, s, tp)
-}
-
-fn fastrand_digit() -> u8 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static STATE: AtomicU64 = AtomicU64::new(0x9e37_79b9_7f4a_7c15);
-    let mut x = STATE.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
-        ^ u64::from(std::process::id())
-        ^ u64::from(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .subsec_nanos(),
-        );
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    u8::try_from(x % 16).unwrap()
 }
 
 /// `params` with the agent's trace context in `_meta`.
@@ -489,5 +398,63 @@ async fn sampling_keeps_the_agents_decision_and_the_ratio_decides_new_traces() {
         [sampled, last].into_iter().collect(),
         "only the agent's sampled traces were exported"
     );
+    let _ = c.cancel().await;
+}
+
+/// What an agent puts in `_meta` is its text: a trace context that is
+/// malformed, of the wrong type or oversized is refused quietly, the call
+/// runs, and nothing of it is carried on or exported.
+#[tokio::test]
+async fn a_hostile_trace_context_is_ignored_and_never_carried_on() {
+    let receiver = Receiver::start(Mode::Collect).await.unwrap();
+    let root = Scratch::new("telemetry-hostile");
+    let d = Daemon::start(
+        root.path(),
+        &config(root.path(), &receiver.endpoint(), 2048),
+        &[],
+    );
+    ready(&d).await;
+    let c = connect(&d.url, Asker::new(false), Era::Sessions).await;
+    let canary = "canary-tracestate-7c3a";
+    let garbage = [
+        json!(format!("00-{canary}-zz-01")),
+        json!("00-00000000000000000000000000000000-0000000000000000-01"),
+        json!(42),
+        json!({"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}),
+        json!("x".repeat(100_000)),
+    ];
+    for bad in garbage {
+        let mut p = params("kandev_rs_echo", json!({"msg": "m", "n": 1}));
+        let mut meta = RequestMetaObject::default();
+        meta.insert("traceparent".into(), bad.clone());
+        meta.insert("tracestate".into(), json!(format!("k={canary}")));
+        p.meta = Some(meta);
+        let r = call(&c, p).await;
+        assert_ne!(r.is_error, Some(true), "{bad}: {r:?}");
+    }
+    // A well-formed parent with a tracestate past 512 bytes: the parent is
+    // kept, the tracestate dropped (not sent to the plugin, not exported).
+    let (trace, span, tp) = agent_span();
+    let mut p = params("kandev_rs_echo", json!({"msg": "m", "n": 1}));
+    let mut meta = RequestMetaObject::default();
+    meta.insert("traceparent".into(), json!(tp));
+    meta.insert(
+        "tracestate".into(),
+        json!(format!("k={canary}{}", "v".repeat(600))),
+    );
+    p.meta = Some(meta);
+    call(&c, p).await;
+    let spans = trace_of(&receiver, &trace, "rs").await;
+    let server = one(&spans, |s| s.kind == 2 && s.service == "toolhost", "SERVER");
+    assert_eq!(server.parent_span_id, span);
+    assert!(spans.iter().all(|s| s.trace_state.is_empty()), "{spans:#?}");
+    // The garbage calls each started a trace of their own.
+    let roots = receiver
+        .spans()
+        .into_iter()
+        .filter(|s| s.kind == 2 && s.name.starts_with("tools/call") && s.parent_span_id.is_empty())
+        .count();
+    assert_eq!(roots, 5, "one new root per refused context");
+    assert!(!String::from_utf8_lossy(&receiver.raw()).contains(canary));
     let _ = c.cancel().await;
 }

@@ -42,6 +42,8 @@ pub struct Span {
     pub span_id: String,
     /// 16 hex digits, empty for a root.
     pub parent_span_id: String,
+    /// The W3C `tracestate` the span carries.
+    pub trace_state: String,
     /// OTLP's SpanKind: 1 internal, 2 server, 3 client.
     pub kind: i32,
     /// Attributes, every value rendered as text.
@@ -101,6 +103,7 @@ impl TraceService for Service {
                             trace_id: hex(&s.trace_id),
                             span_id: hex(&s.span_id),
                             parent_span_id: hex(&s.parent_span_id),
+                            trace_state: s.trace_state.clone(),
                             kind: s.kind,
                             attributes: s
                                 .attributes
