@@ -819,3 +819,56 @@ async fn a_task_over_stdio_belongs_to_the_process_and_runs_to_its_result() {
     );
     c.cancel().await.unwrap();
 }
+
+/// A task belongs to the binding that made it: revoking the binding
+/// cancels its tasks (the plugin sees the cancel), and the same token
+/// bound again, to another session, does not read the old binding's tasks.
+#[tokio::test]
+async fn revoking_a_binding_cancels_its_tasks_and_a_new_binding_of_the_token_cannot_read_them() {
+    use toolhost_admin::admin as pb;
+    let root = Scratch::new("tasks-revoke");
+    let d = daemon(root.path(), "", "").await;
+    let mut a = toolhost_admin::connect_unix(&admin(root.path()))
+        .await
+        .unwrap();
+    let token = "bound-at-run-time-0123456789";
+    let bind = |session: &str| pb::BindSessionRequest {
+        token: token.to_owned(),
+        binding: Some(pb::SessionBinding {
+            surface: "chat".into(),
+            task_id: "t".into(),
+            session_id: session.into(),
+            workspace_id: String::new(),
+        }),
+    };
+    a.bind_session(bind("first")).await.unwrap();
+    let first = connect_as(&d.url, token, Asker::new(true).with_tasks(), Era::Modern).await;
+    let data = data(root.path());
+    let id = start_task(&first, "kandev_kp_slow", json!({"ms": 60_000})).await;
+    eventually(WAIT, "the plugin to run it", async || {
+        (!events(&data, "invoked slow").is_empty()).then_some(())
+    })
+    .await;
+    a.revoke_session(pb::RevokeSessionRequest {
+        token: token.to_owned(),
+    })
+    .await
+    .unwrap();
+    eventually(WAIT, "the plugin to see the cancel", async || {
+        (events(&data, "cancelled slow").len() == 1).then_some(())
+    })
+    .await;
+    let listed = a
+        .list_tasks(pb::ListTasksRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .tasks;
+    let entry = listed.iter().find(|t| t.id == id).expect("listed");
+    assert_eq!(entry.state, "cancelled", "{listed:?}");
+    // Bound again, to another session: the old task is unknown to it.
+    a.bind_session(bind("second")).await.unwrap();
+    let second = connect_as(&d.url, token, Asker::new(true).with_tasks(), Era::Modern).await;
+    let unknown = rpc_error(&get(&second, &"0".repeat(32)).await.unwrap_err());
+    assert_eq!(rpc_error(&get(&second, &id).await.unwrap_err()), unknown);
+}

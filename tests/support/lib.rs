@@ -244,6 +244,12 @@ pub fn probeplug_dir(root: &Path, id: &str, declarations: &str) -> PathBuf {
         ("read_file", "{ path = { type = \"string\" } }"),
         ("write_file", "{ path = { type = \"string\" } }"),
         (
+            "fill",
+            "{ dir = { type = \"string\" }, mb = { type = \"integer\", minimum = 1, maximum = 4096 }, files = { type = \"integer\", minimum = 1, maximum = 100000 }, clear = { type = \"boolean\" } }",
+        ),
+        ("serve_unix", "{ path = { type = \"string\" } }"),
+        ("stderr_bytes", "{}"),
+        (
             "spawn_many",
             "{ max = { type = \"integer\", minimum = 1, maximum = 1000 } }",
         ),
@@ -525,7 +531,7 @@ impl Drop for Daemon {
 }
 
 pub use toolhost_bench::procs::{
-    children as children_of, open_fds, pids_with_cmdline, process_alive, rss_kib,
+    children as children_of, open_fds, peak_rss_kib, pids_with_cmdline, process_alive, rss_kib,
 };
 
 /// A minimal HTTP/1.1 request over a fresh connection: (status, body).
@@ -708,6 +714,13 @@ impl TestConfig {
             extra: Vec::new(),
             sandbox: Vec::new(),
         }
+    }
+
+    /// The state directory, instead of `root/state`.
+    #[must_use]
+    pub fn state(mut self, dir: &Path) -> Self {
+        self.state = dir.to_path_buf();
+        self
     }
 
     /// The task and session ids the token's binding carries.

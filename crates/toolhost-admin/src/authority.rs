@@ -39,7 +39,16 @@ const PRIORITY: u8 = 0x20;
 
 /// The most a header block may take, across its frames. An admin request's
 /// headers are a few hundred bytes.
-pub const MAX_HEADER_BLOCK: usize = 256 * 1024;
+pub const MAX_HEADER_BLOCK: usize = MAX_HEADER_LIST + 1024;
+
+/// The most a header list may decode to (RFC 9113 §6.5.2's measure), here
+/// and in the server behind the relay (`SETTINGS_MAX_HEADER_LIST_SIZE`).
+/// A connection that sends more is closed before anything else is read.
+pub const MAX_HEADER_LIST: usize = 16 * 1024;
+
+/// The dynamic table a client may ask for: the server's default
+/// `SETTINGS_HEADER_TABLE_SIZE`, which the relay never raises.
+const MAX_TABLE: usize = 4096;
 
 /// Re-encoded blocks are cut into frames no larger than the smallest
 /// maximum frame size a peer may set (RFC 9113 §4.2).
@@ -112,7 +121,7 @@ where
         if raw.len() + 9 + len > MAX_HEADER_BLOCK {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
-                "a header block over 256 KiB on the admin socket",
+                "a header block over 17 KiB on the admin socket",
             ));
         }
         let mut payload = vec![0u8; len];
@@ -141,8 +150,14 @@ where
         }
         let Some(frame) = first.take() else { continue };
         match fixer.fix(&block) {
-            Some(encoded) => to.write_all(&frame.reframe(&encoded)).await?,
-            None => to.write_all(&raw).await?,
+            Ok(Some(encoded)) => to.write_all(&frame.reframe(&encoded)).await?,
+            Ok(None) => to.write_all(&raw).await?,
+            Err(TooLarge) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "a header list over 16 KiB on the admin socket",
+                ));
+            }
         }
         to.flush().await?;
         raw.clear();
@@ -250,7 +265,11 @@ struct Fixer {
 impl Default for Fixer {
     fn default() -> Self {
         Self {
-            decoder: Some(loona_hpack::Decoder::new()),
+            decoder: Some({
+                let mut decoder = loona_hpack::Decoder::new();
+                decoder.set_max_allowed_table_size(MAX_TABLE);
+                decoder
+            }),
             reencoding: false,
         }
     }
@@ -265,13 +284,16 @@ impl Fixer {
     }
 
     /// The block to send instead of `block`, or `None` to send it as is.
-    fn fix(&mut self, block: &[u8]) -> Option<Vec<u8>> {
-        let decoder = self.decoder.as_mut()?;
-        let Ok(mut headers) = decoder.decode(block) else {
+    fn fix(&mut self, block: &[u8]) -> Result<Option<Vec<u8>>, TooLarge> {
+        let Some(decoder) = self.decoder.as_mut() else {
+            return Ok(None);
+        };
+        let Ok(decoded) = decode_bounded(decoder, block) else {
             // Our decoder and the client disagree; the server decides.
             self.decoder = None;
-            return None;
+            return Ok(None);
         };
+        let mut headers = decoded.ok_or(TooLarge)?;
         let mut changed = false;
         for (name, value) in &mut headers {
             if name.as_slice() == b":authority"
@@ -282,11 +304,38 @@ impl Fixer {
             }
         }
         if !changed && !self.reencoding {
-            return None;
+            return Ok(None);
         }
         self.reencoding = true;
-        Some(literal_block(&headers))
+        Ok(Some(literal_block(&headers)))
     }
+}
+
+/// A header block that decodes to more than [`MAX_HEADER_LIST`].
+#[derive(Debug, Clone, Copy)]
+struct TooLarge;
+
+/// Decodes `block`, counting each field as RFC 9113 §6.5.2 does (name,
+/// value and 32 bytes); `Ok(None)` once the list passes
+/// [`MAX_HEADER_LIST`]. Nothing past the limit is kept: a field repeated
+/// from the dynamic table costs a byte to send and its whole length to
+/// copy, so a 64 KiB block can decode to hundreds of megabytes.
+#[allow(clippy::type_complexity)]
+fn decode_bounded(
+    decoder: &mut loona_hpack::Decoder<'static>,
+    block: &[u8],
+) -> Result<Option<Vec<(Vec<u8>, Vec<u8>)>>, loona_hpack::decoder::DecoderError> {
+    let mut headers = Some(Vec::new());
+    let mut size = 0usize;
+    decoder.decode_with_cb(block, |name, value| {
+        size = size.saturating_add(name.len() + value.len() + 32);
+        if size > MAX_HEADER_LIST {
+            headers = None;
+        } else if let Some(list) = headers.as_mut() {
+            list.push((name.into_owned(), value.into_owned()));
+        }
+    })?;
+    Ok(headers)
 }
 
 /// A header block of literals without indexing and without Huffman
@@ -405,21 +454,58 @@ mod tests {
 
     #[tokio::test]
     async fn a_long_block_is_cut_into_continuations_and_an_undecodable_one_passes_as_is() {
-        let mut pairs = request("a%2Fb");
-        pairs.push((b"x-long".to_vec(), vec![b'v'; 40_000]));
-        let mut encoder = loona_hpack::Encoder::new();
-        let block = encoder.encode(pairs.iter().map(|(n, v)| (n.as_slice(), v.as_slice())));
-        let out = through(&headers_frame(1, END_HEADERS, &block)).await;
-        assert!(out.iter().filter(|_| true).count() > FRAME_PAYLOAD);
+        let long = literal_block(&[(b"x-long".to_vec(), vec![b'v'; 40_000])]);
+        let frame = FirstFrame::parse(&[0, 0, 0, HEADERS, END_HEADERS, 0, 0, 0, 1], &[]).unwrap();
+        let out = frame.reframe(&long);
         assert_eq!(out[3], HEADERS);
-        let blocks = decoded(&out);
-        assert_eq!(
-            blocks[0][3],
-            (b":authority".to_vec(), b"localhost".to_vec())
-        );
-        assert_eq!(blocks[0][5].1.len(), 40_000);
+        assert_eq!(decoded(&out)[0][0].1.len(), 40_000);
 
         let garbage = headers_frame(1, END_HEADERS, &[0xff, 0xff, 0xff, 0xff]);
         assert_eq!(through(&garbage).await, garbage);
+    }
+
+    /// Sends `input` after the preface; the rewrite's error, if any.
+    async fn refused(input: &[u8]) -> Option<io::Error> {
+        let mut from = PREFACE.to_vec();
+        from.extend_from_slice(input);
+        let mut to = Vec::new();
+        rewrite(&mut from.as_slice(), &mut to).await.err()
+    }
+
+    #[tokio::test]
+    async fn a_header_list_that_decodes_past_16_kib_closes_the_connection() {
+        // The bomb: one 4 KiB field in the dynamic table, then a block of
+        // one-byte references to it.
+        let mut encoder = loona_hpack::Encoder::new();
+        let mut pairs = request("localhost");
+        pairs.push((b"x-big".to_vec(), vec![b'v'; 4000]));
+        let block = encoder.encode(pairs.iter().map(|(n, v)| (n.as_slice(), v.as_slice())));
+        let mut input = headers_frame(1, END_HEADERS | END_STREAM, &block);
+        let again = encoder.encode(
+            std::iter::repeat_n((b"x-big".as_slice(), [b'v'; 4000].as_slice()), 10_000)
+                .chain(pairs.iter().map(|(n, v)| (n.as_slice(), v.as_slice()))),
+        );
+        assert!(again.len() < MAX_HEADER_BLOCK, "{}", again.len());
+        input.extend(headers_frame(3, END_HEADERS | END_STREAM, &again));
+        let err = refused(&input).await.expect("refused");
+        assert!(err.to_string().contains("over 16 KiB"), "{err}");
+
+        // And a block over the encoded cap, before it is decoded at all.
+        let literal = literal_block(&[(b"x-long".to_vec(), vec![b'v'; 40_000])]);
+        let err = refused(&headers_frame(1, END_HEADERS, &literal))
+            .await
+            .expect("refused");
+        assert!(err.to_string().contains("header block over"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_client_may_not_grow_the_dynamic_table_past_the_servers_default() {
+        // A size update to 1 MiB: our decoder refuses it and stops looking,
+        // and the block is passed on for the server to refuse as well.
+        let mut block = Vec::new();
+        loona_hpack::encoder::encode_integer_into(1 << 20, 5, 0x20, &mut block).unwrap();
+        block.push(0x82); // :method GET, indexed
+        let input = headers_frame(1, END_HEADERS, &block);
+        assert_eq!(through(&input).await, input);
     }
 }

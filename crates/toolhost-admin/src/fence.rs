@@ -18,10 +18,9 @@
 //! the version the fence names: a crash between the two writes leaves a
 //! pair that does not match, and then nothing is restored.
 
-use std::io::Write as _;
-use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
+use toolhost_base::files::write_private;
 use toolhost_catalog::{Fence, Store};
 
 /// Why the fence file could not be read or written.
@@ -154,22 +153,4 @@ fn write_fence(store: &Store, path: &Path) -> Result<(), FenceError> {
     };
     let bytes = serde_json::to_vec_pretty(&fence).map_err(|e| err(std::io::Error::other(e)))?;
     write_private(path, &bytes).map_err(err)
-}
-
-/// Writes `bytes` to `path` whole: a 0600 temporary file, synced, renamed
-/// into place.
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
-    {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)
 }

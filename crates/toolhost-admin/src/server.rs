@@ -196,8 +196,15 @@ fn bind_private(path: &Path) -> Result<(tokio::net::UnixListener, String), Admin
 /// The gRPC server with the admin API's connection settings: the server
 /// pings so that a live client (a `WatchEvents` stream, say) keeps its
 /// connection while a silent peer is closed by the idle timeout.
+///
+/// A request's headers are held to [`crate::authority::MAX_HEADER_LIST`]
+/// (h2's default is 16 MiB): the token is one of them, so until it has
+/// been checked a connection costs no more than that.
 fn builder(limits: ConnectionLimits) -> tonic::transport::Server {
+    #[allow(clippy::cast_possible_truncation)] // 16 KiB
+    let max_header_list = crate::authority::MAX_HEADER_LIST as u32;
     tonic::transport::Server::builder()
+        .http2_max_header_list_size(max_header_list)
         .http2_keepalive_interval(Some(limits.idle_timeout / 3))
         .http2_keepalive_timeout(Some(limits.idle_timeout / 3))
 }

@@ -163,6 +163,22 @@ fn plugin_status(
     st.asks = info.asks;
     st.ungranted = info.ungranted;
     st.config_file_problems = info.config_file_problems;
+    st.disk = info.disk.map(|d| pb::DiskUse {
+        used_bytes: d.used.unwrap_or(0),
+        limit_bytes: d.limit,
+        kernel: matches!(
+            d.enforcement,
+            toolhost_sandbox::disk::Enforcement::Kernel(_)
+        ),
+        mechanism: match &d.enforcement {
+            toolhost_sandbox::disk::Enforcement::Kernel(how) => (*how).to_owned(),
+            toolhost_sandbox::disk::Enforcement::Measured(_) => {
+                format!("measured every {:.1} s", d.every.as_secs_f64())
+            }
+        },
+        over: d.over,
+        measured: d.used.is_some(),
+    });
     st.sandbox = info
         .sandbox
         .iter()

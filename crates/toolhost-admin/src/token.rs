@@ -24,27 +24,13 @@ pub fn token_path(socket: &Path) -> PathBuf {
     socket.with_file_name(name)
 }
 
-/// Makes a new token and writes it to `at`: a fresh 0600 file renamed
-/// into place, so a reader sees the old token or the new, whole.
+/// Makes a new token and writes it to `at` whole and privately
+/// (`toolhost_base::files::write_private`), so a reader sees the old token
+/// or the new.
 pub(crate) fn create(at: &Path) -> std::io::Result<String> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
     let token = toolhost_runtime::ids::unguessable_id()?;
-    let staged = at.with_extension(format!("{}.tmp", std::process::id()));
-    let written = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&staged)?;
-        f.write_all(token.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&staged, at)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&staged);
-    }
-    written.map(|()| token)
+    toolhost_base::files::write_private(at, token.as_bytes())?;
+    Ok(token)
 }
 
 /// The token of the admin socket at `socket`.

@@ -1,38 +1,14 @@
 //! File operations: staging, the state file, copying and unpacking.
 
+use crate::archive::ArchiveLimits;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
-use std::path::{Component, Path, PathBuf};
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
 
-/// Caps on what one plugin archive may unpack to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ArchiveLimits {
-    /// Most bytes of file contents, summed over entries.
-    pub max_bytes: u64,
-    /// Most entries (files and directories).
-    pub max_entries: u64,
-}
-
-impl Default for ArchiveLimits {
-    fn default() -> Self {
-        Self {
-            max_bytes: 256 * 1024 * 1024,
-            max_entries: 10_000,
-        }
-    }
-}
-
-/// Creates `dir` (and its parents) and makes it 0700 whatever the umask:
-/// the state directory and plugin data hold agent text.
-pub fn private_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-}
+/// Creates `dir` (and its parents) private (`toolhost_base::files`'s one
+/// rule): the state directory and plugin data hold agent text.
+pub use toolhost_base::files::private_dir;
 
 fn invalid(message: String) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidInput, message)
@@ -63,26 +39,11 @@ impl StateFile {
         }
     }
 
-    /// Written to a temporary file, synced, renamed over the old one, and
-    /// the directory synced: a crash leaves the old state or the new.
+    /// Written whole and privately (`toolhost_base::files::write_private`):
+    /// a crash leaves the old state or the new.
     pub(crate) fn save(&self, path: &Path) -> std::io::Result<()> {
-        let dir = path.parent().unwrap_or_else(|| Path::new("."));
-        private_dir(dir)?;
-        let tmp = dir.join(format!(".plugins.json.{}.tmp", std::process::id()));
-        {
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&tmp)?;
-            // An older file may have been created with looser bits.
-            f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-            f.write_all(&serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?)?;
-            f.sync_all()?;
-        }
-        std::fs::rename(&tmp, path)?;
-        std::fs::File::open(dir)?.sync_all()
+        let bytes = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
+        toolhost_base::files::write_private(path, &bytes)
     }
 }
 
@@ -234,60 +195,14 @@ fn copy_dir(root: &Path, from: &Path, to: &Path, budget: &mut Budget) -> std::io
     Ok(())
 }
 
-/// Unpacks a `.tar.gz`. If it holds a single top directory with a
-/// `plugin.toml`, that directory is the plugin. Absolute paths, `..`,
-/// links and special files are refused, and so is an archive over either
-/// cap in `limits` (checked from each entry's header before its contents
-/// are written, so a bomb is refused before it fills the disk).
+/// Unpacks a `.tar.gz` (`crate::archive`: every header bounded before
+/// it is read, the caps counted from the size each entry's data will be
+/// read with). If it holds a single top directory with a `plugin.toml`,
+/// that directory is the plugin.
 fn unpack(archive: &Path, to: &Path, limits: ArchiveLimits) -> std::io::Result<()> {
-    let file = std::fs::File::open(archive)?;
-    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(file));
-    tar.set_preserve_permissions(false);
-    tar.set_unpack_xattrs(false);
     let raw = to.join(".unpacked");
     std::fs::create_dir_all(&raw)?;
-    let (mut entries, mut bytes) = (0u64, 0u64);
-    for entry in tar.entries()? {
-        let mut entry = entry?;
-        let kind = entry.header().entry_type();
-        if !(kind.is_file() || kind.is_dir()) {
-            return Err(invalid(
-                "archives may hold only files and directories".to_owned(),
-            ));
-        }
-        entries += 1;
-        if entries > limits.max_entries {
-            return Err(invalid(format!(
-                "the archive holds more than {} entries (the limit)",
-                limits.max_entries
-            )));
-        }
-        bytes = bytes.saturating_add(entry.header().size()?);
-        if bytes > limits.max_bytes {
-            return Err(invalid(format!(
-                "the archive unpacks to more than {} bytes (the limit)",
-                limits.max_bytes
-            )));
-        }
-        // The tar crate would quietly make an absolute path relative.
-        let path = entry.path()?;
-        if path
-            .components()
-            .any(|c| matches!(c, Component::RootDir | Component::Prefix(_)))
-        {
-            return Err(invalid(
-                "an archive entry has an absolute path; entries must be relative to the plugin"
-                    .to_owned(),
-            ));
-        }
-        // `unpack_in` refuses paths that escape `raw`.
-        if !entry.unpack_in(&raw)? {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "an archive entry points outside the plugin",
-            ));
-        }
-    }
+    crate::archive::unpack(archive, &raw, limits)?;
     let root = if raw.join("plugin.toml").is_file() {
         raw.clone()
     } else {

@@ -33,11 +33,13 @@
 
 #![forbid(unsafe_code)]
 
+pub mod archive;
 mod files;
 mod lifecycle;
 pub mod settings;
 mod spec;
 
-pub use files::{ArchiveLimits, private_dir};
-pub use lifecycle::{Lifecycle, LifecycleConfig, LifecycleError, PluginInfo};
+pub use archive::ArchiveLimits;
+pub use files::private_dir;
+pub use lifecycle::{DISK_CHECK, DiskInfo, Lifecycle, LifecycleConfig, LifecycleError, PluginInfo};
 pub use spec::plugin_spec;

@@ -21,6 +21,8 @@ pub fn plugin_spec(m: &Manifest, data_root: &Path) -> PluginSpec {
         pass_env: Vec::new(),
         startup_timeout: Duration::from_millis(m.runtime.startup_timeout_ms),
         data_dir: absolute(&data_root.join(&m.id)),
+        data_writable: true,
+        disk_image: None,
         protocol: m.runtime.protocol,
         config: None,
         sandbox: toolhost_sandbox::SandboxPolicy::default(),

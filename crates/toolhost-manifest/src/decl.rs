@@ -312,6 +312,8 @@ pub struct Capabilities {
     pub open_files: Option<u64>,
     /// Processes and threads it asks for (`processes`).
     pub processes: Option<u64>,
+    /// The size of its data directory it asks for, in MiB (`disk_mb`).
+    pub disk_mb: Option<u64>,
 }
 
 /// Bounds of the resource limits a manifest may ask for.
@@ -320,3 +322,5 @@ pub const MEMORY_MB_RANGE: (u64, u64) = (64, 1 << 20);
 pub const OPEN_FILES_RANGE: (u64, u64) = (16, 1 << 20);
 /// Bounds of `processes`.
 pub const PROCESSES_RANGE: (u64, u64) = (1, 1 << 16);
+/// Bounds of `disk_mb`.
+pub const DISK_MB_RANGE: (u64, u64) = (1, 1 << 24);

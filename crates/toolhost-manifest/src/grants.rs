@@ -21,13 +21,14 @@ const CONFIG_KEYS: [&str; 6] = [
     "default",
     "secret",
 ];
-const CAPABILITY_KEYS: [&str; 6] = [
+const CAPABILITY_KEYS: [&str; 7] = [
     "filesystem",
     "network",
     "env",
     "memory_mb",
     "open_files",
     "processes",
+    "disk_mb",
 ];
 
 fn is_config_name(n: &str) -> bool {
@@ -268,6 +269,7 @@ pub(crate) fn capabilities(cx: &mut Ctx<'_>, root: &Table) -> Capabilities {
     caps.memory_mb = limit(cx, "memory_mb", crate::decl::MEMORY_MB_RANGE);
     caps.open_files = limit(cx, "open_files", crate::decl::OPEN_FILES_RANGE);
     caps.processes = limit(cx, "processes", crate::decl::PROCESSES_RANGE);
+    caps.disk_mb = limit(cx, "disk_mb", crate::decl::DISK_MB_RANGE);
     caps
 }
 
@@ -322,6 +324,9 @@ pub fn asks(config: &[ConfigDecl], caps: &Capabilities) -> Vec<String> {
     }
     if let Some(n) = caps.processes {
         out.push(format!("asks for processes and threads: {n}"));
+    }
+    if let Some(mb) = caps.disk_mb {
+        out.push(format!("asks for disk: {mb} MiB of data"));
     }
     out
 }

@@ -20,6 +20,7 @@ pub mod problem;
 mod read;
 mod rules;
 pub mod set;
+mod text;
 
 pub use manifest::{Annotations, Manifest, Runtime, TaskSupport, ToolDecl};
 pub use problem::{Problem, Rule};

@@ -18,6 +18,9 @@ pub use crate::rules::{
     is_valid_description, is_valid_plugin_id, is_valid_surface, is_valid_tool_name,
 };
 
+use crate::read::read_bounded;
+pub use crate::read::{MAX_MANIFEST_BYTES, MAX_SCHEMA_FILE_BYTES};
+
 impl Manifest {
     /// What the plugin asks the operator for, one line each: its
     /// configuration items and its capabilities.
@@ -29,7 +32,7 @@ impl Manifest {
     /// Reads and validates `dir/plugin.toml` and the schema files it names.
     pub fn load(dir: &Path) -> Result<Self, Vec<Problem>> {
         let file = dir.join(MANIFEST_FILE);
-        let text = match std::fs::read_to_string(&file) {
+        let text = match read_bounded(&file, MAX_MANIFEST_BYTES) {
             Ok(t) => t,
             Err(e) => {
                 return Err(vec![Problem {
@@ -75,6 +78,7 @@ impl Manifest {
             tool: None,
             problems: &mut problems,
         };
+        crate::text::refuse_unsafe_text(&mut cx, &root);
         cx.unknown_keys(&root, "the manifest", &TOP_KEYS);
 
         let id = cx.string(&root, "id", true).unwrap_or_default();

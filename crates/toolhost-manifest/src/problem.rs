@@ -73,6 +73,9 @@ pub enum Rule {
     ExposedNameCollision,
     /// A path given to `check` is not a plugin directory.
     NotAPlugin,
+    /// Text a person reads (a name, a title, a description, a path) holds
+    /// a control character or a bidirectional control.
+    ControlCharacter,
 }
 
 impl Rule {
@@ -111,6 +114,7 @@ impl Rule {
             Self::DuplicatePlugin => "duplicate-plugin",
             Self::ExposedNameCollision => "exposed-name-collision",
             Self::NotAPlugin => "not-a-plugin",
+            Self::ControlCharacter => "control-character",
         }
     }
 }
@@ -128,12 +132,15 @@ pub struct Problem {
     pub message: String,
 }
 
+/// Shown with every character that could steer a terminal escaped: the
+/// file, the tool and the message may all carry text from the manifest.
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: ", self.file.display())?;
+        use toolhost_base::text::escaped_whole;
+        write!(f, "{}: ", escaped_whole(&self.file.display().to_string()))?;
         if let Some(t) = &self.tool {
-            write!(f, "tool `{t}`: ")?;
+            write!(f, "tool `{}`: ", escaped_whole(t))?;
         }
-        write!(f, "{} [{}]", self.message, self.rule.code())
+        write!(f, "{} [{}]", escaped_whole(&self.message), self.rule.code())
     }
 }

@@ -9,6 +9,39 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use toml::Table;
 
+/// The largest `plugin.toml` read. A manifest of 32 tools with inline
+/// schemas at their limit is about 2 MiB; this file is read before
+/// anything else about the plugin is known, so the cap is what keeps an
+/// archive's 200 MiB "manifest" out of memory.
+pub const MAX_MANIFEST_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The largest schema file read: four times the serialized cap
+/// (`toolhost_validate`'s 64 KiB), for indentation.
+pub const MAX_SCHEMA_FILE_BYTES: u64 = 256 * 1024;
+
+/// Reads a text file of at most `max` bytes, refusing a larger one by its
+/// size before reading it (and reading no more than `max` should it grow).
+pub(crate) fn read_bounded(path: &Path, max: u64) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    let too_big = |len: u64| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("it is {len} bytes; at most {max} are read"),
+        )
+    };
+    if len > max {
+        return Err(too_big(len));
+    }
+    let mut text = String::new();
+    file.take(max + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > max {
+        return Err(too_big(text.len() as u64));
+    }
+    Ok(text)
+}
+
 /// Collects problems for one file, and optionally one tool.
 pub(crate) struct Ctx<'a> {
     pub(crate) file: &'a Path,
@@ -29,7 +62,10 @@ impl Ctx<'_> {
     pub(crate) fn unknown_keys(&mut self, table: &Table, section: &str, allowed: &[&str]) {
         for key in table.keys() {
             if !allowed.contains(&key.as_str()) {
-                let mut msg = format!("unknown key `{key}` in {section}");
+                let mut msg = format!(
+                    "unknown key `{}` in {section}",
+                    toolhost_base::text::escaped(key, 64)
+                );
                 if let Some(near) = allowed.iter().find(|a| strsim_close(a, key)) {
                     msg.push_str(&format!(" (did you mean `{near}`?)"));
                 }
@@ -178,7 +214,11 @@ impl Ctx<'_> {
                 v => {
                     self.report(
                         Rule::WrongType,
-                        format!("`{key}.{k}` must be a string, not {}", v.type_str()),
+                        format!(
+                            "`{key}.{}` must be a string, not {}",
+                            toolhost_base::text::escaped(k, 64),
+                            v.type_str()
+                        ),
                     );
                 }
             }

@@ -99,6 +99,17 @@ pub(crate) fn runtime(cx: &mut Ctx<'_>, root: &Table, dir: &Path) -> Option<Runt
         }
         let path = if Path::new(&c).is_absolute() {
             PathBuf::from(&c)
+        } else if Path::new(&c)
+            .components()
+            .any(|part| matches!(part, Component::ParentDir))
+        {
+            cx.report(
+                Rule::Command,
+                format!(
+                    "runtime.command {c:?} leaves the plugin directory (`..`): a relative command stays inside it; an absolute one names a program outside every plugin (an interpreter)"
+                ),
+            );
+            return None;
         } else {
             dir.join(&c)
         };
@@ -533,7 +544,7 @@ fn schema(
                 );
                 return None;
             }
-            let text = match std::fs::read_to_string(&path) {
+            let text = match crate::read::read_bounded(&path, crate::read::MAX_SCHEMA_FILE_BYTES) {
                 Ok(text) => text,
                 Err(e) => {
                     cx.report(

@@ -248,7 +248,7 @@ impl ServerHandler for Handler {
                         };
                         return crate::hosted::start(
                             &self.hub,
-                            self.owner(&cx.extensions),
+                            crate::tokens::task_owner(&self.owner(&cx.extensions), &b),
                             crate::hosted::NewTask {
                                 binding: b,
                                 name: &request.name,
@@ -388,8 +388,11 @@ impl Handler {
                 None,
             ));
         }
-        self.binding(&cx.extensions)?;
-        Ok(self.owner(&cx.extensions))
+        let binding = self.binding(&cx.extensions)?;
+        Ok(crate::tokens::task_owner(
+            &self.owner(&cx.extensions),
+            &binding,
+        ))
     }
 
     /// What this request's client can take.

@@ -112,6 +112,8 @@ pub(crate) async fn start(
         lifetime,
         cap: hub.tasks.limits().max_lifetime,
     };
+    // Revoking the binding that made the task cancels it.
+    let revoked = binding.revocation();
     let mut running = hub.start_call(binding, name, arguments, wants, Some(plan));
     let Some(mut admitted) = running.admitted.take() else {
         return Err(McpError::internal_error(
@@ -147,7 +149,7 @@ pub(crate) async fn start(
         };
     };
     let view = hub.tasks.get(&owner, &id, Instant::now());
-    tokio::spawn(follow(Arc::clone(&hub.tasks), id.clone(), running));
+    tokio::spawn(follow(Arc::clone(&hub.tasks), id.clone(), running, revoked));
     let task = view.map_or_else(
         || {
             let now = rmcp::task_manager::current_timestamp();
@@ -158,8 +160,14 @@ pub(crate) async fn start(
     Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
 }
 
-/// Follows a task's call to its end, recording what it sends.
-async fn follow(tasks: Arc<crate::tasks::Tasks>, id: String, mut running: Running) {
+/// Follows a task's call to its end, recording what it sends; cancels it
+/// when its binding is revoked.
+async fn follow(
+    tasks: Arc<crate::tasks::Tasks>,
+    id: String,
+    mut running: Running,
+    revoked: tokio_util::sync::CancellationToken,
+) {
     let shared = Arc::clone(&running.events.shared);
     let mut asked: u32 = 0;
     loop {
@@ -168,6 +176,11 @@ async fn follow(tasks: Arc<crate::tasks::Tasks>, id: String, mut running: Runnin
             r = &mut running.call => {
                 tasks.update(&id, ended(r), Instant::now());
                 return;
+            }
+            () = revoked.cancelled(), if !running.cancel.is_cancelled() => {
+                tracing::info!(task = %id, "task cancelled: the binding that made it was revoked");
+                tasks.cancel(None, &id, Instant::now());
+                running.cancel.cancel();
             }
             () = shared.arrived.notified() => {
                 let (progress, question) = {

@@ -19,6 +19,17 @@ pub struct TokenTable {
 /// (HTTP), or the process itself (stdio, all zeros). Quotas count per owner.
 pub type Owner = [u8; 32];
 
+/// Whose tasks are whose: the token's owner and the one binding that
+/// made them. A task belongs to that binding, not to the token alone: once
+/// the binding is revoked and the token bound again (to another session,
+/// say), the old binding's tasks are unknown to the new one.
+pub(crate) fn task_owner(owner: &Owner, binding: &Binding) -> Owner {
+    let mut h = Sha256::new();
+    h.update(owner);
+    h.update(binding.identity().to_le_bytes());
+    h.finalize().into()
+}
+
 /// The SHA-256 of a token: how tokens are keyed, and how sessions know
 /// their owner without keeping the token.
 pub(crate) fn digest(token: &str) -> [u8; 32] {

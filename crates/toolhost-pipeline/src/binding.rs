@@ -1,7 +1,12 @@
 //! Who is calling: a session's binding (docs/CONTRACT.md §3).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use tokio_util::sync::CancellationToken;
+
+/// Numbers each binding made, so that two bindings of the same token are
+/// never taken for one another.
+static NEXT_BINDING: AtomicU64 = AtomicU64::new(1);
 
 /// The identity an MCP session is bound to. Cheap to clone; clones share
 /// the active flag, so revoking a binding reaches every session using it.
@@ -22,6 +27,11 @@ pub struct Binding {
 #[derive(Debug)]
 pub struct BindingState {
     active: AtomicBool,
+    /// Cancelled when the binding is revoked: what it started that
+    /// outlives a request (its tasks) ends with it.
+    revoked: CancellationToken,
+    /// Which binding this is (clones share it).
+    identity: u64,
 }
 
 impl Binding {
@@ -40,6 +50,8 @@ impl Binding {
             workspace_id,
             state: Arc::new(BindingState {
                 active: AtomicBool::new(true),
+                revoked: CancellationToken::new(),
+                identity: NEXT_BINDING.fetch_add(1, Ordering::Relaxed),
             }),
         }
     }
@@ -51,8 +63,23 @@ impl Binding {
     }
 
     /// Revokes the binding: calls past resolution are refused at
-    /// authorization from now on.
+    /// authorization from now on, and what it started that outlives a
+    /// request (its tasks) is cancelled.
     pub fn revoke(&self) {
         self.state.active.store(false, Ordering::Release);
+        self.state.revoked.cancel();
+    }
+
+    /// Which binding this is: the same for its clones, different for any
+    /// other binding, even of the same token and identity.
+    #[must_use]
+    pub fn identity(&self) -> u64 {
+        self.state.identity
+    }
+
+    /// Cancelled when the binding is revoked.
+    #[must_use]
+    pub fn revocation(&self) -> CancellationToken {
+        self.state.revoked.clone()
     }
 }

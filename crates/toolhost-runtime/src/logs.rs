@@ -10,12 +10,10 @@
 //! "N lines suppressed" line. Control characters are escaped
 //! ([`log_safe`]), so a plugin cannot forge a log line.
 
-use std::borrow::Cow;
-use std::fmt::Write as _;
 use tokio::io::AsyncRead;
 use tokio::time::Instant;
 use tokio_stream::StreamExt as _;
-use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
+use tokio_util::codec::FramedRead;
 
 /// Longest line forwarded whole.
 pub const MAX_LINE: usize = 4096;
@@ -25,28 +23,8 @@ pub const BURST: f64 = 200.0;
 pub const LINES_PER_SECOND: f64 = 50.0;
 
 /// Text from outside (a plugin, an agent, a client), made safe for a log
-/// line: control characters (newline, ESC, ...) are escaped as `\u{..}`
-/// and the text is cut at `max_chars`. Allocates only when it must.
-#[must_use]
-pub fn log_safe(text: &str, max_chars: usize) -> Cow<'_, str> {
-    let clean = text.len() <= max_chars && !text.chars().any(char::is_control);
-    if clean {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len().min(max_chars * 2));
-    for (i, c) in text.chars().enumerate() {
-        if i == max_chars {
-            out.push('…');
-            break;
-        }
-        if c.is_control() {
-            let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
-}
+/// line: the one escaping rule of `toolhost_base::text`.
+pub use toolhost_base::text::escaped as log_safe;
 
 /// Printable ASCII only (for short quotes in error messages).
 pub(crate) fn printable(text: &str, max_chars: usize) -> String {
@@ -109,45 +87,85 @@ fn suppressed_line(plugin: &str, stream: &str, suppressed: u64) {
     );
 }
 
-/// Lines, where a line over [`MAX_LINE`] is an item (`None`) rather than
-/// an error: `FramedRead` ends its stream after any decoder error, and a
-/// reader that stops would leave the plugin writing into a closed pipe.
-struct Lines(LinesCodec);
+/// Lines of bytes, whatever they hold: a line over [`MAX_LINE`] is the item
+/// `None` (its bytes are skipped up to the next newline), and bytes that
+/// are not UTF-8 are decoded lossily. No input ends the stream: a reader
+/// that stopped would leave the plugin writing into a closed pipe, and a
+/// plugin that does not ignore `SIGPIPE` would die of it.
+#[derive(Debug, Default)]
+struct Lines {
+    /// Inside a line that was too long: skipping to its newline.
+    skipping: bool,
+}
 
 impl tokio_util::codec::Decoder for Lines {
     type Item = Option<String>;
-    type Error = LinesCodecError;
+    type Error = std::io::Error;
 
     fn decode(
         &mut self,
         src: &mut tokio_util::bytes::BytesMut,
     ) -> Result<Option<Self::Item>, Self::Error> {
-        too_long_is_an_item(self.0.decode(src))
+        loop {
+            let newline = memchr::memchr(b'\n', src);
+            if self.skipping {
+                match newline {
+                    Some(at) => {
+                        let _ = src.split_to(at + 1);
+                        self.skipping = false;
+                        continue;
+                    }
+                    None => {
+                        src.clear();
+                        return Ok(None);
+                    }
+                }
+            }
+            return Ok(match newline {
+                Some(at) if at <= MAX_LINE => {
+                    let line = src.split_to(at + 1);
+                    Some(Some(text_of(&line[..at])))
+                }
+                Some(at) => {
+                    let _ = src.split_to(at + 1);
+                    Some(None)
+                }
+                None if src.len() > MAX_LINE => {
+                    src.clear();
+                    self.skipping = true;
+                    Some(None)
+                }
+                None => None,
+            });
+        }
     }
 
     fn decode_eof(
         &mut self,
         src: &mut tokio_util::bytes::BytesMut,
     ) -> Result<Option<Self::Item>, Self::Error> {
-        too_long_is_an_item(self.0.decode_eof(src))
+        if let Some(item) = self.decode(src)? {
+            return Ok(Some(item));
+        }
+        if src.is_empty() || self.skipping {
+            src.clear();
+            return Ok(None);
+        }
+        let rest = src.split();
+        Ok(Some(Some(text_of(&rest))))
     }
 }
 
-/// A line over the limit becomes the item `None` instead of an error.
-fn too_long_is_an_item(
-    decoded: Result<Option<String>, LinesCodecError>,
-) -> Result<Option<Option<String>>, LinesCodecError> {
-    match decoded {
-        Ok(line) => Ok(line.map(Some)),
-        Err(LinesCodecError::MaxLineLengthExceeded) => Ok(Some(None)),
-        Err(e) => Err(e),
-    }
+/// A line's text: lossy UTF-8, without a trailing carriage return.
+fn text_of(bytes: &[u8]) -> String {
+    let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// Forwards every line of `reader` until EOF. It reads to the end even
 /// when lines are dropped, so the plugin never writes into a closed pipe.
 pub(crate) async fn forward(plugin: String, stream: &'static str, reader: impl AsyncRead + Unpin) {
-    let mut lines = FramedRead::new(reader, Lines(LinesCodec::new_with_max_length(MAX_LINE)));
+    let mut lines = FramedRead::new(reader, Lines::default());
     let mut bucket = Bucket::new(BURST, LINES_PER_SECOND);
     let mut suppressed = 0u64;
     loop {
@@ -218,6 +236,7 @@ fn structured(line: &str) -> Option<(Option<&'static str>, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::borrow::Cow;
 
     #[test]
     fn json_lines_keep_their_level() {
@@ -240,6 +259,53 @@ mod tests {
             "a\\u{a}INFO forged\\u{1b}[31m"
         );
         assert_eq!(log_safe("abcdef", 3), "abc…");
+    }
+
+    /// Every line of `input`, as the forwarder reads it.
+    fn lines_of(input: &[u8]) -> Vec<Option<String>> {
+        use tokio_util::codec::Decoder as _;
+        let mut codec = Lines::default();
+        let mut buf = tokio_util::bytes::BytesMut::from(input);
+        let mut out = Vec::new();
+        while let Some(item) = codec.decode_eof(&mut buf).unwrap() {
+            out.push(item);
+        }
+        out
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_a_line_and_reading_goes_on() {
+        assert_eq!(
+            lines_of(b"\xff\xfe broken\nMARKER after\n"),
+            vec![
+                Some("\u{fffd}\u{fffd} broken".to_owned()),
+                Some("MARKER after".to_owned())
+            ]
+        );
+        // A last line without a newline, and a carriage return.
+        assert_eq!(
+            lines_of(b"a\r\nb"),
+            vec![Some("a".to_owned()), Some("b".to_owned())]
+        );
+    }
+
+    #[test]
+    fn a_line_over_the_limit_is_one_dropped_item_and_the_next_line_survives() {
+        let mut input = vec![b'x'; MAX_LINE * 3];
+        input.extend_from_slice(b"\nnext\n");
+        assert_eq!(lines_of(&input), vec![None, Some("next".to_owned())]);
+        // Fed in pieces, as a pipe delivers it.
+        use tokio_util::codec::Decoder as _;
+        let mut codec = Lines::default();
+        let mut buf = tokio_util::bytes::BytesMut::new();
+        let mut out = Vec::new();
+        for piece in input.chunks(1000) {
+            buf.extend_from_slice(piece);
+            while let Some(item) = codec.decode(&mut buf).unwrap() {
+                out.push(item);
+            }
+        }
+        assert_eq!(out, vec![None, Some("next".to_owned())]);
     }
 
     #[test]

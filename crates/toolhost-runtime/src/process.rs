@@ -153,6 +153,8 @@ pub(crate) struct Running {
     pub jail: Option<Jail>,
     /// Answers the process's `listen()` calls while it lives.
     _listen: Option<toolhost_sandbox::listen::ListenSupervisor>,
+    /// Its data directory's quota, as applied at this start.
+    pub disk: Option<toolhost_sandbox::disk::Quota>,
     /// Its place among the daemon's plugin processes, until dropped.
     pub _leader: Leader,
 }
@@ -230,14 +232,7 @@ fn write_config(sockets: &SocketDir, config: &crate::spec::Delivered) -> std::io
 /// link), in the 0700 socket directory that only this process is told
 /// about.
 fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)?;
-    f.write_all(bytes)
+    toolhost_base::files::create_private(path, bytes)
 }
 
 /// Starts the plugin and waits until it is healthy, or fails having killed
@@ -247,6 +242,10 @@ pub(crate) async fn start(spec: &PluginSpec, leaders: &Leaders) -> Result<Runnin
         dir: spec.data_dir.display().to_string(),
         source,
     })?;
+    // Before the hand-over: a quota is on the directory, whoever owns it.
+    let disk = spec.sandbox.disk_bytes.map(|bytes| {
+        toolhost_sandbox::disk::Quota::apply(&spec.data_dir, bytes, spec.disk_image.as_deref())
+    });
     let sockets = SocketDir::create().map_err(StartError::SocketDir)?;
     if let Some(config) = &spec.config {
         write_config(&sockets, config).map_err(StartError::SocketDir)?;
@@ -292,6 +291,7 @@ pub(crate) async fn start(spec: &PluginSpec, leaders: &Leaders) -> Result<Runnin
             dir: &spec.dir,
             command: &spec.command,
             data_dir: &spec.data_dir,
+            data_writable: spec.data_writable,
             socket_dir: sockets.path(),
         },
     )
@@ -314,6 +314,7 @@ pub(crate) async fn start(spec: &PluginSpec, leaders: &Leaders) -> Result<Runnin
             _sockets: sockets,
             jail: confinement.jail,
             _listen: confinement.listen,
+            disk,
             _leader: leader,
         }),
         Err(e) => {
@@ -323,18 +324,16 @@ pub(crate) async fn start(spec: &PluginSpec, leaders: &Leaders) -> Result<Runnin
     }
 }
 
-/// The plugin's data directory: 0700 whatever the umask (it holds what
-/// agents sent), and so is the data root above it.
+/// The plugin's data directory, and the data root above it: private
+/// whatever the umask (they hold what agents sent), by the one rule of
+/// `toolhost_base::files`, which never takes away the search bit the
+/// `[sandbox] user` hand-over gave the root: a start of one plugin must
+/// not lock the others' account out of their data.
 fn data_dir(dir: &std::path::Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
     if let Some(root) = dir.parent() {
-        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700))?;
+        toolhost_base::files::private_dir(root)?;
     }
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+    toolhost_base::files::private_dir(dir)
 }
 
 async fn handshake_and_connect(

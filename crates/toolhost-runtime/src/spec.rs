@@ -27,6 +27,14 @@ pub struct PluginSpec {
     pub startup_timeout: Duration,
     /// The plugin's own data directory, created before start.
     pub data_dir: PathBuf,
+    /// Whether it may write there: `false` only while it is over a disk
+    /// quota the kernel does not hold (it may still read, delete and
+    /// truncate).
+    pub data_writable: bool,
+    /// The ext4 image that is the data directory's own file system, when
+    /// the operator holds quotas that way (`[sandbox] disk_quota =
+    /// "image"`, a root daemon).
+    pub disk_image: Option<PathBuf>,
     /// The plugin protocol version to offer and then speak (1 or 2): the
     /// manifest's `runtime.protocol`.
     pub protocol: u32,

@@ -102,6 +102,8 @@ pub struct PluginState {
     /// What the current process says it implements, when it says
     /// (asked once per start, before it is ready).
     pub described: Option<crate::client::Described>,
+    /// Its data directory's quota, as the current process started with it.
+    pub disk: Option<toolhost_sandbox::disk::Quota>,
 }
 
 enum Command {
@@ -210,6 +212,7 @@ pub(crate) fn supervise_among(
         last_error: None,
         client: None,
         described: None,
+        disk: None,
     });
     let (ctx, crx) = mpsc::unbounded_channel();
     let (id, version, declared) = (spec.id.clone(), spec.version.clone(), spec.tools.clone());
@@ -433,7 +436,11 @@ impl Supervisor {
                 );
             }
         }
-        self.state.send_modify(|s| s.described = described);
+        let disk = running.disk.clone();
+        self.state.send_modify(|s| {
+            s.described = described;
+            s.disk = disk;
+        });
         self.publish(Phase::Ready, Some(running.pid), Some(client), None);
         tracing::info!(plugin = %self.spec.id, pid = running.pid, "plugin ready");
 

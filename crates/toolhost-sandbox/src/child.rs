@@ -48,6 +48,9 @@ pub struct Prepared {
     ruleset: Option<OwnedFd>,
     /// Rights on the plugin's own `/proc/<pid>`, added in the child.
     proc_self: u64,
+    /// `SIGXFSZ` ignored, so a write past `RLIMIT_FSIZE` fails with
+    /// `EFBIG` instead of killing the plugin.
+    ignore_file_size_signal: bool,
     jail: Option<Jail>,
 }
 
@@ -93,13 +96,13 @@ impl Prepared {
             drop_capabilities: policy.drop_capabilities,
             run_as: policy.run_as.as_ref().map(|r| (r.uid, r.gid)),
             // Where no filter can be made, the report says what is open.
-            seccomp: policy
-                .network
-                .as_ref()
-                .and_then(|n| crate::seccomp::network_filter(n).ok()),
+            seccomp: crate::seccomp::filter(policy.network.as_ref(), policy.disk_bytes.is_some())
+                .ok()
+                .flatten(),
+            ignore_file_size_signal: policy.disk_bytes.is_some(),
             ..Self::default()
         };
-        if p.seccomp.is_some() {
+        if p.seccomp.is_some() && policy.network.is_some() {
             // Granted network means TCP sockets exist, and one could
             // listen unbound: the daemon answers each listen().
             let supervise = policy
@@ -120,6 +123,9 @@ impl Prepared {
         }
         if let Some(n) = policy.open_files {
             p.rlimits.push((libc::RLIMIT_NOFILE, n));
+        }
+        if let Some(b) = policy.disk_bytes {
+            p.rlimits.push((libc::RLIMIT_FSIZE, b));
         }
         if let Some(n) = policy.processes {
             match &k.pids {
@@ -165,7 +171,7 @@ impl Prepared {
             .guard
             .as_ref()
             .and_then(|g| g.channel.as_ref())
-            .and_then(|(parent, _)| crate::listen::ListenSupervisor::start(parent));
+            .and_then(|(parent, _)| crate::listen::ListenSupervisor::start(parent, self.run_as));
         Confinement {
             jail: self.jail,
             listen,
@@ -190,7 +196,11 @@ impl Prepared {
             )
         });
         let proc_self = self.proc_self;
+        let ignore_file_size_signal = self.ignore_file_size_signal;
         move || {
+            if ignore_file_size_signal {
+                ignore_sigxfsz()?;
+            }
             apply(&rlimits, procs.as_ref())?;
             if drop_capabilities {
                 // Needs CAP_SETPCAP, which the switch of user gives up.
@@ -285,6 +295,18 @@ fn apply(
                 return fail();
             }
         }
+    }
+    Ok(())
+}
+
+/// In the child: `SIGXFSZ` ignored (an ignored signal stays ignored across
+/// exec).
+#[allow(unsafe_code)]
+fn ignore_sigxfsz() -> std::io::Result<()> {
+    // SAFETY: signal(2) is one system call (rt_sigaction) with a constant
+    // handler; it allocates nothing and takes no lock.
+    if unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) } == libc::SIG_ERR {
+        return Err(std::io::Error::last_os_error());
     }
     Ok(())
 }

@@ -23,6 +23,8 @@ pub(crate) const FS_EXECUTE: u64 = 1 << 0;
 pub(crate) const FS_WRITE_FILE: u64 = 1 << 1;
 pub(crate) const FS_READ_FILE: u64 = 1 << 2;
 pub(crate) const FS_READ_DIR: u64 = 1 << 3;
+pub(crate) const FS_REMOVE_DIR: u64 = 1 << 4;
+pub(crate) const FS_REMOVE_FILE: u64 = 1 << 5;
 pub(crate) const FS_MAKE_CHAR: u64 = 1 << 6;
 pub(crate) const FS_MAKE_BLOCK: u64 = 1 << 11;
 pub(crate) const FS_REFER: u64 = 1 << 13;
@@ -205,7 +207,14 @@ pub(crate) fn ruleset(
         rules.extend(DEVICES.iter().map(|p| (PathBuf::from(p), device)));
         rules.push((own.dir.to_path_buf(), read));
         rules.push((own.command.to_path_buf(), read));
-        rules.push((own.data_dir.to_path_buf(), writable));
+        // Over its quota (measured, not held by the kernel) a plugin may
+        // still read, delete and truncate its data: what gets it back.
+        let data = if own.data_writable {
+            writable
+        } else {
+            read | FS_REMOVE_DIR | FS_REMOVE_FILE | FS_TRUNCATE
+        };
+        rules.push((own.data_dir.to_path_buf(), data));
         rules.push((own.socket_dir.to_path_buf(), writable));
         for r in extra {
             let access = match r.access {

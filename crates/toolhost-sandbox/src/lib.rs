@@ -35,6 +35,7 @@
 pub mod account;
 pub mod cgroup;
 pub mod child;
+pub mod disk;
 mod kernel;
 mod landlock;
 pub mod listen;

@@ -19,6 +19,17 @@
 //!    another thread of the plugin could put a TCP socket under the same
 //!    descriptor number.
 //!
+//! The kernel stamps a listener with the credentials of whoever called
+//! `listen()`, and a client's `SO_PEERCRED` reads them. So the answering
+//! thread takes the plugin's account for the call (its effective user and
+//! group, and no supplementary group: per thread, by the raw system
+//! calls, so no other thread of the daemon changes), and a client of a
+//! plugin run as `[sandbox] user` sees that account, not root. The pid it
+//! sees is the daemon's: only a thread of the plugin's process could put
+//! its own there, and letting the plugin's call continue is what the
+//! check above must not do (docs/PROTOCOL.md §3 says what a client may
+//! rely on).
+//!
 //! Anything that goes wrong on the daemon's side refuses the call. The same
 //! filter also refuses the x32 system-call numbers on x86-64, a second
 //! system-call table the network filter's rules do not cover.
@@ -156,15 +167,64 @@ pub struct ListenSupervisor {
 
 impl ListenSupervisor {
     /// Takes the notification descriptor the child sent over `channel` and
-    /// starts answering. `None` when the child sent none (it failed before
-    /// `exec`).
-    pub(crate) fn start(channel: &std::os::unix::net::UnixStream) -> Option<Self> {
+    /// starts answering, listening as `account` (`(uid, gid)`, the
+    /// plugin's when it runs as another user). `None` when the child sent
+    /// none (it failed before `exec`).
+    pub(crate) fn start(
+        channel: &std::os::unix::net::UnixStream,
+        account: Option<(u32, u32)>,
+    ) -> Option<Self> {
         let notify = receive_fd(channel)?;
         let thread = std::thread::Builder::new()
             .name("plugin-listen".into())
-            .spawn(move || serve(&notify))
+            .spawn(move || serve(&notify, account))
             .ok()?;
         Some(Self { _thread: thread })
+    }
+}
+
+/// This thread's effective user and group, and its supplementary groups,
+/// changed for the length of one call and put back (raw system calls:
+/// the C library's wrappers would change every thread of the daemon).
+struct AsAccount {
+    groups: Vec<libc::gid_t>,
+}
+
+impl AsAccount {
+    /// Takes `(uid, gid)` as this thread's effective account; `None` if
+    /// the switch failed (nothing is left half changed).
+    #[allow(unsafe_code)]
+    fn take(uid: u32, gid: u32) -> Option<Self> {
+        let mut groups = vec![0 as libc::gid_t; 256];
+        // SAFETY: getgroups writes at most `len` gids into the buffer.
+        let n = unsafe { libc::syscall(libc::SYS_getgroups, groups.len(), groups.as_mut_ptr()) };
+        groups.truncate(usize::try_from(n).ok()?);
+        let keep: libc::c_long = -1;
+        // SAFETY: each call is one system call on integers (setgroups
+        // reads one gid from a local); they change this thread only.
+        let switched = unsafe {
+            let one = [gid];
+            libc::syscall(libc::SYS_setgroups, 1usize, one.as_ptr()) == 0
+                && libc::syscall(libc::SYS_setresgid, keep, gid, keep) == 0
+                && libc::syscall(libc::SYS_setresuid, keep, uid, keep) == 0
+        };
+        let me = Self { groups };
+        if switched { Some(me) } else { None }
+    }
+}
+
+impl Drop for AsAccount {
+    #[allow(unsafe_code)]
+    fn drop(&mut self) {
+        let keep: libc::c_long = -1;
+        // SAFETY: as in `take`. The saved ids are still root's, so the
+        // effective ones come back; then the groups, which need the
+        // capability that root's effective id restores.
+        unsafe {
+            libc::syscall(libc::SYS_setresuid, keep, 0, keep);
+            libc::syscall(libc::SYS_setresgid, keep, 0, keep);
+            libc::syscall(libc::SYS_setgroups, self.groups.len(), self.groups.as_ptr());
+        }
     }
 }
 
@@ -188,7 +248,7 @@ fn receive_fd(channel: &std::os::unix::net::UnixStream) -> Option<OwnedFd> {
 
 /// Answers notifications until every process under the filter is gone.
 #[allow(unsafe_code)]
-fn serve(notify: &OwnedFd) {
+fn serve(notify: &OwnedFd, account: Option<(u32, u32)>) {
     use rustix::event::{PollFd, PollFlags, poll};
     loop {
         let mut fds = [PollFd::new(notify, PollFlags::IN)];
@@ -217,7 +277,9 @@ fn serve(notify: &OwnedFd) {
             continue;
         }
         // `error` is the negated errno the call fails with; 0 returns `val`.
-        let error = decide(notify, &request).err().map_or(0, |errno| -errno);
+        let error = decide(notify, &request, account)
+            .err()
+            .map_or(0, |errno| -errno);
         let mut response = libc::seccomp_notif_resp {
             id: request.id,
             val: 0,
@@ -239,7 +301,11 @@ fn serve(notify: &OwnedFd) {
 /// The answer to one `listen(fd, backlog)`: done by the daemon on the
 /// plugin's socket, or the errno to refuse it with.
 #[allow(unsafe_code)]
-fn decide(notify: &OwnedFd, request: &libc::seccomp_notif) -> Result<(), i32> {
+fn decide(
+    notify: &OwnedFd,
+    request: &libc::seccomp_notif,
+    account: Option<(u32, u32)>,
+) -> Result<(), i32> {
     let fd = i32::try_from(request.data.args[0]).map_err(|_| libc::EBADF)?;
     // The backlog is an int; the kernel caps it at somaxconn.
     let backlog =
@@ -276,6 +342,11 @@ fn decide(notify: &OwnedFd, request: &libc::seccomp_notif) -> Result<(), i32> {
         );
         return Err(libc::EACCES);
     }
+    // The listener carries the plugin's account, not the daemon's.
+    let _as = match account {
+        Some((uid, gid)) => Some(AsAccount::take(uid, gid).ok_or(libc::EACCES)?),
+        None => None,
+    };
     rustix::net::listen(socket.as_fd(), backlog).map_err(|e| e.raw_os_error())
 }
 

@@ -28,6 +28,10 @@ pub enum Rule {
     OpenFiles,
     /// The limit on processes and threads.
     Processes,
+    /// The size of the plugin's data directory (a project quota where the
+    /// file system has them; measured elsewhere), and of any one file it
+    /// writes (`RLIMIT_FSIZE`).
+    Disk,
     /// Landlock's file-system rules.
     Filesystem,
     /// Landlock's TCP rules.
@@ -42,13 +46,14 @@ pub enum Rule {
 
 impl Rule {
     /// Every rule, in the order a report lists them.
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 11] = [
         Self::NoNewPrivs,
         Self::Capabilities,
         Self::User,
         Self::Memory,
         Self::OpenFiles,
         Self::Processes,
+        Self::Disk,
         Self::Filesystem,
         Self::Network,
         Self::Signals,
@@ -57,12 +62,13 @@ impl Rule {
 
     /// The rules an operator may turn off for one plugin
     /// (`[plugin.<id>] sandbox_off`).
-    pub const SWITCHABLE: [Self; 7] = [
+    pub const SWITCHABLE: [Self; 8] = [
         Self::NoNewPrivs,
         Self::Capabilities,
         Self::Memory,
         Self::OpenFiles,
         Self::Processes,
+        Self::Disk,
         Self::Filesystem,
         Self::Network,
     ];
@@ -77,6 +83,7 @@ impl Rule {
             Self::Memory => "memory",
             Self::OpenFiles => "open_files",
             Self::Processes => "processes",
+            Self::Disk => "disk",
             Self::Filesystem => "filesystem",
             Self::Network => "network",
             Self::Signals => "signals",
@@ -145,6 +152,8 @@ pub struct SandboxPolicy {
     pub open_files: Option<u64>,
     /// Limit on processes and threads together.
     pub processes: Option<u64>,
+    /// The data directory's quota, and the largest file, in bytes.
+    pub disk_bytes: Option<u64>,
     /// The file system rule: the paths allowed besides the plugin's own
     /// directories (added by the runtime) and the system's read-only ones.
     /// `None`: the rule is off and the plugin sees what the daemon sees.
@@ -175,8 +184,11 @@ pub struct Own<'a> {
     pub dir: &'a Path,
     /// Its command (read and execute).
     pub command: &'a Path,
-    /// Its data directory (everything).
+    /// Its data directory: everything, or (over its disk quota, where
+    /// no kernel quota holds it) read, remove and truncate only.
     pub data_dir: &'a Path,
+    /// Whether it may write its data directory (see `data_dir`).
+    pub data_writable: bool,
     /// Its socket directory (everything).
     pub socket_dir: &'a Path,
 }

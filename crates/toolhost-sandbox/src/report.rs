@@ -145,6 +145,19 @@ pub fn enforcement(policy: &SandboxPolicy) -> Vec<RuleStatus> {
             format!("no pids cgroup ({why}), and RLIMIT_NPROC does not bind root"),
         ),
     }
+    match policy.disk_bytes {
+        None => push(Rule::Disk, RuleState::Off, "turned off".into()),
+        // Which of the two holds is known once the data directory is
+        // (`crate::disk::Quota::apply`); the runtime says so per process.
+        Some(b) => push(
+            Rule::Disk,
+            RuleState::Enforced,
+            format!(
+                "data directory {} MiB (a project quota where its file system has them, else measured), and no file larger",
+                b >> 20
+            ),
+        ),
+    }
     match (&policy.filesystem, landlock_for_fs) {
         (None, _) => push(Rule::Filesystem, RuleState::Off, "turned off".into()),
         (Some(_), true) => push(
@@ -274,6 +287,7 @@ mod tests {
             memory_bytes: Some(512 << 20),
             open_files: Some(256),
             processes: Some(32),
+            disk_bytes: Some(64 << 20),
             filesystem: Some(Vec::new()),
             network: Some(NetPolicy::Deny),
             run_as: None,

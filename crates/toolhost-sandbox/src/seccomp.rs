@@ -19,6 +19,9 @@
 //! (DNS needs it). A TCP listener on a socket nobody bound is the second
 //! filter's (`crate::listen`): no rule on a descriptor number can see it.
 //!
+//! The same program carries the disk quota's guard when that rule is on
+//! (`crate::disk`): no call that moves a file out of its quota project.
+//!
 //! The program is compiled in the parent; the child installs it with one
 //! system call (`child.rs`).
 
@@ -60,10 +63,43 @@ fn rule(conditions: Vec<SeccompCondition>) -> Result<SeccompRule, Unavailable> {
     SeccompRule::new(conditions).map_err(|e| Unavailable(e.to_string()))
 }
 
-/// The filter for a plugin under `network`.
-pub(crate) fn network_filter(network: &NetPolicy) -> Result<BpfProgram, Unavailable> {
-    use SeccompCmpOp::{Eq, MaskedEq, Ne};
+/// The filter for a plugin: the network rule's (when `network` is on) and
+/// the disk quota's guard (when `disk`, see `crate::disk`); `None` when
+/// neither rule is on.
+pub(crate) fn filter(
+    network: Option<&NetPolicy>,
+    disk: bool,
+) -> Result<Option<BpfProgram>, Unavailable> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    if let Some(network) = network {
+        network_rules(network, &mut rules)?;
+    }
+    if disk {
+        for (nr, more) in crate::disk::guard_rules().map_err(|e| Unavailable(e.to_string()))? {
+            rules.entry(nr).or_default().extend(more);
+        }
+    }
+    if rules.is_empty() {
+        return Ok(None);
+    }
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EACCES as u32),
+        target()?,
+    )
+    .map_err(|e| Unavailable(e.to_string()))?;
+    BpfProgram::try_from(filter)
+        .map(Some)
+        .map_err(|e| Unavailable(e.to_string()))
+}
+
+/// The network rule's part of the filter.
+fn network_rules(
+    network: &NetPolicy,
+    rules: &mut BTreeMap<i64, Vec<SeccompRule>>,
+) -> Result<(), Unavailable> {
+    use SeccompCmpOp::{Eq, MaskedEq, Ne};
     let mut socket = vec![
         // Any family but the four a runtime uses.
         rule(vec![
@@ -112,14 +148,7 @@ pub(crate) fn network_filter(network: &NetPolicy) -> Result<BpfProgram, Unavaila
     );
     // io_uring makes sockets and sends without the calls above.
     rules.insert(libc::SYS_io_uring_setup, vec![]);
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EACCES as u32),
-        target()?,
-    )
-    .map_err(|e| Unavailable(e.to_string()))?;
-    BpfProgram::try_from(filter).map_err(|e| Unavailable(e.to_string()))
+    Ok(())
 }
 
 #[cfg(test)]
@@ -133,11 +162,17 @@ mod tests {
             NetPolicy::Connect(vec![443]),
             NetPolicy::Any,
         ] {
-            let program = network_filter(&n);
-            assert!(
-                program.as_ref().is_ok_and(|p| !p.is_empty()),
-                "{n:?}: {program:?}"
-            );
+            for disk in [false, true] {
+                let program = filter(Some(&n), disk);
+                assert!(
+                    program
+                        .as_ref()
+                        .is_ok_and(|p| p.as_ref().is_some_and(|p| !p.is_empty())),
+                    "{n:?}: {program:?}"
+                );
+            }
         }
+        assert!(matches!(filter(None, false), Ok(None)));
+        assert!(matches!(filter(None, true), Ok(Some(_))));
     }
 }

@@ -148,13 +148,13 @@ pub async fn run(args: CallArgs) -> Result<ExitCode> {
         Some(text) => match serde_json::from_str::<serde_json::Value>(text) {
             Ok(serde_json::Value::Object(map)) => Some(map),
             Ok(_) => {
-                eprintln!(
+                errln!(
                     "toolhost call: the arguments must be a JSON object, like '{{\"text\": \"hi\"}}'"
                 );
                 return Ok(ExitCode::from(2));
             }
             Err(e) => {
-                eprintln!("toolhost call: the arguments are not valid JSON: {e}");
+                errln!("toolhost call: the arguments are not valid JSON: {e}");
                 return Ok(ExitCode::from(2));
             }
         },
@@ -165,7 +165,7 @@ pub async fn run(args: CallArgs) -> Result<ExitCode> {
         (Some(text), _) => match serde_json::from_str::<Value>(text) {
             Ok(Value::Object(m)) => Answering::With(m),
             _ => {
-                eprintln!(
+                errln!(
                     "toolhost call: --answer must be a JSON object, like '{{\"confirm\": true}}'"
                 );
                 return Ok(ExitCode::from(2));
@@ -203,17 +203,17 @@ pub async fn run(args: CallArgs) -> Result<ExitCode> {
             // happened in words instead.
             let detail = e.to_string();
             if detail.contains("Auth required") || detail.contains("401") {
-                eprintln!(
+                errln!(
                     "toolhost call: the token was refused (401 Unauthorized); check --token or TOOLHOST_TOKEN"
                 );
             } else if detail.contains("error sending request") {
-                eprintln!(
+                errln!(
                     "toolhost call: nothing answers at {} (is `toolhost serve --http` running?)",
                     args.url
                 );
             } else {
                 let reason = detail.rsplit("error: ").next().unwrap_or(&detail);
-                eprintln!("toolhost call: {} refused the session: {reason}", args.url);
+                errln!("toolhost call: {} refused the session: {reason}", args.url);
             }
             return Ok(ExitCode::from(1));
         }
@@ -244,7 +244,7 @@ pub async fn run(args: CallArgs) -> Result<ExitCode> {
     };
     let is_error = result.is_error.unwrap_or(false);
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&result)?);
+        outjson!(serde_json::to_string_pretty(&result)?);
     } else {
         for c in &result.content {
             outln!("{}", render(c));

@@ -55,7 +55,7 @@ impl rmcp::ClientHandler for CallClient {
     ) {
         let of = p.total.map(|t| format!("/{t}")).unwrap_or_default();
         let message = p.message.map(|m| format!(" {m}")).unwrap_or_default();
-        eprintln!("[progress {}{of}]{message}", p.progress);
+        errln!("[progress {}{of}]{message}", p.progress);
     }
 
     async fn on_logging_message(
@@ -75,7 +75,7 @@ impl rmcp::ClientHandler for CallClient {
             },
             other => other.to_string(),
         };
-        eprintln!("[{level}] {text}");
+        errln!("[{level}] {text}");
     }
 
     async fn create_elicitation(
@@ -99,7 +99,7 @@ impl CallClient {
         else {
             return ElicitResult::new(ElicitationAction::Decline);
         };
-        eprintln!("[question] {message}");
+        errln!("[question] {message}");
         let answer = match &self.answering {
             Answering::With(values) => Some(values.clone()),
             Answering::Decline => None,
@@ -116,7 +116,7 @@ impl CallClient {
                 ElicitResult::new(ElicitationAction::Accept).with_content(Value::Object(values))
             }
             None => {
-                eprintln!("[question] declined");
+                errln!("[question] declined");
                 ElicitResult::new(ElicitationAction::Decline)
             }
         }
@@ -128,7 +128,7 @@ impl CallClient {
 /// question with no fields).
 fn ask_on_terminal(schema: &Value) -> Option<Map<String, Value>> {
     let read = |prompt: &str| -> Option<String> {
-        eprint!("{prompt}");
+        err!("{prompt}");
         let mut line = String::new();
         match std::io::stdin().read_line(&mut line) {
             Ok(0) | Err(_) => None,

@@ -33,11 +33,11 @@ pub async fn call(
     {
         CallToolResponse::Task(created) => {
             let id = created.task.task_id;
-            eprintln!("[task {id}] created; `--task-id {id}` follows it from another terminal");
+            errln!("[task {id}] created; `--task-id {id}` follows it from another terminal");
             follow(client, &id).await
         }
         CallToolResponse::Complete(result) => {
-            eprintln!("[task] {name} ran directly (its manifest does not allow tasks)");
+            errln!("[task] {name} ran directly (its manifest does not allow tasks)");
             Ok(Some(result))
         }
         CallToolResponse::InputRequired(_) => {
@@ -67,7 +67,7 @@ pub async fn follow(client: &Client, id: &str) -> Result<Option<CallToolResult>>
             None => status,
         };
         if shown.as_deref() != Some(line.as_str()) {
-            eprintln!("[task {id}] {line}");
+            errln!("[task {id}] {line}");
             shown = Some(line);
         }
         match t.task.payload {
@@ -81,7 +81,7 @@ pub async fn follow(client: &Client, id: &str) -> Result<Option<CallToolResult>>
                     .get("message")
                     .and_then(serde_json::Value::as_str)
                     .unwrap_or("no reason given");
-                eprintln!("[task {id}] failed: {message}");
+                errln!("[task {id}] failed: {message}");
                 return Ok(None);
             }
             TaskPayload::Cancelled => return Ok(None),
@@ -109,7 +109,7 @@ pub async fn follow(client: &Client, id: &str) -> Result<Option<CallToolResult>>
                         // again; `--answer` would only be refused again, so
                         // the task is cancelled rather than left waiting.
                         Err(e) => {
-                            eprintln!("[task {id}] the answer was refused: {e}");
+                            errln!("[task {id}] the answer was refused: {e}");
                             if !matches!(client.service().answering, Answering::Terminal) {
                                 return cancel(client, id).await;
                             }
@@ -139,6 +139,6 @@ async fn cancel(client: &Client, id: &str) -> Result<Option<CallToolResult>> {
         .cancel_task(CancelTaskParams::new(id))
         .await
         .context("tasks/cancel failed")?;
-    eprintln!("[task {id}] cancelled");
+    errln!("[task {id}] cancelled");
     Ok(None)
 }

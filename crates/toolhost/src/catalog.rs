@@ -74,7 +74,7 @@ pub async fn catalog(t: &Target, cmd: &CatalogCommand) -> Result<ExitCode> {
                 .into_inner();
             let snap = snapshot_from_proto(snap)
                 .map_err(|p| anyhow::anyhow!("unreadable catalog: {p:?}"))?;
-            outln!("{}", serde_json::to_string_pretty(&snap)?);
+            outjson!(serde_json::to_string_pretty(&snap)?);
             Ok(ExitCode::SUCCESS)
         }
         CatalogCommand::Push { file, .. } => {
@@ -101,17 +101,14 @@ pub async fn catalog(t: &Target, cmd: &CatalogCommand) -> Result<ExitCode> {
                     .iter()
                     .map(|d| serde_json::json!({ "tool": d.tool, "reason": d.reason }))
                     .collect();
-                outln!(
-                    "{}",
-                    serde_json::json!({
-                        "outcome": word,
-                        "offered": { "generation": snap.generation, "epoch": snap.epoch, "revision": snap.revision },
-                        "generation": r.generation,
-                        "revision": r.revision,
-                        "reasons": r.reasons,
-                        "defects": defects,
-                    })
-                );
+                outjson!(serde_json::json!({
+                    "outcome": word,
+                    "offered": { "generation": snap.generation, "epoch": snap.epoch, "revision": snap.revision },
+                    "generation": r.generation,
+                    "revision": r.revision,
+                    "reasons": r.reasons,
+                    "defects": defects,
+                }));
             } else {
                 outln!(
                     "{word}: offered generation {} epoch {} revision {}; now generation {} revision {}",

@@ -58,7 +58,7 @@ fn hints(a: &Annotations) -> String {
 
 pub fn run(args: &CheckArgs) -> Result<ExitCode> {
     if !naming::is_valid_prefix(&args.prefix) {
-        eprintln!(
+        errln!(
             "toolhost check: --prefix must be 1 to 16 lowercase letters and digits, starting with a letter"
         );
         return Ok(ExitCode::from(2));
@@ -126,10 +126,7 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
                 .map(|p| json!({ "file": p.file, "tool": p.tool, "rule": p.rule.code(), "message": p.message }))
                 .chain(config_problems.iter().map(|p| json!({ "file": args.config, "rule": "config", "message": p })))
                 .collect();
-            outln!(
-                "{}",
-                json!({ "valid": valid, "plugins": plugins, "problems": problems })
-            );
+            outjson!(json!({ "valid": valid, "plugins": plugins, "problems": problems }));
         }
         Format::Text => {
             for m in &set.plugins {
@@ -159,10 +156,10 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
                 }
             }
             for p in &problems {
-                eprintln!("error: {p}");
+                errln!("error: {p}");
             }
             for p in &config_problems {
-                eprintln!("error: {p}");
+                errln!("error: {p}");
             }
             if valid {
                 let tools: usize = set.plugins.iter().map(|m| m.tools.len()).sum();
@@ -171,7 +168,7 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
                     outln!("ok: {}", file.display());
                 }
             } else {
-                eprintln!(
+                errln!(
                     "{} problem(s) found",
                     problems.len() + config_problems.len()
                 );
@@ -243,7 +240,7 @@ fn start_and_describe(plugins: &[toolhost_manifest::Manifest]) -> Result<Vec<Str
     let mut problems = Vec::new();
     for m in plugins {
         if m.config.iter().any(|c| c.required && c.default.is_none()) {
-            eprintln!("{}: needs configuration to start; not started", m.id);
+            errln!("{}: needs configuration to start; not started", m.id);
             continue;
         }
         let mut spec = toolhost_lifecycle::plugin_spec(m, &scratch);
@@ -321,7 +318,7 @@ fn start_and_describe(plugins: &[toolhost_manifest::Manifest]) -> Result<Vec<Str
             ));
         }
         if !undeclared.is_empty() {
-            eprintln!(
+            errln!(
                 "warning: {}: its code implements tools plugin.toml does not declare, which no agent can call: {}",
                 m.id,
                 undeclared.join(", ")

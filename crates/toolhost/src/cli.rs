@@ -153,7 +153,7 @@ pub fn run(cli: Cli) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("toolhost: {e:#}");
+            errln!("toolhost: {e:#}");
             ExitCode::from(1)
         }
     }

@@ -1,11 +1,11 @@
 //! The configuration file (TOML). Flags override it. Unknown keys are
 //! errors: a misspelt setting must not silently fall back to a default.
 
+pub use crate::sandboxing::{PluginConfig, SandboxFile};
 use anyhow::{Context as _, Result, bail};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use toolhost_lifecycle::settings::{Operator, OperatorFile, RawValue, SandboxConfig};
 use toolhost_runtime::SupervisorConfig;
 
 #[derive(Debug, Default, Deserialize)]
@@ -127,55 +127,6 @@ pub struct McpFile {
     pub instructions_bytes: Option<usize>,
     /// Serve the built-in `<prefix>_toolhost_find_tools`.
     pub find_tools: Option<bool>,
-}
-
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PluginConfig {
-    /// Variables of the daemon's environment this plugin also gets (its
-    /// environment is otherwise clean).
-    #[serde(default)]
-    pub pass_env: Vec<String>,
-    /// Its `[[config]]` values: plain values inline, secrets as
-    /// `<name>_file` (a file's content) or `<name>_env` (a variable of the
-    /// daemon's environment).
-    #[serde(default)]
-    pub config: toml::Table,
-    /// Capabilities its manifest declares that the operator grants:
-    /// `filesystem`, `network`, `env`.
-    #[serde(default)]
-    pub grant: Vec<String>,
-    /// Sandbox rules turned off for this plugin.
-    #[serde(default)]
-    pub sandbox_off: Vec<String>,
-    /// More paths it may read and execute.
-    #[serde(default)]
-    pub read: Vec<PathBuf>,
-    /// Its SDK exports spans to `[telemetry]`'s collector: it gets the
-    /// collector's address (not toolhost's export headers) and may
-    /// connect to the collector's port, and to no other.
-    #[serde(default)]
-    pub telemetry: bool,
-}
-
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SandboxFile {
-    /// `false` turns the sandbox off for every plugin.
-    pub enabled: Option<bool>,
-    pub default_memory_mb: Option<u64>,
-    pub max_memory_mb: Option<u64>,
-    pub default_open_files: Option<u64>,
-    pub max_open_files: Option<u64>,
-    pub default_processes: Option<u64>,
-    pub max_processes: Option<u64>,
-    /// Paths every plugin may read and execute (interpreters, libraries
-    /// outside the system paths).
-    #[serde(default)]
-    pub read: Vec<PathBuf>,
-    /// The account plugins run as (a root daemon only): a name, a uid, or
-    /// `uid:gid`.
-    pub user: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -383,6 +334,8 @@ pub struct LimitsConfig {
     pub max_archive_bytes: Option<u64>,
     /// Most entries in a plugin archive.
     pub max_archive_entries: Option<u64>,
+    /// Disk space kept for the daemon's own state, MiB.
+    pub state_reserve_mb: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -581,60 +534,6 @@ impl McpFile {
             instructions_bytes,
             find_tools: self.find_tools.unwrap_or(false).then(|| prefix.to_owned()),
         })
-    }
-}
-
-impl SandboxFile {
-    pub(crate) fn resolve(&self) -> Result<SandboxConfig> {
-        let d = SandboxConfig::default();
-        let c = SandboxConfig {
-            enabled: self.enabled.unwrap_or(d.enabled),
-            default_memory_mb: self.default_memory_mb.unwrap_or(d.default_memory_mb),
-            max_memory_mb: self.max_memory_mb.unwrap_or(d.max_memory_mb),
-            default_open_files: self.default_open_files.unwrap_or(d.default_open_files),
-            max_open_files: self.max_open_files.unwrap_or(d.max_open_files),
-            default_processes: self.default_processes.unwrap_or(d.default_processes),
-            max_processes: self.max_processes.unwrap_or(d.max_processes),
-            read: self.read.clone(),
-            user: self
-                .user
-                .as_deref()
-                .map(toolhost_sandbox::account::run_as)
-                .transpose()?,
-        };
-        if c.default_memory_mb < 64 || c.default_open_files < 16 || c.default_processes < 1 {
-            bail!(
-                "[sandbox] defaults are too small to run anything: memory at least 64 MiB, 16 open files, 1 process"
-            );
-        }
-        Ok(c)
-    }
-}
-
-impl PluginConfig {
-    /// The operator's decisions for plugin `id`, every value read from its
-    /// source by the lifecycle's rules (`toolhost_lifecycle::settings::sources`).
-    pub fn operator(&self, id: &str) -> Result<Operator> {
-        let file = OperatorFile {
-            pass_env: self.pass_env.clone(),
-            config: self
-                .config
-                .iter()
-                .map(|(key, v)| {
-                    let raw = match v {
-                        toml::Value::String(s) => RawValue::Text(s.clone()),
-                        toml::Value::Integer(n) => RawValue::Integer(*n),
-                        toml::Value::Boolean(b) => RawValue::Boolean(*b),
-                        _ => RawValue::Other,
-                    };
-                    (key.clone(), raw)
-                })
-                .collect(),
-            grant: self.grant.clone(),
-            sandbox_off: self.sandbox_off.clone(),
-            read: self.read.clone(),
-        };
-        Ok(Operator::from_file(id, &file)?)
     }
 }
 

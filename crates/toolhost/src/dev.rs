@@ -103,25 +103,25 @@ impl DevSession {
     pub fn banner(&self, local: std::net::SocketAddr, admin: &std::path::Path) {
         let url = format!("http://{local}/mcp");
         let default_url = local.ip().is_loopback() && local.port() == 7010;
-        eprintln!(
+        errln!(
             "toolhost: serving {} for development; the token below is bound to surface {:?}",
             self.dir.display(),
             self.surface
         );
         if let Some(base) = &self.venv_base {
-            eprintln!(
+            errln!(
                 "  (for this run the plugin may also read {}, the Python its .venv is built on; an installed plugin may not: `toolhost pack` vendors for the system Python)",
                 base.display()
             );
         }
-        eprintln!("  export TOOLHOST_TOKEN={}", self.token);
+        errln!("  export TOOLHOST_TOKEN={}", self.token);
         if !default_url {
-            eprintln!("  export TOOLHOST_URL={url}");
+            errln!("  export TOOLHOST_URL={url}");
         }
         if let Some(tool) = &self.example_tool {
-            eprintln!("  toolhost call {tool} '{{}}'");
+            errln!("  toolhost call {tool} '{{}}'");
         }
-        eprintln!(
+        errln!(
             "  MCP clients: {url} with `Authorization: Bearer <the token>`; the plugin's state: toolhost status --admin {}",
             admin.display()
         );

@@ -232,7 +232,10 @@ pub fn link_lines(f: &toolhost_proto::admin::FleetLink) {
         );
     }
     if !f.last_error.is_empty() {
-        outln!("          last error: {}", f.last_error);
+        outln!(
+            "          last error: {}",
+            crate::out::one_line(&f.last_error)
+        );
     }
 }
 
@@ -272,6 +275,6 @@ pub fn build_catalog(
     let mut snap =
         toolhost_catalog::Snapshot::from_manifests(prefix, generation, revision, &manifests);
     snap.epoch = epoch;
-    outln!("{}", serde_json::to_string_pretty(&snap)?);
+    outjson!(serde_json::to_string_pretty(&snap)?);
     Ok(ExitCode::SUCCESS)
 }

@@ -25,8 +25,10 @@ mod memory;
 mod new;
 mod ops;
 mod pack;
+mod sandboxing;
 mod serve;
 mod settings;
+mod show;
 mod telemetry;
 
 use clap::Parser as _;

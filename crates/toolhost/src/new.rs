@@ -335,7 +335,7 @@ fn readme(id: &str, build: &str) -> String {
 
 pub fn run(args: &NewArgs) -> Result<ExitCode> {
     if !toolhost_manifest::manifest::is_valid_plugin_id(&args.id) {
-        eprintln!(
+        errln!(
             "toolhost new: {:?} is not a plugin id: 1 to 64 of a-z, 0-9, `.`, `_`, `-`, starting with a letter or digit",
             args.id
         );

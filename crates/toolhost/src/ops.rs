@@ -3,8 +3,11 @@
 
 use crate::config::Config;
 use crate::format::Format;
+use crate::show::{
+    disk_line, one_line_status, plugin_json, plugin_warnings, print_config, print_grants,
+    print_sandbox,
+};
 use anyhow::{Context as _, Result};
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use toolhost_admin::admin as pb;
@@ -127,94 +130,6 @@ fn config_values(args: &[String]) -> Result<std::collections::HashMap<String, St
     Ok(out)
 }
 
-fn print_config(items: &[pb::ConfigItem]) {
-    for i in items {
-        let mut what = i.state.clone();
-        if !i.source.is_empty() && i.source != i.state {
-            what = format!("{what} ({})", i.source);
-        }
-        let kind = if i.secret { " secret" } else { "" };
-        outln!("    config {}{kind}: {what}", i.name);
-        if !i.problem.is_empty() {
-            outln!("      problem: {}", i.problem);
-        }
-    }
-}
-
-/// What the operator should fix, one line each: the configuration file's
-/// problems, and where the running code and the manifest disagree.
-fn plugin_warnings(p: &pb::PluginStatus) -> Vec<String> {
-    let mut out = Vec::new();
-    for problem in &p.config_file_problems {
-        out.push(format!("config file: {problem}"));
-    }
-    if !p.unimplemented_tools.is_empty() {
-        out.push(format!(
-            "tools declared but not implemented: {} (calls to them fail; add a handler or remove them from plugin.toml)",
-            p.unimplemented_tools.join(", ")
-        ));
-    }
-    if !p.undeclared_tools.is_empty() {
-        out.push(format!(
-            "tools implemented but not declared: {} (no agent can call them; declare them in plugin.toml)",
-            p.undeclared_tools.join(", ")
-        ));
-    }
-    out
-}
-
-/// What a plugin asks for, what it is granted, and its sandbox.
-fn print_grants(p: &pb::PluginStatus) {
-    if !p.sdk.is_empty() {
-        outln!("    built on {}", p.sdk);
-    }
-    for line in plugin_warnings(p) {
-        outln!("    {line}");
-    }
-    if !p.missing_config.is_empty() {
-        outln!(
-            "    needs configuration: {} (toolhost plugins config {} NAME=VALUE)",
-            p.missing_config.join(", "),
-            p.id
-        );
-    }
-    for a in &p.asks {
-        if !a.starts_with("config ") {
-            outln!("    {a}");
-        }
-    }
-    if !p.ungranted.is_empty() {
-        outln!(
-            "    not granted: {} (grant = [..] under [plugin.\"{}\"] in the configuration)",
-            p.ungranted.join(", "),
-            p.id
-        );
-    }
-}
-
-fn print_sandbox(p: &pb::PluginStatus) {
-    for r in &p.sandbox {
-        outln!("    sandbox {:<13} {:<13} {}", r.rule, r.state, r.detail);
-    }
-}
-
-fn plugin_json(p: &pb::PluginStatus) -> serde_json::Value {
-    serde_json::json!({
-        "id": p.id, "version": p.version, "origin": p.origin, "enabled": p.enabled, "state": p.state,
-        "pid": p.pid, "restarts": p.restarts, "last_error": p.last_error,
-        "withheld": p.withheld.iter().map(|d| serde_json::json!({ "tool": d.tool, "reason": d.reason })).collect::<Vec<_>>(),
-        "config": p.config.iter().map(|i| serde_json::json!({ "name": i.name, "secret": i.secret, "required": i.required, "state": i.state, "source": i.source, "problem": i.problem })).collect::<Vec<_>>(),
-        "missing_config": p.missing_config,
-        "unimplemented_tools": p.unimplemented_tools,
-        "undeclared_tools": p.undeclared_tools,
-        "sdk": p.sdk,
-        "config_file_problems": p.config_file_problems,
-        "asks": p.asks,
-        "ungranted": p.ungranted,
-        "sandbox": p.sandbox.iter().map(|r| serde_json::json!({ "rule": r.rule, "state": r.state, "detail": r.detail })).collect::<Vec<_>>(),
-    })
-}
-
 /// The id and version of the plugin a directory or `.tar.gz` holds, read
 /// from its `plugin.toml` (at the top, or under one top directory), to
 /// show what was installed. `None` when it cannot be read: the daemon's
@@ -223,24 +138,16 @@ fn plugin_named_by(path: &Path) -> Option<(String, String)> {
     let text = if path.is_dir() {
         std::fs::read_to_string(path.join("plugin.toml")).ok()?
     } else {
-        let file = std::fs::File::open(path).ok()?;
-        let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(file));
-        let mut found = None;
-        for entry in tar.entries().ok()? {
-            let mut entry = entry.ok()?;
-            let entry_path = entry.path().ok()?.into_owned();
-            let depth = entry_path.components().count();
-            if entry_path.file_name().is_some_and(|n| n == "plugin.toml") && depth <= 2 {
-                let mut text = String::new();
-                (&mut entry)
-                    .take(64 * 1024)
-                    .read_to_string(&mut text)
-                    .ok()?;
-                found = Some(text);
-                break;
-            }
-        }
-        found?
+        // Read as the daemon reads an archive: every header bounded.
+        let bytes = toolhost_lifecycle::archive::read_entry(
+            path,
+            toolhost_lifecycle::ArchiveLimits::default(),
+            |p| p.file_name().is_some_and(|n| n == "plugin.toml") && p.components().count() <= 2,
+            toolhost_manifest::manifest::MAX_MANIFEST_BYTES,
+        )
+        .ok()
+        .flatten()?;
+        String::from_utf8(bytes).ok()?
     };
     let table: toml::Table = text.parse().ok()?;
     Some((
@@ -259,6 +166,17 @@ async fn installed_plugins(c: &mut toolhost_admin::Client) -> Result<Vec<pb::Plu
         .map_err(|e| status_error(&e))?
         .into_inner()
         .plugins)
+}
+
+/// [`installed_plugins`] for text output: every field one escaped line.
+async fn installed_plugins_for_text(
+    c: &mut toolhost_admin::Client,
+) -> Result<Vec<pb::PluginStatus>> {
+    Ok(installed_plugins(c)
+        .await?
+        .iter()
+        .map(one_line_status)
+        .collect())
 }
 
 /// Tasks by state, in the order a task goes through them.
@@ -310,7 +228,7 @@ pub async fn tasks(t: &Target, command: Option<TasksCommand>) -> Result<ExitCode
                 serde_json::json!({ "id": e.id, "tool": e.tool, "state": e.state, "owner": e.owner, "age_ms": e.age_ms })
             })
             .collect();
-        outln!("{}", serde_json::Value::Array(rows));
+        outjson!(serde_json::Value::Array(rows));
         return Ok(ExitCode::SUCCESS);
     }
     if list.is_empty() {
@@ -347,20 +265,17 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
     let plugins = installed_plugins(&mut c).await?;
     if t.format == Format::Json {
         let plugins: Vec<_> = plugins.iter().map(plugin_json).collect();
-        outln!(
-            "{}",
-            serde_json::json!({
-                "catalog": { "generation": st.generation, "revision": st.revision, "tools": st.tools, "defects": st.defects, "managed": st.managed, "last_good": st.last_good,
-                    "withheld": st.withheld.iter().map(|d| serde_json::json!({ "tool": d.tool, "reason": d.reason })).collect::<Vec<_>>() },
-                "sessions": st.sessions, "bound_tokens": st.bound_tokens, "admin_socket": st.admin_socket, "plugins": plugins,
-                "tasks": st.tasks,
-                "fleet": st.fleet.as_ref().map(|f| serde_json::json!({
-                    "server": f.server, "bucket": f.bucket, "daemon": f.daemon, "connected": f.connected,
-                    "last_error": f.last_error, "applied_kv_revision": f.applied_kv_revision,
-                    "applied_outcome": f.applied_outcome, "reconnects": f.reconnects, "seconds_in_state": f.seconds_in_state,
-                })),
-            })
-        );
+        outjson!(serde_json::json!({
+            "catalog": { "generation": st.generation, "revision": st.revision, "tools": st.tools, "defects": st.defects, "managed": st.managed, "last_good": st.last_good,
+                "withheld": st.withheld.iter().map(|d| serde_json::json!({ "tool": d.tool, "reason": d.reason })).collect::<Vec<_>>() },
+            "sessions": st.sessions, "bound_tokens": st.bound_tokens, "admin_socket": st.admin_socket, "plugins": plugins,
+            "tasks": st.tasks,
+            "fleet": st.fleet.as_ref().map(|f| serde_json::json!({
+                "server": f.server, "bucket": f.bucket, "daemon": f.daemon, "connected": f.connected,
+                "last_error": f.last_error, "applied_kv_revision": f.applied_kv_revision,
+                "applied_outcome": f.applied_outcome, "reconnects": f.reconnects, "seconds_in_state": f.seconds_in_state,
+            })),
+        }));
         return Ok(ExitCode::SUCCESS);
     }
     let mode = if st.managed && st.last_good {
@@ -380,7 +295,11 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
         crate::fleet::link_lines(f);
     }
     for d in &st.withheld {
-        outln!("          withheld {}: {}", d.tool, d.reason);
+        outln!(
+            "          withheld {}: {}",
+            crate::out::one_line(&d.tool),
+            crate::out::one_line(&d.reason)
+        );
     }
     outln!(
         "sessions  {} listening, {} token(s) bound",
@@ -392,7 +311,7 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
         outln!("admin     {}", st.admin_socket);
     }
     outln!("plugins");
-    for p in plugins {
+    for p in plugins.iter().map(one_line_status) {
         let pid = if p.pid == 0 {
             "-".to_owned()
         } else {
@@ -411,6 +330,9 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
         }
         if !p.missing_config.is_empty() {
             outln!("      needs configuration: {}", p.missing_config.join(", "));
+        }
+        if let Some(d) = p.disk.as_ref().filter(|d| d.over) {
+            outln!("      {}", disk_line(d));
         }
         for line in plugin_warnings(&p) {
             outln!("      {line}");
@@ -449,8 +371,7 @@ pub async fn tools(t: &Target) -> Result<ExitCode> {
             .iter()
             .map(|d| serde_json::json!({ "exposed": d.exposed_name, "plugin": d.plugin_id, "version": d.plugin_version, "local": d.local_name, "surfaces": d.surfaces }))
             .collect();
-        outln!(
-            "{}",
+        outjson!(
             serde_json::json!({ "generation": snap.generation, "revision": snap.revision, "tools": tools })
         );
         return Ok(ExitCode::SUCCESS);
@@ -477,9 +398,9 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
             let plugins = installed_plugins(&mut c).await?;
             if t.format == Format::Json {
                 let v: Vec<_> = plugins.iter().map(plugin_json).collect();
-                outln!("{}", serde_json::Value::Array(v));
+                outjson!(serde_json::Value::Array(v));
             } else {
-                for p in plugins {
+                for p in plugins.iter().map(one_line_status) {
                     outln!(
                         "{:<24} {:<10} {:<10} {}",
                         p.id,
@@ -501,9 +422,10 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
                 anyhow::bail!("no plugin {id:?} is installed");
             };
             if t.format == Format::Json {
-                outln!("{}", plugin_json(p));
+                outjson!(plugin_json(p));
                 return Ok(ExitCode::SUCCESS);
             }
+            let p = &one_line_status(p);
             outln!("{} {} ({}, {})", p.id, p.version, p.origin, p.state);
             print_grants(p);
             print_config(&p.config);
@@ -513,7 +435,7 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
         PluginsCommand::Config { id, values, unset } => {
             let values = config_values(values)?;
             if values.is_empty() && unset.is_empty() {
-                let plugins = installed_plugins(&mut c).await?;
+                let plugins = installed_plugins_for_text(&mut c).await?;
                 let Some(p) = plugins.iter().find(|p| &p.id == id) else {
                     anyhow::bail!("no plugin {id:?} is installed");
                 };
@@ -538,7 +460,11 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
                 r.generation,
                 r.revision
             );
-            print_config(&r.config);
+            let shown = one_line_status(&pb::PluginStatus {
+                config: r.config,
+                ..pb::PluginStatus::default()
+            });
+            print_config(&shown.config);
             return Ok(ExitCode::SUCCESS);
         }
         PluginsCommand::Restart { id } => {
@@ -586,7 +512,7 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
     if let Some(path) = installed_from
         && let Some((id, version)) = plugin_named_by(path)
     {
-        let listed = installed_plugins(&mut c).await.unwrap_or_default();
+        let listed = installed_plugins_for_text(&mut c).await.unwrap_or_default();
         if let Some(p) = listed.iter().find(|p| p.id == id) {
             outln!("{} {} asks for:", p.id, p.version);
             print_grants(p);

@@ -123,9 +123,9 @@ pub fn run(args: &PackArgs) -> Result<ExitCode> {
         Ok(m) => m,
         Err(problems) => {
             for p in &problems {
-                eprintln!("error: {p}");
+                errln!("error: {p}");
             }
-            eprintln!(
+            errln!(
                 "toolhost pack: {} is not a valid plugin; nothing written",
                 dir.display()
             );
@@ -139,7 +139,7 @@ pub fn run(args: &PackArgs) -> Result<ExitCode> {
     let kind = Kind::of(&dir);
     let scratch = Scratch::new()?;
     let root = scratch.0.join(&manifest.id);
-    eprintln!(
+    errln!(
         "toolhost pack: {} {} ({})",
         manifest.id,
         manifest.version,
@@ -156,7 +156,7 @@ pub fn run(args: &PackArgs) -> Result<ExitCode> {
     // schema file the ignore rules left out shows here, not at install.
     if let Err(problems) = Manifest::load(&root) {
         for p in &problems {
-            eprintln!("error: {p}");
+            errln!("error: {p}");
         }
         bail!(
             "the packed plugin is not valid (did .gitignore or .toolhostignore leave out a file it needs?); nothing written"
@@ -301,7 +301,7 @@ fn vendor_python(dir: &Path, root: &Path) -> Result<()> {
         .arg("--version")
         .output()
         .with_context(|| format!("cannot run {}", python.display()))?;
-    eprintln!(
+    errln!(
         "toolhost pack: vendoring for {} ({})",
         python.display(),
         String::from_utf8_lossy(&version.stdout).trim()
@@ -472,7 +472,10 @@ fn write_archive(scratch: &Path, id: &str, output: &Path) -> Result<(u64, u64)> 
             let name = path.strip_prefix(scratch).unwrap_or(path);
             tar.append_path_with_name(path, name)?;
         }
-        tar.into_inner()?.finish()?.sync_all()
+        tar.into_inner()?.finish()?.sync_all()?;
+        // What an install reads, read the same way: every header bounded,
+        // the sizes as the reader counts them, the daemon's default caps.
+        toolhost_lifecycle::archive::check(&tmp, limits).map(|_| ())
     })();
     if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, output)) {
         let _ = std::fs::remove_file(&tmp);

@@ -157,6 +157,28 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     served
 }
 
+/// Keeps disk space for the daemon's own state (`<state_dir>/.reserve`),
+/// so a plugin that fills the disk cannot stop the operator's next
+/// `plugins config` or the next state save (`toolhost_base::files`).
+fn keep_state_reserve(s: &Settings) {
+    if s.state_reserve_bytes == 0 {
+        return;
+    }
+    let path = s.state_dir.join(".reserve");
+    match toolhost_base::files::Reserve::keep(&path, s.state_reserve_bytes) {
+        Ok(held) if held < s.state_reserve_bytes => tracing::warn!(
+            held_mib = held >> 20,
+            wanted_mib = s.state_reserve_bytes >> 20,
+            "the disk holding the state directory is nearly full: the reserve for the daemon's own state is short"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(
+            "cannot keep a reserve for the daemon's state in {}: {e}",
+            path.display()
+        ),
+    }
+}
+
 /// The daemon's parts, built and connected, not yet serving.
 struct Daemon {
     lifecycle: Arc<Lifecycle>,
@@ -171,6 +193,7 @@ impl Daemon {
     /// managed mode), the lifecycle (which loads and starts the plugins),
     /// the pipeline, the hub, the tokens and the admin service.
     fn wire(s: &Settings) -> Result<Self> {
+        keep_state_reserve(s);
         let store = Arc::new(Store::new(s.prefix.clone()));
         let plugins = Arc::new(Plugins::new());
         let archive = ArchiveLimits::default();
@@ -337,7 +360,7 @@ impl Daemon {
             let listener = tokio::net::TcpListener::bind(&addr)
                 .await
                 .with_context(|| format!("cannot listen on {addr} (admin)"))?;
-            eprintln!("toolhost: admin API on tcp://{}", listener.local_addr()?);
+            errln!("toolhost: admin API on tcp://{}", listener.local_addr()?);
             let (admin, stop) = (self.admin.clone(), self.shutdown.clone());
             tokio::spawn(async move {
                 if let Err(e) =
@@ -406,7 +429,7 @@ impl Daemon {
         };
         let app = http_router(Arc::clone(&self.hub), Arc::clone(&self.tokens), options);
         // A line for people and scripts (tests wait for it).
-        eprintln!("toolhost: serving MCP on http://{local}/mcp");
+        errln!("toolhost: serving MCP on http://{local}/mcp");
         if let Some(dev) = &s.dev {
             dev.banner(local, &s.admin_socket);
         }

@@ -64,6 +64,10 @@ pub struct HttpSettings {
     pub body_timeout: Option<Duration>,
 }
 
+/// The disk space kept for the daemon's own state when a plugin fills the
+/// disk: room for a last-good catalog of 100,000 tools, twice over.
+const DEFAULT_STATE_RESERVE_MB: u64 = 64;
+
 /// Everything `serve` needs: the flags over the file over the defaults,
 /// resolved once, with every cross-field rule checked.
 #[derive(Debug, Clone)]
@@ -88,6 +92,8 @@ pub struct Settings {
     pub reserved_fds: Option<u64>,
     pub max_archive_bytes: Option<u64>,
     pub max_archive_entries: Option<u64>,
+    /// Disk space kept for the daemon's own state, bytes.
+    pub state_reserve_bytes: u64,
     pub supervisor: SupervisorConfig,
     pub managed: bool,
     /// `[backend.nats]`: the fleet's bucket.
@@ -226,6 +232,11 @@ impl Config {
             reserved_fds: self.limits.reserved_fds,
             max_archive_bytes: self.limits.max_archive_bytes,
             max_archive_entries: self.limits.max_archive_entries,
+            state_reserve_bytes: self
+                .limits
+                .state_reserve_mb
+                .unwrap_or(DEFAULT_STATE_RESERVE_MB)
+                .saturating_mul(1 << 20),
             supervisor: self.supervisor.resolve(),
             managed: self.backend.managed || self.backend.nats.is_some(),
             fleet: match &self.backend.nats {

@@ -426,6 +426,9 @@ fn tools() -> Plugin {
         .tool("config", config)
         .tool("read_file", read_file)
         .tool("write_file", write_file)
+        .tool("fill", fill)
+        .tool("serve_unix", serve_unix)
+        .tool("stderr_bytes", stderr_bytes)
         .tool("spawn_many", spawn_many)
         .tool("alloc", alloc)
         .tool("connect", connect)
@@ -790,6 +793,96 @@ async fn write_file(call: ToolCall) -> Result<ToolOutput, ToolError> {
     match std::fs::write(text_arg(&call, "path"), b"written by a plugin") {
         Ok(()) => Ok(ToolOutput::text("wrote")),
         Err(e) => Err(ToolError::new(format!("refused: {e}"))),
+    }
+}
+
+/// Writes `mb` MiB into `dir` (default: the data directory) as `files`
+/// files, a MiB at a time, until done or refused; says how far it got.
+async fn fill(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    use std::io::Write as _;
+    record(&call);
+    let dir = match text_arg(&call, "dir") {
+        "" => ToolCall::data_dir().unwrap_or_default(),
+        d => std::path::PathBuf::from(d),
+    };
+    if call.arguments.get("clear").and_then(Value::as_bool) == Some(true) {
+        let mut removed = 0;
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if entry.file_name().to_string_lossy().starts_with("fill-")
+                && std::fs::remove_file(entry.path()).is_ok()
+            {
+                removed += 1;
+            }
+        }
+        return Ok(ToolOutput::text(format!("removed {removed}")));
+    }
+    let mb = number(&call, "mb", 1);
+    let files = number(&call, "files", 1).max(1);
+    let per_file = mb.div_ceil(files);
+    let chunk = vec![0x5au8; 1 << 20];
+    let mut written = 0u64;
+    for i in 0..files {
+        let path = dir.join(format!("fill-{i}"));
+        let result = std::fs::File::create(&path).and_then(|mut f| {
+            for _ in 0..per_file {
+                if written >= mb {
+                    break;
+                }
+                f.write_all(&chunk)?;
+                written += 1;
+            }
+            f.sync_all()
+        });
+        if let Err(e) = result {
+            // What is left after a MiB no longer fits, a page at a time,
+            // so a full disk is full to the last block.
+            if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(&path) {
+                while f
+                    .write_all(&chunk[..4096])
+                    .and_then(|()| f.sync_data())
+                    .is_ok()
+                {}
+            }
+            return Ok(ToolOutput::text(format!("wrote {written} MiB, then: {e}")));
+        }
+    }
+    Ok(ToolOutput::text(format!("wrote {written} MiB")))
+}
+
+/// Listens on a Unix socket at `path` and accepts (and keeps) connections
+/// for as long as the process lives, so a client can ask the kernel who
+/// the listener is.
+async fn serve_unix(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    let path = text_arg(&call, "path").to_owned();
+    let listener = std::os::unix::net::UnixListener::bind(&path)
+        .map_err(|e| ToolError::new(format!("refused: {e}")))?;
+    std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        for stream in listener.incoming().flatten() {
+            kept.push(stream);
+        }
+    });
+    Ok(ToolOutput::text("listening"))
+}
+
+/// Writes bytes that are not UTF-8 (and an escape sequence) to stderr,
+/// then a marker line, then more lines: says whether any write failed
+/// (a reader that stopped would make them `EPIPE`).
+async fn stderr_bytes(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    let mut err = std::io::stderr().lock();
+    let mut wrote = || -> std::io::Result<()> {
+        err.write_all(b"\xff\xfe not utf-8 \x1b[8m hidden\n")?;
+        err.write_all(b"MARKER-AFTER-BYTES\n")?;
+        for i in 0..50 {
+            writeln!(err, "after-{i}")?;
+        }
+        err.flush()
+    };
+    match wrote() {
+        Ok(()) => Ok(ToolOutput::text("written")),
+        Err(e) => Err(ToolError::new(format!("stderr failed: {e}"))),
     }
 }
 

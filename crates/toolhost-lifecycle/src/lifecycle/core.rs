@@ -4,7 +4,7 @@
 //! state file).
 
 use super::records::{Inner, Origin};
-use crate::files::ArchiveLimits;
+use crate::archive::ArchiveLimits;
 use crate::settings::{self, ItemStatus, Operator, Resolved, SandboxConfig, Stored};
 use arc_swap::ArcSwap;
 use std::collections::BTreeMap;
@@ -146,6 +146,8 @@ pub struct PluginInfo {
     /// items it does not declare, secrets given inline (which are not
     /// read).
     pub config_file_problems: Vec<String>,
+    /// Its data directory's use and quota, while it runs with one.
+    pub disk: Option<super::disk::DiskInfo>,
 }
 
 /// The installed plugins and what happens to them.
@@ -160,6 +162,8 @@ pub struct Lifecycle {
     pub(super) inner: Mutex<Inner>,
     pub(super) recompute: mpsc::UnboundedSender<()>,
     pub(super) stored: Stored,
+    /// Each plugin's disk use, and which are over quota (`disk.rs`).
+    pub(super) disk: Mutex<super::disk::DiskBook>,
 }
 
 /// An I/O error while doing `what` at `path`.
@@ -185,6 +189,12 @@ impl Lifecycle {
 
     pub(super) fn data_root(&self) -> PathBuf {
         self.cfg.state_dir.join("data")
+    }
+
+    /// The ext4 image that is `id`'s data directory's own file system
+    /// (`[sandbox] disk_quota = "image"`).
+    pub(super) fn disk_image(&self, id: &str) -> PathBuf {
+        self.cfg.state_dir.join("disks").join(format!("{id}.img"))
     }
 
     pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -213,6 +223,10 @@ impl Lifecycle {
         }
         spec.config.clone_from(&resolved.delivered);
         spec.sandbox = settings::sandbox_policy(m, &op, &self.cfg.sandbox);
+        spec.data_writable = self.data_writable(&m.id);
+        if self.cfg.sandbox.disk_images {
+            spec.disk_image = Some(self.disk_image(&m.id));
+        }
         spec
     }
 
@@ -276,6 +290,16 @@ impl Lifecycle {
             .values()
             .map(|r| {
                 let op = self.operator(&r.manifest.id);
+                let quota = r.handle.as_ref().and_then(|h| h.state().disk);
+                let disk = quota.as_ref().map(|q| self.disk_info(&r.manifest.id, q));
+                let mut sandbox = toolhost_sandbox::enforcement(&settings::sandbox_policy(
+                    &r.manifest,
+                    &op,
+                    &self.cfg.sandbox,
+                ));
+                if let Some(d) = &disk {
+                    super::disk::describe_rule(&mut sandbox, d);
+                }
                 PluginInfo {
                     id: r.manifest.id.clone(),
                     version: r.manifest.version.to_string(),
@@ -289,20 +313,21 @@ impl Lifecycle {
                     asks: r.manifest.asks(),
                     ungranted: settings::ungranted(&r.manifest, &op),
                     config_file_problems: settings::check_file(&r.manifest, &op.config),
-                    sandbox: toolhost_sandbox::enforcement(&settings::sandbox_policy(
-                        &r.manifest,
-                        &op,
-                        &self.cfg.sandbox,
-                    )),
+                    sandbox,
+                    disk,
                 }
             })
             .collect()
     }
 
-    /// Stops every plugin (daemon shutdown).
+    /// Stops every plugin (daemon shutdown), then unmounts their data
+    /// directories' own file systems.
     pub async fn shutdown(&self) {
         let handles = self.plugins.all();
         futures::future::join_all(handles.iter().map(|h| h.stop())).await;
+        tokio::task::spawn_blocking(toolhost_sandbox::disk::release_all)
+            .await
+            .ok();
     }
 }
 

@@ -13,15 +13,21 @@
 //! - `operations`: install, upgrade, enable, disable, remove and
 //!   configuration changes, one at a time;
 //! - `authority`: the embedded catalog authority, which publishes a new
-//!   revision whenever the set of listable plugins changes.
+//!   revision whenever the set of listable plugins changes;
+//! - `disk`: what is known of each plugin's disk use and quota;
+//! - `quota`: the watcher that reads it, and the read-only switch where
+//!   no kernel quota holds it.
 
 mod authority;
 mod core;
+mod disk;
 mod operations;
+mod quota;
 mod records;
 mod start;
 
 pub use self::core::{Lifecycle, LifecycleConfig, LifecycleError, PluginInfo};
+pub use self::disk::{DISK_CHECK, DiskInfo};
 
 #[cfg(test)]
 pub(crate) mod fixture {
@@ -84,7 +90,7 @@ pub(crate) mod fixture {
             supervisor: SupervisorConfig::default(),
             managed: false,
             drain_timeout: Duration::from_secs(1),
-            archive_limits: crate::files::ArchiveLimits::default(),
+            archive_limits: crate::archive::ArchiveLimits::default(),
             operators: BTreeMap::new(),
             sandbox: SandboxConfig::default(),
         }

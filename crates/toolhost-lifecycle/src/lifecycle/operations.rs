@@ -48,7 +48,7 @@ impl Lifecycle {
                 match Manifest::load(&staging) {
                     Err(problems) => Err(invalid(&problems)),
                     Ok(m) if !m.defects.is_empty() => Err(invalid(&m.defects)),
-                    Ok(m) => Ok(m),
+                    Ok(m) => self.command_of_its_own(&m).map(|()| m),
                 }
             });
         match loaded {
@@ -58,6 +58,37 @@ impl Lifecycle {
                 Err(e)
             }
         }
+    }
+
+    /// An installed plugin runs its own code: a command inside its own
+    /// directory, or a program outside every plugin's (an interpreter). A
+    /// manifest naming another plugin's launcher (by an absolute path into
+    /// the install directory or a static plugin's directory) is refused:
+    /// it would run that plugin's code with this one's grants.
+    fn command_of_its_own(&self, m: &Manifest) -> Result<(), LifecycleError> {
+        let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let command = canonical(&m.runtime.command);
+        let own = canonical(&m.dir);
+        if command.starts_with(&own) {
+            return Ok(());
+        }
+        let others: Vec<PathBuf> = std::iter::once(canonical(&self.install_dir()))
+            .chain(
+                self.lock()
+                    .records
+                    .values()
+                    .map(|r| canonical(&r.manifest.dir)),
+            )
+            .collect();
+        if others.iter().any(|d| command.starts_with(d)) {
+            return Err(LifecycleError::Invalid {
+                problems: vec![format!(
+                    "{}: runtime.command names a program inside another plugin's directory; a plugin runs its own code (a path inside its directory) or a program outside every plugin (an interpreter) [runtime-command]",
+                    m.dir.join("plugin.toml").display()
+                )],
+            });
+        }
+        Ok(())
     }
 
     /// What `m` would be given, with `set` (values given with an install or
@@ -489,8 +520,18 @@ impl Lifecycle {
             let _ = std::fs::remove_dir_all(dir);
         }
         if purge {
-            let _ = std::fs::remove_dir_all(self.data_root().join(id));
+            let data = self.data_root().join(id);
+            let image = self.disk_image(id);
+            tokio::task::spawn_blocking(move || {
+                // Its own file system, if it has one, goes with its data.
+                toolhost_sandbox::disk::release(&data);
+                let _ = std::fs::remove_dir_all(&data);
+                let _ = std::fs::remove_file(&image);
+            })
+            .await
+            .ok();
             self.stored.remove(id);
+            self.disk_book().used.remove(id);
         }
         tracing::info!(plugin = %id, purge, "removed");
         Ok(self.publish())

@@ -112,7 +112,9 @@ impl Lifecycle {
             ops: tokio::sync::Mutex::new(()),
             recompute: tx,
             stored: Stored::new(&lc_state_dir),
+            disk: Mutex::new(super::disk::DiskBook::default()),
         });
+        tokio::spawn(super::quota::watch(Arc::downgrade(&lc)));
         {
             let mut inner = lc.lock();
             let ids: Vec<String> = inner

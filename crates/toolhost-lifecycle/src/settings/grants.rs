@@ -28,6 +28,16 @@ pub struct SandboxConfig {
     pub default_processes: u64,
     /// The most any plugin gets.
     pub max_processes: u64,
+    /// A data directory's quota when a manifest asks for none, MiB.
+    pub default_disk_mb: u64,
+    /// The most any plugin gets, MiB.
+    pub max_disk_mb: u64,
+    /// Each data directory on an ext4 image of its own, the size of its
+    /// quota (`[sandbox] disk_quota = "image"`, a root daemon): the kernel
+    /// holds the quota on any file system.
+    pub disk_images: bool,
+    /// How often each plugin's disk use is read (`[sandbox] disk_check_ms`).
+    pub disk_check: std::time::Duration,
     /// Paths every plugin may read and execute: interpreters and libraries
     /// outside the system paths.
     pub read: Vec<PathBuf>,
@@ -46,6 +56,10 @@ impl Default for SandboxConfig {
             max_open_files: 65_536,
             default_processes: 256,
             max_processes: 4096,
+            default_disk_mb: 1024,
+            max_disk_mb: 65_536,
+            disk_images: false,
+            disk_check: std::time::Duration::from_secs(10),
             read: Vec::new(),
             user: None,
         }
@@ -143,6 +157,13 @@ pub fn sandbox_policy(m: &Manifest, op: &Operator, cfg: &SandboxConfig) -> Sandb
             cfg.default_processes,
             cfg.max_processes,
         ),
+        disk_bytes: limit(
+            Rule::Disk,
+            caps.disk_mb,
+            cfg.default_disk_mb,
+            cfg.max_disk_mb,
+        )
+        .map(|mb| mb.saturating_mul(1 << 20)),
         filesystem,
         network,
         run_as: cfg.user.clone(),

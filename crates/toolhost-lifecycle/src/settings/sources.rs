@@ -451,7 +451,7 @@ mod tests {
         assert_eq!(
             e.as_deref(),
             Some(
-                "[plugin.\"p\"] sandbox_off: \"signals\" is not one of no_new_privs, capabilities, memory, open_files, processes, filesystem, network"
+                "[plugin.\"p\"] sandbox_off: \"signals\" is not one of no_new_privs, capabilities, memory, open_files, processes, disk, filesystem, network"
             )
         );
         let bad_grant = OperatorFile {

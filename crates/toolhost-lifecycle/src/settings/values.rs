@@ -311,34 +311,15 @@ impl Stored {
         }
     }
 
-    /// Writes one plugin's values whole: a fresh 0600 file renamed into
-    /// place, in a 0700 directory.
+    /// Writes one plugin's values whole and privately
+    /// (`toolhost_base::files::write_private`); no values, no file.
     pub(crate) fn save(&self, id: &str, values: &BTreeMap<String, String>) -> std::io::Result<()> {
-        use std::io::Write as _;
-        use std::os::unix::fs::OpenOptionsExt as _;
-        crate::files::private_dir(&self.dir)?;
         let target = self.file(id);
         if values.is_empty() {
-            return match std::fs::remove_file(&target) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-                _ => Ok(()),
-            };
+            return toolhost_base::files::remove_private(&target);
         }
-        let tmp = self.dir.join(format!(".{id}.{}.tmp", fastrand::u64(..)));
-        let written = (|| {
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&tmp)?;
-            f.write_all(&serde_json::to_vec(values).map_err(std::io::Error::other)?)?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &target)
-        })();
-        if written.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        written
+        let bytes = serde_json::to_vec(values).map_err(std::io::Error::other)?;
+        toolhost_base::files::write_private(&target, &bytes)
     }
 
     /// Deletes one plugin's values (with its data, on purge).
