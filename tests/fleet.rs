@@ -315,25 +315,241 @@ async fn a_daemon_needs_only_its_groups_keys_and_its_own_status() {
     drop(server);
 }
 
+/// A daemon whose NATS user lacks a permission it needs only once values
+/// flow (`$JS.FC...`, the reply to the stream's flow control, which the
+/// client sends by itself): it says so in `toolhost status` and its status
+/// entry, and `fleet status` flags it NACK, instead of silently stopping.
+#[tokio::test]
+async fn a_permission_the_daemon_lacks_while_following_is_named_where_operators_look() {
+    let root = Scratch::new("fleet-fc");
+    let (server, url) = restricted_nats_without(
+        root.path(),
+        "d1",
+        &["$KV.toolhost_default.status.d1"],
+        &["$JS.FC.KV_toolhost_default.>"],
+    );
+    let backend = async_nats::jetstream::new(connect_as(&url, "backend", "bpass").await);
+    let kv = backend
+        .create_key_value(async_nats::jetstream::kv::Config {
+            bucket: "toolhost_default".to_owned(),
+            history: 5,
+            max_value_size: 8 << 20,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let tp = testplug_dir(root.path(), "tp", "normal");
+    let password = root.path().join("d1.password");
+    std::fs::write(&password, "d1pass\n").unwrap();
+    let cfg = TestConfig::new(root.path(), std::slice::from_ref(&tp))
+        .extra(&format!(
+            "[backend.nats]\nurl = \"{url}\"\ndaemon = \"d1\"\nheartbeat_s = 1\nuser = \"d1\"\npassword_file = {:?}\n",
+            password.display().to_string()
+        ))
+        .build();
+    let d = Daemon::start(root.path(), &cfg, &[]);
+    eventually(WAIT, "d1's first status", async || status_of(&kv).await).await;
+    // Values large enough that the stream asks for flow control.
+    for revision in 1..=4 {
+        let mut big = snapshot(&tp, "g", 1_700_000_000_001, revision, 2);
+        if revision < 4 {
+            big = vec![b'x'; 2_500_000];
+        }
+        kv.put("catalog", big.into()).await.unwrap();
+    }
+    let entry = eventually(WAIT, "the refusal in d1's status entry", async || {
+        status_of(&kv).await.filter(|s| s.refused.is_some())
+    })
+    .await;
+    assert!(
+        entry
+            .refused
+            .as_deref()
+            .is_some_and(|r| r.contains("Permissions Violation")),
+        "{entry:?}"
+    );
+    let backend_password = root.path().join("backend.password");
+    std::fs::write(&backend_password, "bpass\n").unwrap();
+    let (ok, out) = cli(&[
+        "fleet",
+        "status",
+        "--nats",
+        &url,
+        "--user",
+        "backend",
+        "--password-file",
+        &backend_password.display().to_string(),
+    ]);
+    assert!(
+        !ok && out.contains("NACK") && out.contains("Permissions Violation"),
+        "{out}"
+    );
+    let admin = root.path().join("state/admin.sock");
+    let status = eventually(WAIT, "the refusal in toolhost status", async || {
+        let (_, out) = toolhost_e2e::cli_at(&admin, &["status"]);
+        out.contains("Permissions Violation").then_some(out)
+    })
+    .await;
+    assert!(status.contains("$JS.FC"), "{status}");
+    drop(d);
+    drop(server);
+}
+
+/// A backend with exactly the permissions CONTRACT.md §7 lists for one
+/// (and `fleet status` with its own): it creates the group's bucket, writes
+/// the catalog and a binding, and reads every daemon's status.
+#[tokio::test]
+async fn a_backend_needs_only_the_permissions_the_contract_lists() {
+    let root = Scratch::new("fleet-backend-perms");
+    let port = free_port();
+    let conf = root.path().join("nats.conf");
+    let backend = [
+        "$JS.API.INFO",
+        "$JS.API.STREAM.CREATE.KV_toolhost_default",
+        "$JS.API.STREAM.INFO.KV_toolhost_default",
+        "$KV.toolhost_default.catalog",
+        "$KV.toolhost_default.bind.>",
+    ];
+    // `fleet status` reads as a daemon follows, plus direct gets.
+    let mut reader = FOLLOWER.to_vec();
+    reader.push("$JS.API.DIRECT.GET.KV_toolhost_default.>");
+    std::fs::write(
+        &conf,
+        format!(
+            r#"listen: 127.0.0.1:{port}
+max_payload: 8MB
+jetstream {{ store_dir: "{}" }}
+accounts {{
+  FLEET {{
+    jetstream: enabled
+    users = [
+      {{ user: ops, password: opspass, permissions: {{ publish: {{ allow: {backend:?} }}, subscribe: {{ allow: ["_INBOX.>"] }} }} }}
+      {{ user: watcher, password: watcherpass, permissions: {{ publish: {{ allow: {reader:?} }}, subscribe: {{ allow: ["_INBOX.>"] }} }} }}
+      {{ user: d1, password: d1pass }}
+    ]
+  }}
+}}
+"#,
+            root.path().join("js").display()
+        ),
+    )
+    .unwrap();
+    let (server, url) = nats_with(&conf, port);
+    let _ready = connect_as(&url, "ops", "opspass").await;
+    let tp = testplug_dir(root.path(), "tp", "normal");
+    // A sentence for the server's instructions, which must survive the
+    // push and the fleet's wire.
+    let manifest = tp.join("plugin.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        text.replacen(
+            "name = \"echo\"\n",
+            "name = \"echo\"\ninstructions = \"Echo repeats the message n times.\"\n",
+            1,
+        ),
+    )
+    .unwrap();
+    let m = Manifest::load(&tp).unwrap();
+    assert!(
+        m.tools.iter().any(|t| t.instructions.is_some()),
+        "the manifest's instructions line did not land"
+    );
+    let mut snap = Snapshot::from_manifests("kandev", "g", 1, [&m]);
+    snap.epoch = 1_700_000_000_001;
+    let file = root.path().join("catalog.json");
+    std::fs::write(&file, serde_json::to_string(&snap).unwrap()).unwrap();
+    for (user, pass) in [("ops", "opspass"), ("watcher", "watcherpass")] {
+        std::fs::write(root.path().join(user), format!("{pass}\n")).unwrap();
+    }
+    let creds = |user: &str| {
+        [
+            "--user".to_owned(),
+            user.to_owned(),
+            "--password-file".to_owned(),
+            root.path().join(user).display().to_string(),
+        ]
+    };
+    let ops = creds("ops");
+    let watcher = creds("watcher");
+    let mut push = vec!["fleet", "push", "--nats", &url];
+    push.extend(ops.iter().map(String::as_str));
+    let path = file.display().to_string();
+    push.push(&path);
+    let (ok, out) = cli(&push);
+    assert!(ok, "fleet push as the backend: {out}");
+    // A daemon (unrestricted here) follows, and the watcher reads it.
+    std::fs::write(root.path().join("d1.password"), "d1pass\n").unwrap();
+    let cfg = TestConfig::new(root.path(), std::slice::from_ref(&tp))
+        .extra(&format!(
+            "[backend.nats]\nurl = \"{url}\"\ndaemon = \"d1\"\nheartbeat_s = 1\nuser = \"d1\"\npassword_file = \"d1.password\"\n"
+        ))
+        .build();
+    let d = Daemon::start(root.path(), &cfg, &[]);
+    let mut status = vec!["fleet", "status", "--nats", &url];
+    status.extend(watcher.iter().map(String::as_str));
+    // Polled by hand, so a failure shows what the watcher last printed.
+    let deadline = std::time::Instant::now() + WAIT;
+    let out = loop {
+        let (ok, out) = cli(&status);
+        if ok && out.contains("d1") && out.contains("accepted") {
+            break out;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the watcher never read d1 serving revision 1: {out}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(out.contains("revision 1"), "{out}");
+    // The pushed catalog kept the tool's instructions: agents read them.
+    let c = agent(&d.url, TOKEN).await;
+    let instructions = c
+        .peer_info()
+        .and_then(|i| i.instructions.clone())
+        .unwrap_or_default();
+    assert!(
+        instructions.contains("Echo repeats the message n times."),
+        "{instructions}"
+    );
+    drop(d);
+    drop(server);
+}
+
+/// What a daemon of the default group publishes to follow the catalog:
+/// the README's list.
+const FOLLOWER: [&str; 4] = [
+    "$JS.API.STREAM.INFO.KV_toolhost_default",
+    "$JS.API.CONSUMER.CREATE.KV_toolhost_default",
+    "$JS.API.CONSUMER.CREATE.KV_toolhost_default.>",
+    "$JS.FC.KV_toolhost_default.>",
+];
+
 /// A NATS server with an account holding the user `backend` (password
 /// `bpass`, allowed everything) and `daemon` (password `<daemon>pass`)
 /// with the permissions a daemon of the default group needs to follow
 /// the catalog, plus `more` subjects it may publish to.
 fn restricted_nats(root: &Path, daemon: &str, more: &[&str]) -> (Nats, String) {
+    restricted_nats_without(root, daemon, more, &[])
+}
+
+/// [`restricted_nats`] with the daemon's user denied `less` of what it
+/// needs.
+fn restricted_nats_without(
+    root: &Path,
+    daemon: &str,
+    more: &[&str],
+    less: &[&str],
+) -> (Nats, String) {
     let port = free_port();
-    let mut publish = vec![
-        "$JS.API.INFO",
-        "$JS.API.STREAM.INFO.KV_toolhost_default",
-        "$JS.API.CONSUMER.CREATE.KV_toolhost_default",
-        "$JS.API.CONSUMER.CREATE.KV_toolhost_default.>",
-        "$JS.FC.KV_toolhost_default.>",
-    ];
+    let mut publish: Vec<&str> = FOLLOWER.into_iter().filter(|p| !less.contains(p)).collect();
     publish.extend_from_slice(more);
     let conf = root.join("nats.conf");
     std::fs::write(
         &conf,
         format!(
             r#"listen: 127.0.0.1:{port}
+max_payload: 8MB
 jetstream {{ store_dir: "{}" }}
 accounts {{
   FLEET {{

@@ -414,3 +414,127 @@ async fn an_interrupted_install_leaves_nothing_half_installed() {
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("base") && out.contains("static"), "{out}");
 }
+
+/// Every lifecycle operation, with a call loop on another plugin that
+/// writes its data directory on every call: not one call fails. Under a
+/// root daemon the plugins run as `[sandbox] user = "nobody"`, where each
+/// operation used to reset the state directory or the data root to 0700
+/// and lock the running plugins out of their data.
+#[tokio::test]
+async fn every_lifecycle_operation_under_load_fails_no_call_of_another_plugin() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let root = Scratch::new("lc-under-load");
+    std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let busy = toolhost_e2e::probeplug_dir(root.path(), "busy", "");
+    let account = if rustix::process::geteuid().is_root() {
+        "user = \"nobody\""
+    } else {
+        ""
+    };
+    let config = TestConfig::new(root.path(), &[busy])
+        .sandbox(account)
+        .build();
+    let d = Daemon::start(root.path(), &config, &[]);
+    d.wait_metric(
+        "toolhost_plugin_state{plugin=\"busy\",state=\"ready\"}",
+        1.0,
+    )
+    .await;
+    // The plugins to operate on: one that needs nothing, one that needs a
+    // value, and a second version of the first that needs one.
+    let greeting = "[[config]]\nname = \"greeting\"\ntype = \"string\"\ndescription = \"What to say\"\nrequired = true\n";
+    let extra = toolhost_e2e::probeplug_dir(&root.path().join("src1"), "extra", "");
+    let needy = toolhost_e2e::probeplug_dir(&root.path().join("src2"), "needy", greeting);
+    let extra2 = toolhost_e2e::probeplug_dir(&root.path().join("src3"), "extra", greeting);
+    let manifest = extra2.join("plugin.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        text.replace("version = \"1.0.0\"", "version = \"2.0.0\""),
+    )
+    .unwrap();
+
+    // The load: four agents writing busy's data directory without pause.
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut loops = Vec::new();
+    for n in 0..4 {
+        let c = agent(&d.url, TOKEN).await;
+        let stop = Arc::clone(&stop);
+        let file = root
+            .path()
+            .join(format!("state/data/busy/loop-{n}.txt"))
+            .display()
+            .to_string();
+        loops.push(tokio::spawn(async move {
+            let (mut calls, mut failed) = (0u64, Vec::new());
+            while !stop.load(Ordering::SeqCst) {
+                let r = call_tool(&c, "kandev_busy_write_file", json!({ "path": file })).await;
+                calls += 1;
+                match r {
+                    Ok(r) if r.is_error != Some(true) => {}
+                    other => failed.push(format!("{other:?}")),
+                }
+            }
+            let _ = c.cancel().await;
+            (calls, failed)
+        }));
+    }
+    let sock = root.path().join("state/admin.sock");
+    let run = |args: &[&str]| {
+        let (ok, out) = toolhost_e2e::cli_at(&sock, args);
+        assert!(ok, "{args:?}: {out}");
+        out
+    };
+    let path = |p: &PathBuf| p.display().to_string();
+    let data = root.path().join("state/data/busy");
+    // After each operation, calls go on being answered before the next.
+    let answered_after = async |what: &str| {
+        let before = events(&data, "invoked write_file").len();
+        eventually(WAIT, &format!("calls answered after {what}"), async || {
+            (events(&data, "invoked write_file").len() >= before + 8).then_some(())
+        })
+        .await;
+    };
+    run(&["plugins", "install", &path(&extra)]);
+    answered_after("install").await;
+    let out = run(&["plugins", "install", &path(&needy)]);
+    assert!(
+        out.contains("starts once its configuration is set"),
+        "{out}"
+    );
+    answered_after("an install that needs configuration").await;
+    run(&["plugins", "upgrade", &path(&extra2), "greeting=hello"]);
+    answered_after("an upgrade with values").await;
+    run(&["plugins", "config", "extra", "greeting=bye"]);
+    run(&["plugins", "config", "needy", "greeting=at last"]);
+    answered_after("config").await;
+    run(&["plugins", "disable", "extra"]);
+    answered_after("disable").await;
+    run(&["plugins", "enable", "extra"]);
+    answered_after("enable").await;
+    run(&["plugins", "restart", "extra"]);
+    answered_after("restart").await;
+    run(&["plugins", "remove", "needy"]);
+    answered_after("remove").await;
+    run(&["plugins", "remove", "extra", "--purge"]);
+    answered_after("remove --purge").await;
+    run(&["plugins", "install", &path(&extra)]);
+    answered_after("install again").await;
+    stop.store(true, Ordering::SeqCst);
+    let (mut calls, mut failed) = (0, Vec::new());
+    for l in loops {
+        let (c, f) = l.await.unwrap();
+        calls += c;
+        failed.extend(f);
+    }
+    println!(
+        "{calls} calls during every lifecycle operation, {} failed",
+        failed.len()
+    );
+    assert!(
+        failed.is_empty(),
+        "{} of {calls} failed: {:?}",
+        failed.len(),
+        &failed[..failed.len().min(3)]
+    );
+}

@@ -556,6 +556,25 @@ async fn a_second_question_before_the_first_is_answered_is_refused_every_time() 
     let r = call(&c, params("kandev_rp_media", json!({}))).await;
     assert_eq!(r.is_error, Some(false));
     let _ = c.cancel().await;
+
+    // Over stdio too, where the answer comes back fastest.
+    let file = stdio_config(root.path());
+    let mut cmd = tokio::process::Command::new(toolhost_e2e::bin("toolhost"));
+    cmd.args(["serve", "--stdio", "--config"]).arg(&file);
+    let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
+    let asker = Asker::new(true);
+    asker.answer(Reply::Accept(json!({"ok": true})));
+    let c = asker.clone().serve(transport).await.unwrap();
+    for run in 0..RUNS {
+        let r = call(&c, params("kandev_rp_two_questions", json!({}))).await;
+        assert_eq!(outcome_code(&r), "plugin_error", "stdio, run {run}: {r:?}");
+    }
+    let seen = asker.asked.load(Ordering::SeqCst);
+    assert!(
+        seen <= RUNS,
+        "stdio: the user saw {seen} questions in {RUNS} calls"
+    );
+    let _ = c.cancel().await;
 }
 
 /// A configuration for `toolhost serve --stdio` with the rich plugin.

@@ -74,6 +74,17 @@ async fn python_and_typescript_plugins_serve_through_mcp_in_both_eras() {
                 "{p} {era:?}"
             );
 
+            // A second question composed while the first was open is
+            // refused, even when it arrives after the first answer: the
+            // plugin said it had seen no answer.
+            let r = call(&c, &format!("kandev_{p}_late"), json!({})).await;
+            assert_eq!(r.is_error, Some(true), "{p} {era:?}: {r:?}");
+            assert!(
+                texts(&r)[0].contains("second question"),
+                "{p} {era:?}: {r:?}"
+            );
+            assert_eq!(asker.asked.load(Ordering::SeqCst), 2, "{p} {era:?}");
+
             // Cancellation reaches the handler.
             let before = events(&data, "cancelled").len();
             let pending = {

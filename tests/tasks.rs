@@ -43,6 +43,13 @@ fn taskplug_dir(root: &Path, id: &str) -> PathBuf {
         ),
         ("confirm", r#"{ type = "object" }"#, 30_000, "optional", ""),
         (
+            "two_questions",
+            r#"{ type = "object" }"#,
+            10_000,
+            "optional",
+            "",
+        ),
+        (
             "slow",
             r#"{ type = "object", properties = { ms = { type = "integer", minimum = 0 } } }"#,
             60_000,
@@ -350,6 +357,41 @@ async fn a_question_is_answered_with_tasks_update_and_a_wrong_answer_refused() {
     assert_eq!(events(&data(root.path()), "answered").len(), 1);
 }
 
+/// A plugin that asks a second question while its first is open ends its
+/// task as it ends a direct call, and the client is never asked twice.
+#[tokio::test]
+async fn a_second_question_in_a_task_ends_it_and_is_never_asked() {
+    let root = Scratch::new("tasks-two-questions");
+    let d = daemon(root.path(), "", "").await;
+    let c = tasks_client(&d).await;
+    for run in 0..10 {
+        let id = start_task(&c, "kandev_kp_two_questions", json!({})).await;
+        let ended = eventually(WAIT, "the task to end", async || {
+            let t = get(&c, &id).await.ok()?;
+            if let TaskPayload::InputRequired { input_requests } = &t.task.payload {
+                assert_eq!(input_requests.len(), 1, "run {run}: {t:?}");
+            }
+            matches!(t.task.status(), TaskStatus::Completed | TaskStatus::Failed).then_some(t)
+        })
+        .await;
+        // As the crash above: a failed task, with the direct call's error.
+        let TaskPayload::Failed { error } = &ended.task.payload else {
+            panic!("run {run}: {ended:?}")
+        };
+        assert_eq!(
+            error["data"]["code"], "plugin_error",
+            "run {run}: {error:?}"
+        );
+        assert!(
+            error["message"]
+                .as_str()
+                .unwrap()
+                .contains("second question"),
+            "run {run}: {error:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn cancel_reaches_the_plugin_from_the_owner_and_from_the_operator() {
     let root = Scratch::new("tasks-cancel");
@@ -437,12 +479,20 @@ async fn another_token_gets_the_unknown_task_answer_and_ids_cannot_be_guessed() 
         .await
         .unwrap_err();
     assert_eq!(rpc_error(&e), unknown);
-    // A cancel is acknowledged whatever it names, and changes nothing here.
-    theirs
+    // A cancel of another's task is answered as an unknown id, and
+    // changes nothing.
+    let e = theirs
         .peer()
         .cancel_task(CancelTaskParams::new(id.clone()))
         .await
-        .unwrap();
+        .unwrap_err();
+    assert_eq!(rpc_error(&e), unknown);
+    let e = theirs
+        .peer()
+        .cancel_task(CancelTaskParams::new("0".repeat(32)))
+        .await
+        .unwrap_err();
+    assert_eq!(rpc_error(&e), unknown);
     assert_eq!(
         get(&mine, &id).await.unwrap().task.status(),
         TaskStatus::Working
@@ -522,8 +572,39 @@ async fn one_task_past_the_cap_is_refused_before_anything_runs() {
         .call_tool_once(params("kandev_kp_slow", json!({"ms": 60_000})))
         .await
         .unwrap_err();
-    assert!(rpc_error(&e).1.contains("too many tasks"), "{e}");
+    let (_, message) = rpc_error(&e);
+    assert!(message.contains("too many tasks"), "{message}");
+    // It says what frees a place, and when.
+    assert!(
+        message.contains("a place frees when a kept result expires, the next in"),
+        "{message}"
+    );
     assert_eq!(events(&data, "invoked slow").len(), 3);
+}
+
+/// A task's status message follows its plugin's progress even when the
+/// client sent no progress token (the extension gives it no reason to).
+#[tokio::test]
+async fn a_tasks_status_follows_progress_without_a_progress_token() {
+    let root = Scratch::new("tasks-progress");
+    let d = daemon(root.path(), "", "").await;
+    let c = tasks_client(&d).await;
+    // params() sends no progress token.
+    let id = start_task(&c, "kandev_kp_steps", json!({"steps": 4, "pause_ms": 400})).await;
+    let seen = eventually(
+        WAIT,
+        "a status message from the plugin's progress",
+        async || {
+            get(&c, &id)
+                .await
+                .ok()
+                .and_then(|t| t.task.task.status_message.clone())
+                .filter(|m| m.contains('/'))
+        },
+    )
+    .await;
+    assert!(seen.contains("/4"), "{seen}");
+    until(&c, &id, TaskStatus::Completed).await;
 }
 
 #[tokio::test]

@@ -4,7 +4,9 @@
 //! - ARCHITECTURE.md's crate table says exactly which of our crates each
 //!   crate depends on (`cargo metadata` is the truth);
 //! - no module of any crate depends, through others, on itself;
-//! - the repository stands alone: nothing cites a design brief outside it.
+//! - the repository stands alone: nothing cites a design brief outside it;
+//! - `toolhost.example.toml` carries every configuration key, and the
+//!   README's command table every subcommand.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
 
@@ -725,4 +727,163 @@ fn no_nested_module_depends_on_itself_through_its_siblings() {
             }
         }
     }
+}
+
+/// Every key of each `#[serde(deny_unknown_fields)]` struct in `file`
+/// (our configuration's structs), by the struct's name: a field's name, or
+/// its `#[serde(rename = "...")]`, and whether it is a table (a struct or
+/// a map, which a `[header]` may carry); flattened and skipped fields are
+/// not keys of their own.
+fn config_keys(file: &Path) -> BTreeMap<String, BTreeSet<(String, bool)>> {
+    let text = std::fs::read_to_string(file).expect("a configuration source file");
+    let mut keys: BTreeMap<String, BTreeSet<(String, bool)>> = BTreeMap::new();
+    let mut current: Option<String> = None;
+    let mut denies = false;
+    let mut attrs: Vec<&str> = Vec::new();
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with("#[serde(deny_unknown_fields") {
+            denies = true;
+            continue;
+        }
+        if let Some(rest) = t.strip_prefix("pub struct ") {
+            current = denies.then(|| rest.split([' ', '{', '<']).next().unwrap_or("").to_owned());
+            denies = false;
+            attrs.clear();
+            continue;
+        }
+        if t == "}" {
+            current = None;
+            continue;
+        }
+        let Some(name) = &current else { continue };
+        if t.starts_with("#[") {
+            attrs.push(t);
+            continue;
+        }
+        if let Some((field, ty)) = t.strip_prefix("pub ").and_then(|r| r.split_once(':')) {
+            let ty = ty.trim().trim_start_matches("Option<");
+            // A struct, a map, or an array of tables (`Vec<Struct>`).
+            let element = ty.strip_prefix("Vec<").unwrap_or(ty);
+            let table = (element.starts_with(|c: char| c.is_ascii_uppercase())
+                || ["std::collections::", "toml::Table"]
+                    .iter()
+                    .any(|p| element.starts_with(p)))
+                && !["String", "PathBuf"].iter().any(|p| element.starts_with(p));
+            let flattened = attrs
+                .iter()
+                .any(|a| a.contains("flatten") || a.contains("skip"));
+            let renamed = attrs.iter().find_map(|a| {
+                a.split_once("rename = \"")
+                    .and_then(|(_, r)| r.split_once('"'))
+                    .map(|(r, _)| r.to_owned())
+            });
+            if !flattened {
+                keys.entry(name.clone())
+                    .or_default()
+                    .insert((renamed.unwrap_or_else(|| field.trim().to_owned()), table));
+            }
+        }
+        if !t.starts_with("///") && !t.is_empty() {
+            attrs.clear();
+        }
+    }
+    keys
+}
+
+/// README says `toolhost.example.toml` lists every key: each field of the
+/// configuration's structs appears there, as `key =` (set or commented
+/// out) or as a table header.
+#[test]
+fn the_example_configuration_carries_every_key() {
+    let root = workspace_root();
+    let example =
+        std::fs::read_to_string(root.join("toolhost.example.toml")).expect("toolhost.example.toml");
+    let mut structs = config_keys(&root.join("crates/toolhost/src/config.rs"));
+    structs.extend(config_keys(&root.join("crates/toolhost/src/sandboxing.rs")));
+    assert!(
+        structs.contains_key("Config") && structs.contains_key("PluginConfig"),
+        "the configuration's structs moved: {:?}",
+        structs.keys().collect::<Vec<_>>()
+    );
+    let present = |(key, table): &(String, bool)| {
+        example.lines().any(|l| {
+            let l = l.trim_start_matches(['#', ' ']);
+            l.strip_prefix(key.as_str())
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+                || (*table
+                    && l.starts_with('[')
+                    && l.trim_matches(['[', ']'])
+                        .split('.')
+                        .any(|part| part.trim_matches('"') == key))
+        })
+    };
+    let missing: Vec<String> = structs
+        .iter()
+        .flat_map(|(s, keys)| {
+            keys.iter()
+                .filter(|k| !present(k))
+                .map(move |(k, _)| format!("{s}.{k}"))
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "toolhost.example.toml lacks these keys (add each, commented out if it has no good example value): {missing:?}"
+    );
+}
+
+/// The subcommands `toolhost --help` lists under "Commands:".
+fn subcommands(args: &[&str]) -> Vec<String> {
+    let out = std::process::Command::new(toolhost_e2e::bin("toolhost"))
+        .args(args)
+        .arg("--help")
+        .output()
+        .expect("toolhost --help");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .filter(|c| c != "help")
+        .collect()
+}
+
+/// README's command table has a row for every subcommand: `toolhost CMD`
+/// in its first cell, and each of CMD's own subcommands named in one of
+/// CMD's rows.
+#[test]
+fn the_readme_command_table_names_every_subcommand() {
+    let readme = std::fs::read_to_string(workspace_root().join("README.md")).expect("README.md");
+    let rows: Vec<&str> = readme
+        .lines()
+        .filter(|l| l.starts_with("| `toolhost "))
+        .map(|l| l.split(" | ").next().unwrap_or(l))
+        .collect();
+    let commands = subcommands(&[]);
+    assert!(commands.len() >= 10, "toolhost --help lists {commands:?}");
+    let mut missing = Vec::new();
+    for command in &commands {
+        let own: Vec<&&str> = rows
+            .iter()
+            .filter(|r| r.contains(&format!("`toolhost {command}")))
+            .collect();
+        if own.is_empty() {
+            missing.push(command.clone());
+            continue;
+        }
+        for sub in subcommands(&[command]) {
+            let named = own.iter().any(|r| {
+                r.split(|c: char| !c.is_ascii_alphanumeric() && c != '-')
+                    .any(|w| w == sub)
+            });
+            if !named {
+                missing.push(format!("{command} {sub}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "README's command table lacks: {missing:?}"
+    );
 }

@@ -34,6 +34,13 @@ description = "Progress, a log message, a question, an image."
 surfaces = ["chat"]
 input_schema = { type = "object" }
 annotations = { read_only = true }
+
+[[tools]]
+name = "late"
+description = "Asks a second question composed before the first answer came."
+surfaces = ["chat"]
+input_schema = { type = "object" }
+annotations = { read_only = true }
 "#;
 
 const PYTHON: &str = r#"import asyncio
@@ -79,6 +86,17 @@ async def rich(call):
     return ["done" if answer.flag("ok") else "stopped", Content.image(b"\x89PNG", "image/png")]
 
 
+@plugin.tool("late")
+async def late(call):
+    await call.ask(Question("First?").boolean("ok", "OK"))
+    # A second question composed while the first was open, whose bytes
+    # reach toolhost only after the first answer: as the SDK would send it
+    # had it been queued before the answer arrived.
+    call._link.answers_seen -= 1
+    await call.ask(Question("Second?").boolean("ok", "OK"))
+    return "asked twice"
+
+
 plugin.run()
 "#;
 
@@ -110,6 +128,14 @@ new Plugin()
     const answer = await call.ask(new Question("Proceed?").boolean("ok", "OK").require("ok"));
     return [answer.action === "accept" && answer.values.ok === true ? "done" : "stopped", Content.image(new Uint8Array([0x89, 0x50]), "image/png")];
   })
+  .tool("late", async (call) => {
+    await call.ask(new Question("First?").boolean("ok", "OK"));
+    // A second question composed while the first was open, whose bytes
+    // reach toolhost only after the first answer.
+    call.link.answersSeen -= 1;
+    await call.ask(new Question("Second?").boolean("ok", "OK"));
+    return "asked twice";
+  })
   .run();
 "#;
 
@@ -121,7 +147,9 @@ fn write_exe(path: &Path, text: &str) {
 
 /// A plugin `id` on the Python or TypeScript SDK, speaking plugin
 /// protocol `protocol`: tools `hello`, `fail`, `slow` (until cancelled)
-/// and `rich` (progress, a log message, a question, an image; protocol 2).
+/// `rich` (progress, a log message, a question, an image; protocol 2) and
+/// `late` (a second question that says it saw no answer, sent after the
+/// first was answered).
 #[must_use]
 pub fn sdk_plugin(root: &Path, id: &str, lang: &str, protocol: u32) -> PathBuf {
     let dir = root.join(id);

@@ -58,7 +58,7 @@ pub fn snapshot_from_proto(p: pb::Snapshot) -> Result<Snapshot, Vec<String>> {
             exposed_name: t.exposed_name,
             title: (!t.title.is_empty()).then_some(t.title),
             description: t.description,
-            instructions: None,
+            instructions: (!t.instructions.is_empty()).then_some(t.instructions),
             surfaces: t.surfaces,
             input_schema: input,
             output_schema: output,
@@ -137,6 +137,7 @@ pub fn snapshot_to_proto(s: &Snapshot) -> pb::Snapshot {
                     TaskSupport::Required => pb::TaskSupport::Required.into(),
                 },
                 task_timeout_ms: d.task_timeout_ms.unwrap_or(0),
+                instructions: d.instructions.clone().unwrap_or_default(),
             })
             .collect(),
     }
@@ -149,7 +150,8 @@ mod tests {
     fn one_tool() -> Snapshot {
         let text = "id = \"p\"\nversion = \"1.0.0\"\nname = \"P\"\n[runtime]\ncommand = \"/bin/true\"\n\
                     [[tools]]\nname = \"t\"\ndescription = \"Does it.\"\nsurfaces = [\"chat\"]\n\
-                    input_schema = { type = \"object\" }\ntask = \"optional\"\n";
+                    input_schema = { type = \"object\" }\ntask = \"optional\"\n\
+                    instructions = \"Call it once per task.\"\n";
         let m = match toolhost_manifest::Manifest::parse(std::path::Path::new("/none"), text) {
             Ok(m) => m,
             Err(p) => panic!("{p:?}"),
@@ -169,5 +171,17 @@ mod tests {
         let problems = snapshot_from_proto(wire).err().unwrap_or_default();
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert!(problems[0].contains("task 7"), "{problems:?}");
+    }
+
+    #[test]
+    fn a_tools_instructions_cross_the_wire() {
+        let s = one_tool();
+        let wire = snapshot_to_proto(&s);
+        assert_eq!(wire.tools[0].instructions, "Call it once per task.");
+        let back = snapshot_from_proto(wire).unwrap_or_else(|p| panic!("{p:?}"));
+        assert_eq!(
+            back.tools[0].instructions.as_deref(),
+            Some("Call it once per task.")
+        );
     }
 }

@@ -36,6 +36,8 @@ pub mod token;
 
 pub use convert::{snapshot_from_proto, snapshot_to_proto};
 pub use link::{FleetLink, LinkView};
-pub use server::{AdminError, Client, connect_unix, serve_tcp, serve_unix};
-pub use service::{AdminService, AdminState, binding_from_proto, offer_pushed};
+pub use server::{AdminError, BoundSocket, Client, connect_unix, serve_tcp, serve_unix};
+pub use service::{
+    AdminService, AdminState, NEEDS_CONFIG, OUTCOME_KEY, binding_from_proto, offer_pushed,
+};
 pub use toolhost_proto::admin;

@@ -29,7 +29,9 @@ pub enum AdminError {
     #[error("admin API: {0}")]
     Transport(#[from] tonic::transport::Error),
     /// The daemon is not there.
-    #[error("cannot connect to the admin socket {path} (is `toolhost serve` running?): {detail}")]
+    #[error(
+        "cannot connect to the admin socket {path} (is `toolhost serve` running? A daemon started with `--config FILE` keeps its socket where FILE says: give this command the same `--config FILE`, or `--admin SOCKET`): {detail}"
+    )]
     NotRunning {
         /// The socket path.
         path: PathBuf,
@@ -86,12 +88,17 @@ impl tokio::io::AsyncWrite for Relayed {
 /// only then renamed into place (a rename keeps the mode and cannot be
 /// raced by another user).
 pub async fn serve_unix(
-    path: &Path,
+    bound: BoundSocket,
     service: AdminService,
     limits: ConnectionLimits,
     shutdown: CancellationToken,
 ) -> Result<(), AdminError> {
-    let (listener, token) = bind_private(path)?;
+    let BoundSocket {
+        listener,
+        token,
+        path,
+    } = bound;
+    let path = path.as_path();
     // A plugin runs as the daemon's user, so the socket's mode does not
     // keep it out. Two locks, either of which holds alone: the token, which
     // a sandboxed plugin cannot read, and the connecting process, which
@@ -151,6 +158,28 @@ pub async fn serve_unix(
     let _ = std::fs::remove_file(path);
     let _ = std::fs::remove_file(token_path(path));
     Ok(result?)
+}
+
+/// The admin socket, bound and with its token written, not yet served.
+/// Binding comes first and apart so that a daemon announces itself only
+/// once a CLI that reads the announcement can connect.
+#[derive(Debug)]
+pub struct BoundSocket {
+    listener: tokio::net::UnixListener,
+    token: String,
+    path: std::path::PathBuf,
+}
+
+impl BoundSocket {
+    /// Binds the admin socket at `path` (see [`serve_unix`]).
+    pub fn bind(path: &Path) -> Result<Self, AdminError> {
+        let (listener, token) = bind_private(path)?;
+        Ok(Self {
+            listener,
+            token,
+            path: path.to_path_buf(),
+        })
+    }
 }
 
 /// Binds `path` so that no other user can ever connect to it.

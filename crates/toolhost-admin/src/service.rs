@@ -14,6 +14,14 @@ use toolhost_proto::admin as pb;
 use toolhost_proto::admin::admin_server::Admin;
 use toolhost_runtime::{PluginHandle, Plugins};
 
+/// The response metadata key that says what a refusal means when its
+/// status code alone could mean more than one thing.
+pub const OUTCOME_KEY: &str = "toolhost-outcome";
+
+/// [`OUTCOME_KEY`]'s value on an install or upgrade that succeeded and now
+/// waits only for configuration values (`FAILED_PRECONDITION`).
+pub const NEEDS_CONFIG: &str = "needs-config";
+
 /// What the admin API works on: the daemon's shared state.
 #[derive(Debug)]
 pub struct AdminState {
@@ -44,8 +52,18 @@ fn lifecycle_status(e: LifecycleError) -> Status {
             Status::invalid_argument(message)
         }
         LifecycleError::NotFound { .. } => Status::not_found(message),
+        // Installed, and waiting only for its configuration: a success with
+        // a next step. Marked so a client never mistakes another refusal
+        // for it.
+        LifecycleError::NeedsConfig { .. } => {
+            let mut s = Status::failed_precondition(message);
+            s.metadata_mut().insert(
+                OUTCOME_KEY,
+                tonic::metadata::MetadataValue::from_static(NEEDS_CONFIG),
+            );
+            s
+        }
         LifecycleError::Managed
-        | LifecycleError::NeedsConfig { .. }
         | LifecycleError::Static { .. }
         | LifecycleError::AlreadyThere { .. } => Status::failed_precondition(message),
         LifecycleError::StartFailed { .. } => Status::aborted(message),
@@ -102,6 +120,7 @@ fn status_of(h: &PluginHandle) -> pb::PluginStatus {
         state: s.phase.as_str().to_owned(),
         pid: s.pid.unwrap_or(0),
         restarts: s.restarts,
+        failures: s.failures,
         last_error: s.last_error.unwrap_or_default(),
         enabled: true,
         ..Default::default()
@@ -609,6 +628,7 @@ impl Admin for AdminService {
             .hub
             .tasks()
             .cancel(None, &id, std::time::Instant::now())
+            == toolhost_mcp::Cancelled::Now
         {
             tracing::info!(target: "toolhost::audit", task = %toolhost_runtime::log_safe(&id, 64), "task cancelled by the operator");
             Ok(Response::new(pb::CancelTaskResponse {}))

@@ -45,6 +45,10 @@ pub(crate) struct Args {
     /// list runs each: `--fleet 50,100,200`).
     #[arg(long, value_name = "N", value_delimiter = ',')]
     pub(crate) fleet: Vec<usize>,
+    /// Only many plugins in one daemon: start to ready, memory, stop (a
+    /// list runs each: `--plugins 250,500,1000`).
+    #[arg(long, value_name = "N", value_delimiter = ',')]
+    pub(crate) plugins: Vec<usize>,
     /// Only tool calls as MCP tasks: this many of each kind, and as many
     /// tasks left waiting for an answer.
     #[arg(long, value_name = "N")]

@@ -23,6 +23,7 @@
 //! each SDK's plugin only), `--scale` (the catalog at scale only),
 //! `--argcheck` (argument checking against jsonschema's `is_valid` only),
 //! `--fleet N,...` (N daemons fed through NATS JetStream only),
+//! `--plugins N,...` (N plugins in one daemon: start, memory, stop, only),
 //! `--tasks N` (tool calls as MCP tasks against direct calls, and N tasks
 //! waiting for an answer, only), `--telemetry N` (toolhost's CPU per call
 //! with telemetry off, sampling at 0 % and at 100 % to a live OTLP
@@ -39,6 +40,7 @@ mod fleet;
 mod goals;
 mod load;
 mod measure;
+mod plugins;
 mod progress;
 mod scale;
 mod sdks;
@@ -74,6 +76,10 @@ async fn main() -> Result<()> {
         scale::report(if args.quick { 200 } else { 1_000 }).await?;
         println!("\n## What agents are shown of a large catalog\n");
         return discovery::report(&discovery::examples_dir()).await;
+    }
+    if !args.plugins.is_empty() {
+        println!("## Many plugins in one daemon\n");
+        return plugins::report(&args.plugins).await;
     }
     if !args.fleet.is_empty() {
         println!("## A fleet through NATS JetStream\n");

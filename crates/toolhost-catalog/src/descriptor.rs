@@ -386,6 +386,11 @@ impl Descriptor {
         {
             bad("title must be 1 to 128 bytes and not blank".to_owned());
         }
+        if let Some(i) = &self.instructions
+            && (i.trim().is_empty() || i.len() > 300 || i.chars().any(char::is_control))
+        {
+            bad("instructions must be one line of 1 to 300 bytes".to_owned());
+        }
         if self.surfaces.is_empty() || !self.surfaces.iter().all(|s| is_valid_surface(s)) {
             bad("surfaces must be a non-empty list of valid surface names".to_owned());
         }

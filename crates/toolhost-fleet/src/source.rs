@@ -5,7 +5,7 @@ use crate::keys::FleetKeys;
 use crate::status::{Applied, StatusEntry};
 use futures::{FutureExt as _, StreamExt as _};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use toolhost_admin::{AdminState, FleetLink};
 
@@ -165,8 +165,12 @@ pub async fn run(cfg: FleetConfig, state: Arc<AdminState>, stop: CancellationTok
         .clone()
         .unwrap_or_else(|| Arc::new(FleetLink::new(&cfg.url, &cfg.keys.bucket, &cfg.daemon)));
     let mut attempt: u32 = 0;
+    // The last refusal and when: kept in the status entry across sessions
+    // (a reconnect would otherwise hide it until it happens again), until
+    // a session has followed for ten heartbeats without one.
+    let mut refused: Option<(String, Instant)> = None;
     loop {
-        match session(&cfg, &state, &link, &stop, &mut attempt).await {
+        match session(&cfg, &state, &link, &stop, &mut attempt, &mut refused).await {
             Ok(()) => return,
             Err(e) => {
                 link.set_connected(false);
@@ -187,19 +191,26 @@ pub async fn run(cfg: FleetConfig, state: Arc<AdminState>, stop: CancellationTok
 /// What the server said was refused on this connection: a permission the
 /// daemon's user lacks shows only as an unanswered request, and this is
 /// how the daemon can name it.
+/// A refusal that comes while the link runs (the reply to the stream's
+/// flow control, say, which the client sends on its own) wakes the session:
+/// the daemon would otherwise stop following without a word.
 #[derive(Debug, Default)]
-struct Refusals(std::sync::Mutex<Option<String>>);
+struct Refusals {
+    said: std::sync::Mutex<Option<String>>,
+    came: tokio::sync::Notify,
+}
 
 impl Refusals {
     fn note(&self, what: String) {
         *self
-            .0
+            .said
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(what);
+        self.came.notify_one();
     }
 
     fn take(&self) -> Option<String> {
-        self.0
+        self.said
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take()
@@ -224,6 +235,7 @@ async fn session(
     link: &Arc<FleetLink>,
     stop: &CancellationToken,
     attempt: &mut u32,
+    refused: &mut Option<(String, Instant)>,
 ) -> Result<(), FleetError> {
     let refusals = Arc::new(Refusals::default());
     // The link is up once the watch runs; after that, the client's own
@@ -247,9 +259,18 @@ async fn session(
                         "fleet: the NATS server says: {}",
                         toolhost_runtime::log_safe(&text, 300)
                     );
-                    refusals.note(text);
+                    // A permission refused is shown at once, whatever the
+                    // session is doing, and ends it (the daemon would go on
+                    // looking connected while it no longer follows).
+                    if text.contains("Permissions Violation") {
+                        link.set_error(&FleetError::Refused(text.clone()).to_string());
+                        refusals.note(text);
+                    }
                 }
                 Event::ServerError(ServerError::AuthorizationViolation) => {
+                    link.set_error(
+                        "the NATS server refused this daemon's user: authorization violation",
+                    );
                     refusals.note("authorization violation".to_owned());
                 }
                 _ => {}
@@ -293,6 +314,7 @@ async fn session(
         .map_err(|e| explained(&refusals, e))?;
     let mut entry = StatusEntry {
         daemon: cfg.daemon.clone(),
+        refused: refused.as_ref().map(|(what, _)| what.clone()),
         ..StatusEntry::default()
     };
     // The first status write proves the last permission the daemon needs.
@@ -307,7 +329,23 @@ async fn session(
     loop {
         tokio::select! {
             () = stop.cancelled() => return Ok(()),
-            _ = beat.tick() => write_status(&kv, cfg, state, &mut entry).await.map_err(|e| refused_or(&refusals, e))?,
+            () = refusals.came.notified() => {
+                // A permission refused while following: said in the
+                // status entry (NACK in `fleet status`), then the session
+                // ends and the link says NOT CONNECTED with the refusal.
+                let Some(what) = refusals.take() else { continue };
+                *refused = Some((what.clone(), Instant::now()));
+                entry.refused = Some(what.clone());
+                let _ = write_status(&kv, cfg, state, &mut entry).await;
+                return Err(FleetError::Refused(what));
+            }
+            _ = beat.tick() => {
+                if refused.as_ref().is_some_and(|(_, at)| at.elapsed() > cfg.heartbeat * 10) {
+                    *refused = None;
+                    entry.refused = None;
+                }
+                write_status(&kv, cfg, state, &mut entry).await.map_err(|e| refused_or(&refusals, e))?;
+            }
             next = bindings.next() => {
                 let value = next.ok_or(FleetError::WatchEnded)?.map_err(nats)?;
                 apply_binding(state, &value);

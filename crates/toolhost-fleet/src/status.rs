@@ -37,6 +37,10 @@ pub struct StatusEntry {
     /// How many are withheld in all.
     #[serde(default)]
     pub withheld_total: usize,
+    /// What the NATS server refused this daemon's user while it followed
+    /// (a permission it lacks), if anything: it is not following.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
     /// Plugin id and state.
     pub plugins: Vec<(String, String)>,
     /// Seconds since the Unix epoch when it was written.

@@ -187,8 +187,11 @@ impl Relay {
 }
 
 impl Caller for Relay {
+    /// A task's status message is its plugin's latest progress, whether or
+    /// not the client sent a progress token (the Tasks extension gives it
+    /// no reason to).
     fn wants_progress(&self) -> bool {
-        self.wants_progress
+        self.wants_progress || self.task.is_some()
     }
     fn log_level(&self) -> Option<LogLevel> {
         self.log_level

@@ -295,8 +295,7 @@ impl ServerHandler for Handler {
         cx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let owner = self.task_owner(&cx)?;
-        crate::hosted::cancel(&self.hub, &owner, &request.task_id);
-        Ok(())
+        crate::hosted::cancel(&self.hub, &owner, &request.task_id)
     }
 
     /// rmcp hands over, as a custom request, a `tools/call` whose params do

@@ -398,8 +398,17 @@ pub(crate) fn update(
 }
 
 /// `tasks/cancel`: cancels the owner's running task (its plugin call is
-/// cancelled). Acknowledged whatever the id names, as the extension says,
-/// so it tells nobody whether a task exists.
-pub(crate) fn cancel(hub: &Hub, owner: &Owner, id: &str) {
-    hub.tasks.cancel(Some(owner), id, Instant::now());
+/// cancelled). An id the caller does not own is answered as `tasks/get`
+/// answers it (`-32602`, the same words), so a cancel tells nobody whether
+/// another's task exists; a task of the caller's that has already ended is
+/// refused too, saying so, as the extension asks.
+pub(crate) fn cancel(hub: &Hub, owner: &Owner, id: &str) -> Result<(), McpError> {
+    match hub.tasks.cancel(Some(owner), id, Instant::now()) {
+        crate::tasks::Cancelled::Now => Ok(()),
+        crate::tasks::Cancelled::Unknown => Err(not_found()),
+        crate::tasks::Cancelled::AlreadyEnded => Err(McpError::invalid_params(
+            "the task has already ended; its result stays readable with tasks/get",
+            None,
+        )),
+    }
 }

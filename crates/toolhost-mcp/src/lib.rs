@@ -64,6 +64,6 @@ pub use instructions::{
 };
 pub use limits::ConnectionLimits;
 pub use listener::{ClientGone, requests_read, serve_http, take_large_request};
-pub use tasks::{TaskLimits, TaskRefused, TaskState, TaskSummary, TaskView, Tasks};
+pub use tasks::{Cancelled, TaskLimits, TaskRefused, TaskState, TaskSummary, TaskView, Tasks};
 pub use tokens::{Owner, TokenTable};
 pub use traced::{Traced, serve_stdio};

@@ -118,14 +118,40 @@ pub struct TaskSummary {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TaskRefused {
     /// The owner has as many tasks as it may.
-    #[error("too many tasks for this token (the limit is {0}); wait for one to end or cancel one")]
-    PerOwner(usize),
+    #[error(
+        "too many tasks for this token (the limit is {limit}, counting finished tasks while their results are kept, {retention_s} s after they end); {}",
+        frees(*next_free_s)
+    )]
+    PerOwner {
+        /// The cap.
+        limit: usize,
+        /// How long a finished task's result is kept.
+        retention_s: u64,
+        /// When the next place frees, if one of the owner's tasks has ended.
+        next_free_s: Option<u64>,
+    },
     /// The daemon has as many tasks as it may.
-    #[error("too many tasks on this daemon (the limit is {0}); try again later")]
-    Total(usize),
+    #[error(
+        "too many tasks on this daemon (the limit is {limit}, counting finished tasks while their results are kept); {}",
+        frees(*next_free_s)
+    )]
+    Total {
+        /// The cap.
+        limit: usize,
+        /// When the next place frees, if a task has ended.
+        next_free_s: Option<u64>,
+    },
     /// The system had no randomness for an id.
     #[error("no task id could be made: {0}")]
     NoId(String),
+}
+
+/// What frees a place, in words.
+fn frees(next_free_s: Option<u64>) -> String {
+    match next_free_s {
+        Some(s) => format!("a place frees when a kept result expires, the next in {s} s"),
+        None => "a place frees once a running task ends and its result has been kept for the retention time".to_owned(),
+    }
 }
 
 /// The bounds.
@@ -217,6 +243,17 @@ impl Books {
             }
         }
     }
+}
+
+/// What a cancel did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cancelled {
+    /// The task was running; it is cancelled now.
+    Now,
+    /// The task had already ended (its state stays as it ended).
+    AlreadyEnded,
+    /// No such task for this caller.
+    Unknown,
 }
 
 /// The tasks of a daemon.
@@ -314,13 +351,34 @@ impl Tasks {
         let mut books = self.lock();
         let limits = books.limits;
         sweep(&mut books.tasks, limits.retention, now);
+        // When the soonest of these tasks' results expires, freeing a place.
+        let next_free = |only: Option<&Owner>| {
+            books
+                .tasks
+                .values()
+                .filter(|t| only.is_none_or(|o| t.owner == *o))
+                .filter_map(|t| t.ended)
+                .map(|ended| {
+                    (ended + limits.retention)
+                        .saturating_duration_since(now)
+                        .as_secs()
+                })
+                .min()
+        };
         if books.tasks.len() + books.reserved_total() >= limits.total {
-            return Err(TaskRefused::Total(limits.total));
+            return Err(TaskRefused::Total {
+                limit: limits.total,
+                next_free_s: next_free(None),
+            });
         }
         let mine = books.tasks.values().filter(|t| t.owner == owner).count()
             + books.reserved.get(&owner).copied().unwrap_or(0);
         if mine >= limits.per_owner {
-            return Err(TaskRefused::PerOwner(limits.per_owner));
+            return Err(TaskRefused::PerOwner {
+                limit: limits.per_owner,
+                retention_s: limits.retention.as_secs(),
+                next_free_s: next_free(Some(&owner)),
+            });
         }
         *books.reserved.entry(owner).or_default() += 1;
         Ok(Place {
@@ -428,26 +486,27 @@ impl Tasks {
 
     /// Cancels the running task `id`: its call is cancelled and the task
     /// ends `cancelled`. With `owner`, only that owner's task (anything
-    /// else is left alone, as for an unknown id); without, the operator's
-    /// cancel of any task. Returns whether a running task was cancelled.
-    pub fn cancel(&self, owner: Option<&Owner>, id: &str, now: Instant) -> bool {
+    /// else is answered as an unknown id); without, the operator's cancel
+    /// of any task.
+    pub fn cancel(&self, owner: Option<&Owner>, id: &str, now: Instant) -> Cancelled {
         let mut books = self.lock();
+        let retention = books.limits.retention;
         let Some(t) = books
             .tasks
             .get_mut(id)
-            .filter(|t| owner.is_none_or(|o| t.owner == *o))
+            .filter(|t| owner.is_none_or(|o| t.owner == *o) && !expired(t, retention, now))
         else {
-            return false;
+            return Cancelled::Unknown;
         };
         if t.state.is_terminal() {
-            return false;
+            return Cancelled::AlreadyEnded;
         }
         t.cancel.cancel();
         t.state = TaskState::Cancelled;
         t.asking = None;
         t.ended = Some(now);
         t.updated_at = rmcp::task_manager::current_timestamp();
-        true
+        Cancelled::Now
     }
 
     /// Every task, for the operator, oldest first.
@@ -542,13 +601,14 @@ mod tests {
             tasks.get(&B, &id, now),
             tasks.get(&B, "f".repeat(32).as_str(), now)
         );
-        assert!(!tasks.cancel(Some(&B), &id, now));
+        assert_eq!(tasks.cancel(Some(&B), &id, now), Cancelled::Unknown);
         assert!(!cancel.is_cancelled(), "another owner cancelled the call");
         assert_eq!(
             tasks.take_question(&B, &id).err(),
             Some(NoQuestion::UnknownTask)
         );
-        assert!(tasks.cancel(Some(&A), &id, now));
+        assert_eq!(tasks.cancel(Some(&A), &id, now), Cancelled::Now);
+        assert_eq!(tasks.cancel(Some(&A), &id, now), Cancelled::AlreadyEnded);
         assert_eq!(
             tasks.get(&A, &id, now).map(|v| v.state),
             Some(TaskState::Cancelled)
@@ -567,7 +627,10 @@ mod tests {
         tasks.update(&id, TaskState::Working(None), t0);
         assert_eq!(tasks.get(&A, &id, t0).map(|v| v.state), Some(done));
         // Retained, it still counts against the owner's cap.
-        assert_eq!(make(&tasks, A, t0).err(), Some(TaskRefused::PerOwner(1)));
+        assert!(matches!(
+            make(&tasks, A, t0).err(),
+            Some(TaskRefused::PerOwner { limit: 1, .. })
+        ));
         let later = t0 + Duration::from_secs(11);
         assert_eq!(tasks.get(&A, &id, later), None);
         assert!(make(&tasks, A, later).is_ok());
@@ -579,9 +642,15 @@ mod tests {
         let now = Instant::now();
         let a1 = tasks.reserve(A, now).unwrap_or_else(|e| panic!("{e}"));
         let a2 = tasks.reserve(A, now).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(tasks.reserve(A, now).err(), Some(TaskRefused::PerOwner(2)));
+        assert!(matches!(
+            tasks.reserve(A, now).err(),
+            Some(TaskRefused::PerOwner { limit: 2, .. })
+        ));
         let b1 = tasks.reserve(B, now).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(tasks.reserve(B, now).err(), Some(TaskRefused::Total(3)));
+        assert!(matches!(
+            tasks.reserve(B, now).err(),
+            Some(TaskRefused::Total { limit: 3, .. })
+        ));
         drop(a1);
         let _ = a2.create("t", CancellationToken::new(), LIFE);
         drop(b1);

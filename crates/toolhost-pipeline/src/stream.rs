@@ -146,7 +146,14 @@ impl Call<'_> {
                         }
                         Event::Log(l) => self.on_log(l, &mut budget),
                         Event::Question(q) => {
-                            if asking.is_some() {
+                            // Open here, or open for the plugin when it
+                            // asked (it had not yet seen every answer): a
+                            // second question either way, refused before
+                            // it goes out, whatever the timing.
+                            let asked_before = self.events.questions;
+                            if asking.is_some()
+                                || q.answers_seen.is_some_and(|seen| seen < asked_before)
+                            {
                                 return Err(self.plugin_broke(
                                     "asked a second question before the first was answered",
                                 ));

@@ -156,6 +156,9 @@ pub(crate) struct Link {
     pub(crate) events: mpsc::Sender<Result<wire::PluginEvent, tonic::Status>>,
     pub(crate) answers: Mutex<HashMap<u32, oneshot::Sender<wire::Answer>>>,
     pub(crate) next_question: AtomicU32,
+    /// Answers received so far: sent with each question, so toolhost can
+    /// tell a question asked while another is open, whatever the timing.
+    pub(crate) answers_seen: AtomicU32,
     pub(crate) wants_progress: bool,
     pub(crate) log_level: Option<LogLevel>,
     pub(crate) can_ask: bool,
@@ -173,6 +176,7 @@ impl Link {
             events,
             answers: Mutex::new(HashMap::new()),
             next_question: AtomicU32::new(1),
+            answers_seen: AtomicU32::new(0),
             wants_progress: start.wants_progress,
             log_level: LogLevel::try_from(start.log_level)
                 .ok()
@@ -231,6 +235,7 @@ impl Link {
             .ok()
             .and_then(|mut a| a.remove(&answer.question_id));
         if let Some(tx) = waiting {
+            self.answers_seen.fetch_add(1, Ordering::AcqRel);
             let _ = tx.send(answer);
         }
     }
@@ -339,6 +344,7 @@ impl ToolCall {
                 id,
                 message: question.message.clone(),
                 requested_schema: Some(toolhost_proto::json::struct_from_json(&question.schema())),
+                answers_seen: Some(l.answers_seen.load(Ordering::Acquire)),
             })),
         };
         if l.events.send(Ok(event)).await.is_err() {

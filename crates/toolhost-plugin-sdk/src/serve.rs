@@ -143,6 +143,9 @@ async fn run_handler(
             None => handler(call).await,
         }
     }));
+    if let Some(d) = deadline {
+        tokio::spawn(watch_past_deadline(task.abort_handle(), d));
+    }
     // Ends the span however the call ends, also when toolhost drops it.
     let mut ending = SpanEnd(span, Err("cancelled"));
     let out = match task.await {
@@ -158,6 +161,41 @@ async fn run_handler(
         Err(_) => Err("panic"),
     };
     out
+}
+
+/// How long a handler may go on past its deadline (it was told, through
+/// its cancellation token) before it is dropped; and, once dropped, how
+/// long it may take to go before the plugin reports itself unhealthy.
+const HUNG_GRACE: Duration = Duration::from_secs(5);
+
+/// The health reporter, for a handler that hangs.
+static HEALTH: std::sync::OnceLock<tonic_health::server::HealthReporter> =
+    std::sync::OnceLock::new();
+
+/// A handler still running [`HUNG_GRACE`] after its deadline is dropped (at
+/// its next `.await`); one that is still there after another grace is
+/// blocked where no `.await` comes (a blocking call on an async worker),
+/// holding a thread: the plugin reports itself unhealthy, so toolhost
+/// restarts it instead of letting such threads pile up.
+async fn watch_past_deadline(task: tokio::task::AbortHandle, deadline: tokio::time::Instant) {
+    tokio::time::sleep_until(deadline + HUNG_GRACE).await;
+    if task.is_finished() {
+        return;
+    }
+    task.abort();
+    tokio::time::sleep(HUNG_GRACE).await;
+    if task.is_finished() {
+        return;
+    }
+    eprintln!(
+        "a tool handler is still running {}s past its deadline, blocked where it cannot be stopped; reporting unhealthy so toolhost restarts this plugin (run blocking work with tokio::task::spawn_blocking)",
+        (HUNG_GRACE * 2).as_secs()
+    );
+    if let Some(reporter) = HEALTH.get() {
+        reporter
+            .set_service_status(HEALTH_SERVICE, tonic_health::ServingStatus::NotServing)
+            .await;
+    }
 }
 
 /// A call's span, ended when dropped with what is known by then.
@@ -397,6 +435,7 @@ pub(crate) async fn serve(tools: HashMap<String, Handler>) -> Result<(), ServeEr
     reporter
         .set_service_status(HEALTH_SERVICE, tonic_health::ServingStatus::Serving)
         .await;
+    let _ = HEALTH.set(reporter);
     let service = Service {
         tools: Arc::new(tools),
         call_token,

@@ -67,4 +67,4 @@ pub use process::StartError;
 pub use registry::{PluginUnavailable, Plugins};
 pub use sockets::{remove_run_dir, remove_stale_run_dirs};
 pub use spec::{Delivered, PluginSpec};
-pub use supervisor::{Phase, PluginHandle, PluginState, SupervisorConfig, supervise};
+pub use supervisor::{CRASH_LOOP, Phase, PluginHandle, PluginState, SupervisorConfig, supervise};

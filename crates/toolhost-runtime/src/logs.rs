@@ -162,9 +162,78 @@ fn text_of(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// The last lines a process wrote on a stream, kept (escaped, bounded) for
+/// the error that needs the plugin's own words: why it did not start, why
+/// it exited. Lines are kept whatever the rate limit dropped from the log.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Tail(std::sync::Arc<TailInner>);
+
+#[derive(Debug, Default)]
+struct TailInner {
+    lines: std::sync::Mutex<std::collections::VecDeque<String>>,
+    ended: tokio::sync::Notify,
+    done: std::sync::atomic::AtomicBool,
+}
+
+/// Lines a [`Tail`] keeps.
+const TAIL_LINES: usize = 12;
+/// Characters of one line a [`Tail`] keeps.
+const TAIL_LINE_CHARS: usize = 300;
+
+impl Tail {
+    fn push(&self, line: &str) {
+        if line.trim().is_empty() {
+            return;
+        }
+        let kept = log_safe(line.trim_end(), TAIL_LINE_CHARS).into_owned();
+        if let Ok(mut lines) = self.0.lines.lock() {
+            if lines.len() == TAIL_LINES {
+                lines.pop_front();
+            }
+            lines.push_back(kept);
+        }
+    }
+
+    fn end(&self) {
+        self.0
+            .done
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.0.ended.notify_waiters();
+    }
+
+    /// The lines kept, waiting up to `wait` for the stream to end first (a
+    /// process that just exited may not have been read to its end yet).
+    pub(crate) async fn last_lines(&self, wait: std::time::Duration) -> Vec<String> {
+        let ended = self.0.ended.notified();
+        if !self.0.done.load(std::sync::atomic::Ordering::Acquire) {
+            let _ = tokio::time::timeout(wait, ended).await;
+        }
+        self.0
+            .lines
+            .lock()
+            .map(|l| l.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// " | "-joined lines for an error message, or nothing.
+pub(crate) fn said(lines: &[String]) -> String {
+    if lines.is_empty() {
+        String::new()
+    } else {
+        format!("; its stderr ended with: {}", lines.join(" | "))
+    }
+}
+
 /// Forwards every line of `reader` until EOF. It reads to the end even
 /// when lines are dropped, so the plugin never writes into a closed pipe.
-pub(crate) async fn forward(plugin: String, stream: &'static str, reader: impl AsyncRead + Unpin) {
+/// With a `tail`, the last lines are kept there too.
+pub(crate) async fn forward(
+    plugin: String,
+    stream: &'static str,
+    reader: impl AsyncRead + Unpin,
+    tail: Option<Tail>,
+) {
     let mut lines = FramedRead::new(reader, Lines::default());
     let mut bucket = Bucket::new(BURST, LINES_PER_SECOND);
     let mut suppressed = 0u64;
@@ -180,6 +249,9 @@ pub(crate) async fn forward(plugin: String, stream: &'static str, reader: impl A
             }
         };
         let Some(Ok(line)) = item else { break };
+        if let (Some(t), Some(text)) = (&tail, &line) {
+            t.push(text);
+        }
         if !bucket.take() {
             suppressed += 1;
             continue;
@@ -197,6 +269,9 @@ pub(crate) async fn forward(plugin: String, stream: &'static str, reader: impl A
     }
     if suppressed > 0 {
         suppressed_line(&plugin, stream, suppressed);
+    }
+    if let Some(t) = tail {
+        t.end();
     }
 }
 

@@ -50,8 +50,15 @@ pub enum StartError {
     #[error("printed no handshake line within {0:?}")]
     HandshakeTimeout(Duration),
     /// The handshake line was refused.
-    #[error("bad handshake: {0}")]
-    Handshake(#[from] HandshakeError),
+    #[error(
+        "its first line on stdout is not a handshake ({source}): stdout is the handshake channel, so print nothing there before it and log to stderr; the line is `1|{protocol}|unix|<socket path>|grpc` for the protocol {protocol} its manifest declares"
+    )]
+    Handshake {
+        /// What is wrong with the line.
+        source: HandshakeError,
+        /// The protocol the manifest declares (and toolhost offered).
+        protocol: u32,
+    },
     /// The handshake named a protocol version other than the one offered
     /// (the manifest's `runtime.protocol`).
     #[error(
@@ -125,17 +132,32 @@ impl StartError {
     }
 }
 
-impl StartError {
-    /// Whether the sandbox may be why: the process could not run its
-    /// command or ended before its handshake (a denied path shows as an
-    /// exit, usually 126 or 1, or as "permission denied").
+impl Failed {
+    /// Whether the sandbox may be why: the command could not be run for
+    /// want of permission (or exited 126, "cannot execute"), or what it
+    /// wrote on stderr says an access was denied. Only then does the
+    /// message point at the sandbox; a plugin that fails for its own
+    /// reasons (a missing module) is not sent looking for a grant.
     #[must_use]
-    pub fn may_be_the_sandbox(&self) -> bool {
-        match self {
-            Self::Spawn { source, .. } => source.kind() == std::io::ErrorKind::PermissionDenied,
-            Self::ExitedEarly(_) | Self::ExitedDuringStart(_) => true,
-            _ => false,
-        }
+    pub fn access_denied(&self) -> bool {
+        const DENIED: [&str; 6] = [
+            "Permission denied",
+            "PermissionError",
+            "EACCES",
+            "Operation not permitted",
+            "EPERM",
+            "os error 13",
+        ];
+        let exited_126 = matches!(
+            &self.error,
+            StartError::ExitedEarly(s) | StartError::ExitedDuringStart(s) if s.contains("exit status: 126")
+        );
+        matches!(&self.error, StartError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied)
+            || exited_126
+            || self
+                .stderr
+                .iter()
+                .any(|l| DENIED.iter().any(|d| l.contains(d)))
     }
 }
 
@@ -155,6 +177,8 @@ pub(crate) struct Running {
     _listen: Option<toolhost_sandbox::listen::ListenSupervisor>,
     /// Its data directory's quota, as applied at this start.
     pub disk: Option<toolhost_sandbox::disk::Quota>,
+    /// The last lines it wrote on stderr, for the message when it exits.
+    pub stderr: crate::logs::Tail,
     /// Its place among the daemon's plugin processes, until dropped.
     pub _leader: Leader,
 }
@@ -235,9 +259,30 @@ fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     toolhost_base::files::create_private(path, bytes)
 }
 
+/// A start that failed: why, and the last lines the process wrote on
+/// stderr (its own words: a traceback, a missing module).
+#[derive(Debug)]
+pub(crate) struct Failed {
+    pub error: StartError,
+    pub stderr: Vec<String>,
+}
+
+impl From<StartError> for Failed {
+    fn from(error: StartError) -> Self {
+        Self {
+            error,
+            stderr: Vec::new(),
+        }
+    }
+}
+
+/// How long a failed start waits for the process's stderr to be read to
+/// its end, so the error has its last words.
+pub(crate) const LAST_WORDS: Duration = Duration::from_millis(300);
+
 /// Starts the plugin and waits until it is healthy, or fails having killed
 /// and reaped whatever it started.
-pub(crate) async fn start(spec: &PluginSpec, leaders: &Leaders) -> Result<Running, StartError> {
+pub(crate) async fn start(spec: &PluginSpec, leaders: &Leaders) -> Result<Running, Failed> {
     data_dir(&spec.data_dir).map_err(|source| StartError::DataDir {
         dir: spec.data_dir.display().to_string(),
         source,
@@ -283,7 +328,8 @@ pub(crate) async fn start(spec: &PluginSpec, leaders: &Leaders) -> Result<Runnin
             sockets.path(),
             &made,
             &[&spec.command, &spec.dir.join("plugin.toml")],
-        )?;
+        )
+        .map_err(StartError::from)?;
     }
     let sandbox = Prepared::new(
         &spec.sandbox,
@@ -305,7 +351,8 @@ pub(crate) async fn start(spec: &PluginSpec, leaders: &Leaders) -> Result<Runnin
     })?;
     let pid = child.id().unwrap_or(0);
     let leader = leaders.enter(pid);
-    match handshake_and_connect(spec, &sockets, &mut child, deadline).await {
+    let stderr = crate::logs::Tail::default();
+    match handshake_and_connect(spec, &sockets, &mut child, deadline, &stderr).await {
         Ok(channel) => Ok(Running {
             child,
             pid,
@@ -315,11 +362,15 @@ pub(crate) async fn start(spec: &PluginSpec, leaders: &Leaders) -> Result<Runnin
             jail: confinement.jail,
             _listen: confinement.listen,
             disk,
+            stderr,
             _leader: leader,
         }),
-        Err(e) => {
+        Err(error) => {
             stop(&mut child, pid, Duration::ZERO).await;
-            Err(e)
+            Err(Failed {
+                error,
+                stderr: stderr.last_lines(LAST_WORDS).await,
+            })
         }
     }
 }
@@ -341,11 +392,17 @@ async fn handshake_and_connect(
     sockets: &SocketDir,
     child: &mut Child,
     deadline: Instant,
+    tail: &crate::logs::Tail,
 ) -> Result<Channel, StartError> {
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(StartError::ExitedEarly("no stdout/stderr pipes".to_owned()));
     };
-    tokio::spawn(crate::logs::forward(spec.id.clone(), "stderr", stderr));
+    tokio::spawn(crate::logs::forward(
+        spec.id.clone(),
+        "stderr",
+        stderr,
+        Some(tail.clone()),
+    ));
     let mut stdout = BufReader::new(stdout);
     let mut line = String::new();
     // A handshake line is short; a plugin that floods stdout without a
@@ -367,7 +424,10 @@ async fn handshake_and_connect(
         Ok(Err(e)) => return Err(StartError::ExitedEarly(format!("stdout failed: {e}"))),
         Ok(Ok(_)) => {}
     }
-    let hs = handshake::parse(&line)?;
+    let hs = handshake::parse(&line).map_err(|source| StartError::Handshake {
+        source,
+        protocol: spec.protocol,
+    })?;
     if hs.protocol != spec.protocol {
         return Err(StartError::ProtocolMismatch {
             offered: spec.protocol,
@@ -380,7 +440,12 @@ async fn handshake_and_connect(
             dir: sockets.path().display().to_string(),
         });
     }
-    tokio::spawn(crate::logs::forward(spec.id.clone(), "stdout", stdout));
+    tokio::spawn(crate::logs::forward(
+        spec.id.clone(),
+        "stdout",
+        stdout,
+        None,
+    ));
 
     let channel = tokio::select! {
         r = connect(&hs.socket, deadline) => r?,

@@ -37,6 +37,16 @@ pub enum PluginUnavailable {
     /// Waiting out a restart backoff.
     #[error("plugin {0} is restarting after a failure; try again shortly")]
     Restarting(String),
+    /// Failing to start or crashing again and again.
+    #[error(
+        "plugin {id} is in a crash loop ({failures} failures in a row); it is not worth retrying until an operator has looked at it (`toolhost status`)"
+    )]
+    CrashLoop {
+        /// The plugin.
+        id: String,
+        /// Failures since it was last ready.
+        failures: u32,
+    },
     /// Stopped on purpose.
     #[error("plugin {0} is stopped")]
     Stopped(String),
@@ -177,10 +187,13 @@ impl Plugins {
                 .and_then(|v| v.iter().find(|h| h.version() == version).cloned()),
         };
         let Some(handle) = handle else { return first };
+        // A plugin in a crash loop is not waited for: the call would only
+        // run out its deadline.
         if !matches!(
             handle.state().phase,
             Phase::Starting | Phase::Restarting | Phase::Ready
-        ) {
+        ) || matches!(first, Err(PluginUnavailable::CrashLoop { .. }))
+        {
             return first;
         }
         let mut states = handle.subscribe();
@@ -220,6 +233,12 @@ impl Plugins {
         match (state.phase, state.client) {
             (Phase::Ready, Some(c)) if !c.is_gone() => Ok(c),
             (Phase::Starting | Phase::Ready, _) => Err(PluginUnavailable::Starting(id)),
+            (Phase::Restarting, _) if state.failures >= crate::supervisor::CRASH_LOOP => {
+                Err(PluginUnavailable::CrashLoop {
+                    id,
+                    failures: state.failures,
+                })
+            }
             (Phase::Restarting, _) => Err(PluginUnavailable::Restarting(id)),
             (Phase::Stopped, _) => Err(PluginUnavailable::Stopped(id)),
             (Phase::Failed, _) => Err(PluginUnavailable::Failed(id)),

@@ -2,7 +2,7 @@
 
 use crate::client::PluginClient;
 use crate::leaders::Leaders;
-use crate::process::{self, Running};
+use crate::process::{self, LAST_WORDS, Running};
 use crate::spec::PluginSpec;
 use std::collections::VecDeque;
 use std::future::Future;
@@ -13,8 +13,9 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-/// How soon a start that failed for lack of resources is tried again.
-const RESOURCE_RETRY: Duration = Duration::from_millis(500);
+/// Failures in a row (failed starts and crashes since it was last ready)
+/// from which a plugin is said to be in a crash loop.
+pub const CRASH_LOOP: u32 = 3;
 
 /// Supervision knobs. The defaults are docs/PROTOCOL.md §5's.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,6 +103,9 @@ pub struct PluginState {
     /// What the current process says it implements, when it says
     /// (asked once per start, before it is ready).
     pub described: Option<crate::client::Described>,
+    /// Failed starts and crashes since it was last ready: at
+    /// [`CRASH_LOOP`] and more it is in a crash loop.
+    pub failures: u32,
     /// Its data directory's quota, as the current process started with it.
     pub disk: Option<toolhost_sandbox::disk::Quota>,
 }
@@ -212,6 +216,7 @@ pub(crate) fn supervise_among(
         last_error: None,
         client: None,
         described: None,
+        failures: 0,
         disk: None,
     });
     let (ctx, crx) = mpsc::unbounded_channel();
@@ -270,6 +275,32 @@ impl Supervisor {
         })
     }
 
+    /// The message of a start that failed: why, in the plugin's own
+    /// words where it wrote any, and the sandbox named only when an access
+    /// was denied.
+    fn start_failure(&self, f: &process::Failed) -> String {
+        let id = &self.spec.id;
+        let said = crate::logs::said(&f.stderr);
+        if !f.access_denied() {
+            return format!("plugin {id} failed to start: {}{said}", f.error);
+        }
+        if self.spec.sandbox.filesystem.is_some() {
+            format!(
+                "plugin {id} failed to start: {}{said}; an access was denied, and it runs sandboxed, so a path outside its directory it needs \
+                 (an interpreter, a library) must be granted: [sandbox] read, or [plugin.\"{id}\"] read or grant \
+                 (`toolhost plugins show {id}` lists what it asks for){}",
+                f.error,
+                self.account_hint(),
+            )
+        } else {
+            format!(
+                "plugin {id} failed to start: {}{said}{}",
+                f.error,
+                self.account_hint()
+            )
+        }
+    }
+
     fn publish(
         &self,
         phase: Phase,
@@ -293,6 +324,7 @@ impl Supervisor {
     /// would scatter across functions that each hold half a state.
     async fn run(mut self) {
         let mut attempt: u32 = 0;
+        let mut shortages: u32 = 0;
         let mut recent: VecDeque<Instant> = VecDeque::new();
         loop {
             self.publish(Phase::Starting, None, None, None);
@@ -307,19 +339,26 @@ impl Supervisor {
                 },
             };
             let failure = match started {
-                Err(e) if e.is_resource_shortage() => {
-                    // Not the plugin's fault: wait for the pressure to end,
+                Err(f) if f.error.is_resource_shortage() => {
+                    // Not the plugin's fault: tried again, backing off,
                     // without counting toward `failed`.
+                    shortages = shortages.saturating_add(1);
                     let why = format!(
-                        "plugin {} could not start for lack of resources: {e}",
-                        self.spec.id
+                        "plugin {} could not start for lack of resources ({shortages} tries in a row): {}",
+                        self.spec.id, f.error
                     );
                     tracing::warn!(plugin = %self.spec.id, "{why}; retrying");
                     self.publish(Phase::Restarting, None, None, Some(why));
+                    self.state
+                        .send_modify(|s| s.failures = s.failures.saturating_add(1));
                     tokio::select! {
-                        () = tokio::time::sleep(RESOURCE_RETRY) => {}
+                        () = tokio::time::sleep(backoff(&self.config, shortages)) => {}
                         cmd = self.commands.recv() => match cmd {
-                            Some(Command::Start | Command::Restart) => { attempt = 0; recent.clear(); }
+                            Some(Command::Start | Command::Restart) => {
+                                attempt = 0;
+                                shortages = 0;
+                                recent.clear();
+                            }
                             Some(Command::Stop) | None => match self.stopped().await {
                                 Next::Start => continue,
                                 Next::Quit => return,
@@ -328,22 +367,9 @@ impl Supervisor {
                     }
                     continue;
                 }
-                Err(e) if self.spec.sandbox.filesystem.is_some() && e.may_be_the_sandbox() => {
-                    format!(
-                        "plugin {id} failed to start: {e}; it runs sandboxed, so a path outside its directory it needs \
-                     (an interpreter, a library) must be granted: [sandbox] read, or [plugin.\"{id}\"] read or grant \
-                     (`toolhost plugins show {id}` lists what it asks for){account}",
-                        id = self.spec.id,
-                        account = self.account_hint(),
-                    )
-                }
-                Err(e) if e.may_be_the_sandbox() => format!(
-                    "plugin {} failed to start: {e}{}",
-                    self.spec.id,
-                    self.account_hint()
-                ),
-                Err(e) => format!("plugin {} failed to start: {e}", self.spec.id),
+                Err(f) => self.start_failure(&f),
                 Ok(running) => {
+                    shortages = 0;
                     let ready_at = Instant::now();
                     match self.serve(running).await {
                         Ended::StopRequested => match self.stopped().await {
@@ -366,6 +392,8 @@ impl Supervisor {
                     }
                 }
             };
+            self.state
+                .send_modify(|s| s.failures = s.failures.saturating_add(1));
             tracing::warn!(plugin = %self.spec.id, "{failure}");
             let now = Instant::now();
             recent.push_back(now);
@@ -440,6 +468,7 @@ impl Supervisor {
         self.state.send_modify(|s| {
             s.described = described;
             s.disk = disk;
+            s.failures = 0;
         });
         self.publish(Phase::Ready, Some(running.pid), Some(client), None);
         tracing::info!(plugin = %self.spec.id, pid = running.pid, "plugin ready");
@@ -455,7 +484,8 @@ impl Supervisor {
             tokio::select! {
                 status = running.child.wait() => {
                     let how = status.map_or_else(|e| format!("wait failed: {e}"), |s| s.to_string());
-                    break Ended::Crashed(format!("plugin {} exited ({how})", self.spec.id));
+                    let said = crate::logs::said(&running.stderr.last_lines(LAST_WORDS).await);
+                    break Ended::Crashed(format!("plugin {} exited ({how}){said}", self.spec.id));
                 }
                 _ = ticker.tick(), if probing.is_none() => {
                     let (channel, timeout) = (running.channel.clone(), self.config.health_timeout);

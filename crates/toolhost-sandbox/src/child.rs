@@ -11,7 +11,11 @@
 //!    dies, so even `kill -9 toolhost` leaves no plugin behind);
 //! 2. every descriptor from 3 up marked close-on-exec (marked, not closed:
 //!    the standard library's exec-error pipe must stay open until exec);
-//! 3. resource limits, then joining the cgroup (a write to cgroupfs, which
+//! 3. the opens it needs (the cgroup's `cgroup.procs`, its own
+//!    `/proc/self`), while the daemon's descriptor limit still holds: the
+//!    child carries the daemon's descriptors until exec, and under many
+//!    plugins they outnumber a plugin's limit; then resource limits, then
+//!    joining the cgroup (a write to cgroupfs, which
 //!    Landlock would forbid afterwards), then every capability set cleared
 //!    (a root daemon's plugins would otherwise keep them all: the bounding
 //!    set is emptied so that exec cannot give them back; a switch to
@@ -201,7 +205,17 @@ impl Prepared {
             if ignore_file_size_signal {
                 ignore_sigxfsz()?;
             }
-            apply(&rlimits, procs.as_ref())?;
+            // Every open first, while the daemon's own limit holds: the
+            // child still has the daemon's descriptors (marked
+            // close-on-exec, gone at exec), and under a thousand plugins
+            // they number more than the plugin's limit.
+            let procs_fd = open_in_child(procs.as_ref(), libc::O_WRONLY)?;
+            let proc_self_fd = if ruleset.is_some() && proc_self != 0 {
+                open_in_child(Some(c"/proc/self"), libc::O_PATH | libc::O_DIRECTORY)?
+            } else {
+                None
+            };
+            apply(&rlimits, procs_fd)?;
             if drop_capabilities {
                 // Needs CAP_SETPCAP, which the switch of user gives up.
                 drop_bounding_set()?;
@@ -221,7 +235,7 @@ impl Prepared {
             if let Some((program, channel)) = &guard {
                 crate::listen::install_in_child(program, *channel)?;
             }
-            confine_self(no_new_privs, ruleset, proc_self)
+            confine_self(no_new_privs, ruleset, proc_self, proc_self_fd)
         }
     }
 }
@@ -254,12 +268,30 @@ fn tasks_of_this_user() -> u64 {
         .sum()
 }
 
+/// In the child: opens `path` (close-on-exec), or nothing for `None`.
+#[allow(unsafe_code)]
+fn open_in_child(
+    path: Option<&(impl AsRef<std::ffi::CStr> + ?Sized)>,
+    flags: libc::c_int,
+) -> std::io::Result<Option<libc::c_int>> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    // SAFETY: one system call on a C string the closure owns; it
+    // allocates nothing and takes no lock.
+    let fd = unsafe { libc::open(path.as_ref().as_ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(Some(fd))
+}
+
 /// In the child: limits, then the cgroup (joining it writes to cgroupfs,
-/// which Landlock would forbid).
+/// which Landlock would forbid), through `procs`, opened before the limits.
 #[allow(unsafe_code)]
 fn apply(
     rlimits: &[(libc::__rlimit_resource_t, u64)],
-    procs: Option<&CString>,
+    procs: Option<libc::c_int>,
 ) -> std::io::Result<()> {
     let fail = || Err(std::io::Error::last_os_error());
     // SAFETY: each block is one system call on memory owned by this frame
@@ -283,11 +315,7 @@ fn apply(
                 return fail();
             }
         }
-        if let Some(path) = procs {
-            let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-            if fd < 0 {
-                return fail();
-            }
+        if let Some(fd) = procs {
             // "0" moves the writer itself.
             let written = libc::write(fd, b"0".as_ptr().cast(), 1);
             libc::close(fd);
@@ -400,12 +428,14 @@ fn clear_capability_sets() -> std::io::Result<()> {
     Ok(())
 }
 
-/// In the child: `no_new_privs`, then Landlock.
+/// In the child: `no_new_privs`, then Landlock, with the rule for the
+/// plugin's own `/proc/<pid>` (`own`, opened before the limits).
 #[allow(unsafe_code)]
 fn confine_self(
     no_new_privs: bool,
     ruleset: Option<libc::c_int>,
     proc_self: u64,
+    own: Option<libc::c_int>,
 ) -> std::io::Result<()> {
     let fail = || Err(std::io::Error::last_os_error());
     // SAFETY: as in `apply`: single system calls on memory owned by this
@@ -414,17 +444,8 @@ fn confine_self(
         if no_new_privs && libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
             return fail();
         }
-        if let Some(fd) = ruleset
-            && proc_self != 0
-        {
-            // Here "self" is this process, which exec keeps: the plugin.
-            let own = libc::open(
-                c"/proc/self".as_ptr(),
-                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-            );
-            if own < 0 {
-                return fail();
-            }
+        if let (Some(fd), Some(own)) = (ruleset, own) {
+            // "self" was this process, which exec keeps: the plugin.
             let rule = PathBeneathAttr {
                 allowed_access: proc_self,
                 parent_fd: own,

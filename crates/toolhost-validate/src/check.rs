@@ -171,8 +171,12 @@ pub fn check_arguments(
     violations.truncate(MAX_VIOLATIONS);
     if !schema.validator.is_valid(&instance) {
         let room = MAX_VIOLATIONS - violations.len();
-        let (listed, more) =
-            render::violations(schema.validator.iter_errors(&instance), room, &schema.names);
+        let (listed, more) = render::violations(
+            schema.validator.iter_errors(&instance),
+            room,
+            &schema.names,
+            render::Subject::Arguments,
+        );
         violations.extend(listed);
         unlisted += more;
     }

@@ -15,11 +15,20 @@ pub(crate) fn escape_pointer(segment: &str) -> String {
     segment.replace('~', "~0").replace('/', "~1")
 }
 
-fn at(location: &str) -> String {
-    if location.is_empty() {
-        "the argument object".to_owned()
-    } else {
-        format!("`{location}`")
+/// What a check looks at, for the root's name in its messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Subject {
+    /// A call's arguments.
+    Arguments,
+    /// A result's structured content, against the tool's output schema.
+    Output,
+}
+
+fn at(location: &str, subject: Subject) -> String {
+    match (location.is_empty(), subject) {
+        (true, Subject::Arguments) => "the argument object".to_owned(),
+        (true, Subject::Output) => "the structured content".to_owned(),
+        (false, _) => format!("`{location}`"),
     }
 }
 
@@ -38,6 +47,7 @@ pub(crate) fn violations<'a>(
     errors: impl Iterator<Item = ValidationError<'a>>,
     room: usize,
     names: &Declared,
+    subject: Subject,
 ) -> (Vec<Violation>, usize) {
     let mut out = Vec::new();
     let mut missing: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -57,7 +67,7 @@ pub(crate) fn violations<'a>(
                 .push(property.as_str().unwrap_or("*").to_owned());
             continue;
         }
-        out.push(one(e.kind(), location));
+        out.push(one(e.kind(), location, subject));
     }
     for (location, mut names) in missing {
         names.sort();
@@ -68,7 +78,10 @@ pub(crate) fn violations<'a>(
             .collect::<Vec<_>>()
             .join(", ");
         out.push(Violation {
-            message: format!("{} is missing required properties: {list}", at(&location)),
+            message: format!(
+                "{} is missing required properties: {list}",
+                at(&location, subject)
+            ),
             location,
             constraint: "required".to_owned(),
             missing: Some(names),
@@ -81,8 +94,8 @@ pub(crate) fn violations<'a>(
 
 /// Kept whole on purpose: one `match` over every jsonschema error kind, so
 /// a new kind is one arm beside its siblings.
-fn one(kind: &K, location: String) -> Violation {
-    let place = at(&location);
+fn one(kind: &K, location: String, subject: Subject) -> Violation {
+    let place = at(&location, subject);
     let mut v = Violation {
         constraint: kind.keyword().to_owned(),
         ..Violation::default()

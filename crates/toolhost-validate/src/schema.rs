@@ -381,6 +381,7 @@ impl CompiledSchema {
                 errors.into_iter(),
                 crate::violation::MAX_VIOLATIONS,
                 &self.names,
+                crate::render::Subject::Output,
             );
             return Err(crate::violation::ArgumentError::with_unlisted(
                 listed, unlisted,
@@ -393,6 +394,7 @@ impl CompiledSchema {
             self.validator.iter_errors(value),
             crate::violation::MAX_VIOLATIONS,
             &self.names,
+            crate::render::Subject::Output,
         );
         Err(crate::violation::ArgumentError::with_unlisted(
             listed, unlisted,
@@ -417,6 +419,33 @@ mod tests {
             Ok(_) => vec![],
             Err(p) => p.into_iter().map(|p| p.rule).collect(),
         }
+    }
+
+    #[test]
+    fn an_output_that_breaks_its_schema_is_named_as_the_structured_content() {
+        let out = CompiledSchema::compile(&json!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["count"],
+            "properties": { "count": { "type": "integer" } }
+        }))
+        .unwrap_or_else(|_| panic!("compiles"));
+        let e = out
+            .check_value(&json!({"extra": 1}))
+            .err()
+            .map(|e| e.violations)
+            .unwrap_or_default();
+        let messages: Vec<&str> = e.iter().map(|v| v.message.as_str()).collect();
+        assert!(
+            messages
+                .iter()
+                .any(|m| m.starts_with("the structured content")),
+            "{messages:?}"
+        );
+        assert!(
+            messages.iter().all(|m| !m.contains("argument")),
+            "{messages:?}"
+        );
     }
 
     #[test]

@@ -88,7 +88,9 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
         config_problems.extend(check_config(file, c, &set.plugins));
     }
     if args.start && problems.is_empty() {
-        config_problems.extend(start_and_describe(&set.plugins)?);
+        // Read again: checking it consumed it (the file read like `serve`).
+        let config = args.config.as_deref().and_then(|f| Config::load(f).ok());
+        config_problems.extend(start_and_describe(&set.plugins, config.as_ref())?);
     }
     let valid = problems.is_empty() && config_problems.is_empty();
 
@@ -224,11 +226,16 @@ fn capabilities_json(m: &toolhost_manifest::Manifest) -> serde_json::Value {
 }
 
 /// Starts each plugin as `serve --dev` would (default sandbox, no grants
-/// but its development venv's Python, a scratch data directory), asks what
-/// its code implements, and stops it.
-/// Returns the problems: a start that fails, declared tools without a
-/// handler. Plugins that need configuration are not started.
-fn start_and_describe(plugins: &[toolhost_manifest::Manifest]) -> Result<Vec<String>> {
+/// but its development venv's Python, a scratch data directory), with the
+/// values and grants `config` gives it (`--config`), asks what its code
+/// implements, and stops it.
+/// Returns the problems: a start that fails (a plugin that needs a value
+/// nobody gave it cannot start, and that is one too), declared tools
+/// without a handler.
+fn start_and_describe(
+    plugins: &[toolhost_manifest::Manifest],
+    config: Option<&Config>,
+) -> Result<Vec<String>> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -239,13 +246,28 @@ fn start_and_describe(plugins: &[toolhost_manifest::Manifest]) -> Result<Vec<Str
     toolhost_lifecycle::private_dir(&scratch)?;
     let mut problems = Vec::new();
     for m in plugins {
-        if m.config.iter().any(|c| c.required && c.default.is_none()) {
-            errln!("{}: needs configuration to start; not started", m.id);
+        use toolhost_lifecycle::settings;
+        let mut operator = match config.and_then(|c| c.plugin.get(&m.id)) {
+            Some(p) => p.operator(&m.id)?,
+            None => settings::Operator::default(),
+        };
+        let resolved = settings::resolve(
+            m,
+            &std::collections::BTreeMap::new(),
+            &settings::without_inline_secrets(m, &operator.config),
+        );
+        if !resolved.missing.is_empty() {
+            problems.push(format!(
+                "{}: could not start: it needs {} (give it under [plugin.\"{}\".config] in the file --config names, or with `toolhost plugins config` on a daemon)",
+                m.id,
+                resolved.missing.join(", "),
+                m.id
+            ));
             continue;
         }
         let mut spec = toolhost_lifecycle::plugin_spec(m, &scratch);
+        spec.config = resolved.delivered;
         // As `serve --dev` runs it: a development venv's Python may be read.
-        let mut operator = toolhost_lifecycle::settings::Operator::default();
         operator.read.extend(crate::dev::venv_base(&m.dir));
         spec.sandbox = toolhost_lifecycle::settings::sandbox_policy(
             m,

@@ -270,13 +270,35 @@ pub struct LogConfig {
     pub level: Option<String>,
 }
 
+/// A session's identity. The three ids default to empty so that every
+/// missing one is named at once ([`BindingConfig::missing`]), not one per
+/// run as serde would.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BindingConfig {
+    #[serde(default)]
     pub surface: String,
+    #[serde(default)]
     pub task_id: String,
+    #[serde(default)]
     pub session_id: String,
     pub workspace_id: Option<String>,
+}
+
+impl BindingConfig {
+    /// The required ids it lacks (empty or absent).
+    #[must_use]
+    pub fn missing(&self) -> Vec<&'static str> {
+        [
+            ("surface", &self.surface),
+            ("task_id", &self.task_id),
+            ("session_id", &self.session_id),
+        ]
+        .into_iter()
+        .filter(|(_, v)| v.trim().is_empty())
+        .map(|(k, _)| k)
+        .collect()
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -508,12 +530,29 @@ impl Config {
 }
 
 impl TokenConfig {
-    pub fn secret(&self) -> Result<String> {
-        match (&self.token, &self.token_file) {
-            (Some(t), None) if !t.trim().is_empty() => Ok(t.trim().to_owned()),
-            (None, Some(f)) => read_secret(f),
-            _ => bail!("each [[http.tokens]] needs exactly one of `token` or `token_file`"),
+    /// The token, read from its file if it is in one; every problem of the
+    /// entry (`n`, from 1) at once.
+    pub fn secret(&self, n: usize) -> Result<String> {
+        let mut problems: Vec<String> = Vec::new();
+        let missing = self.binding.missing();
+        if !missing.is_empty() {
+            problems.push(format!("it has no {}", missing.join(", no ")));
         }
+        let secret = match (&self.token, &self.token_file) {
+            (Some(t), None) if !t.trim().is_empty() => Some(Ok(t.trim().to_owned())),
+            (None, Some(f)) => Some(read_secret(f)),
+            _ => {
+                problems.push("it needs exactly one of `token` or `token_file`".to_owned());
+                None
+            }
+        };
+        if !problems.is_empty() {
+            bail!(
+                "[[http.tokens]] entry {n}: {} (each entry is a token and the session it stands for: surface, task_id, session_id)",
+                problems.join("; ")
+            );
+        }
+        secret.unwrap_or_else(|| bail!("[[http.tokens]] entry {n} has no token"))
     }
 }
 

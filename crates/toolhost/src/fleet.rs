@@ -176,8 +176,10 @@ pub async fn status(target: &NatsTarget, silent_after_s: u64) -> Result<ExitCode
         {
             flags.push("BEHIND");
         }
-        if let Some(a) = &e.applied
-            && !matches!(a.outcome.as_str(), "accepted" | "unchanged")
+        if e.refused.is_some()
+            || e.applied
+                .as_ref()
+                .is_some_and(|a| !matches!(a.outcome.as_str(), "accepted" | "unchanged"))
         {
             flags.push("NACK");
         }
@@ -200,6 +202,12 @@ pub async fn status(target: &NatsTarget, silent_after_s: u64) -> Result<ExitCode
             for r in &a.reasons {
                 outln!("      {}", toolhost_runtime::log_safe(r, 300));
             }
+        }
+        if let Some(r) = &e.refused {
+            outln!(
+                "      refused by the NATS server (a permission its user lacks): {}",
+                toolhost_runtime::log_safe(r, 300)
+            );
         }
     }
     Ok(if all_well {

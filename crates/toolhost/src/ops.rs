@@ -317,11 +317,16 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
         } else {
             p.pid.to_string()
         };
+        let state = if p.state == "restarting" && p.failures >= toolhost_runtime::CRASH_LOOP {
+            format!("CRASH LOOP ({} failures in a row)", p.failures)
+        } else {
+            p.state.clone()
+        };
         outln!(
             "  {:<24} {:<10} {:<11} pid {:<8} restarts {}",
             p.id,
             p.version,
-            p.state,
+            state,
             pid,
             p.restarts
         );
@@ -427,6 +432,12 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
             }
             let p = &one_line_status(p);
             outln!("{} {} ({}, {})", p.id, p.version, p.origin, p.state);
+            if p.state == "restarting" && p.failures >= toolhost_runtime::CRASH_LOOP {
+                outln!("    CRASH LOOP: {} failed starts in a row", p.failures);
+            }
+            if !p.last_error.is_empty() {
+                outln!("    last error: {}", p.last_error);
+            }
             print_grants(p);
             print_config(&p.config);
             print_sandbox(p);
@@ -498,10 +509,14 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
             .await
         }
     };
-    let needs_config = answer
-        .as_ref()
-        .err()
-        .is_some_and(|s| s.code() == tonic::Code::FailedPrecondition);
+    // Only the daemon's own mark says "installed, waiting for values": an
+    // install refused for another reason is a failure, values and all.
+    let needs_config = answer.as_ref().err().is_some_and(|s| {
+        s.code() == tonic::Code::FailedPrecondition
+            && s.metadata()
+                .get(toolhost_admin::OUTCOME_KEY)
+                .is_some_and(|v| v == toolhost_admin::NEEDS_CONFIG)
+    });
     let r = answer.map_err(|s| anyhow::anyhow!("{}", s.message()));
     // What an installed plugin asks for is shown as it arrives, granted or
     // not, even when it cannot start yet.
@@ -514,7 +529,16 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
     {
         let listed = installed_plugins_for_text(&mut c).await.unwrap_or_default();
         if let Some(p) = listed.iter().find(|p| p.id == id) {
-            outln!("{} {} asks for:", p.id, p.version);
+            let asks_nothing = p.asks.is_empty() && p.config.is_empty() && p.ungranted.is_empty();
+            if asks_nothing {
+                outln!(
+                    "{} {} asks for nothing beyond its own directory",
+                    p.id,
+                    p.version
+                );
+            } else {
+                outln!("{} {} asks for:", p.id, p.version);
+            }
             print_grants(p);
             print_config(&p.config);
             // Installed, and waiting only for its configuration: that is a

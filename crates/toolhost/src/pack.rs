@@ -119,7 +119,16 @@ impl Drop for Scratch {
 pub fn run(args: &PackArgs) -> Result<ExitCode> {
     let dir = std::path::absolute(&args.dir)
         .with_context(|| format!("cannot resolve {}", args.dir.display()))?;
-    let manifest = match Manifest::load(&dir) {
+    // A schema that would be withheld (a defect) refuses the pack, as it
+    // refuses an install.
+    let loaded = Manifest::load(&dir).and_then(|m| {
+        if m.defects.is_empty() {
+            Ok(m)
+        } else {
+            Err(m.defects)
+        }
+    });
+    let manifest = match loaded {
         Ok(m) => m,
         Err(problems) => {
             for p in &problems {
@@ -154,7 +163,13 @@ pub fn run(args: &PackArgs) -> Result<ExitCode> {
     }
     // The packed tree must be a valid plugin on its own: a launcher or a
     // schema file the ignore rules left out shows here, not at install.
-    if let Err(problems) = Manifest::load(&root) {
+    if let Err(problems) = Manifest::load(&root).and_then(|m| {
+        if m.defects.is_empty() {
+            Ok(m)
+        } else {
+            Err(m.defects)
+        }
+    }) {
         for p in &problems {
             errln!("error: {p}");
         }
@@ -374,9 +389,25 @@ fn build_node(dir: &Path, root: &Path, scratch: &Path) -> Result<()> {
     if dir.join(".npmrc").is_file() {
         std::fs::copy(dir.join(".npmrc"), deps.join(".npmrc"))?;
     }
+    // A local directory dependency (`file:../sdk`) is copied in, not
+    // linked (`--install-links`): a packed plugin is plain files. Its lock
+    // entry is a link, which `npm ci` cannot reconcile with a copy, so such
+    // a package is installed from its package.json (the lock still pins
+    // what it can).
+    let local_dirs = package["dependencies"].as_object().is_some_and(|deps| {
+        deps.values().any(|spec| {
+            spec.as_str()
+                .and_then(|s| s.strip_prefix("file:"))
+                .is_some_and(|p| dir.join(p).is_dir())
+        })
+    });
     run_step(
         Command::new("npm")
-            .arg(if has_lock { "ci" } else { "install" })
+            .arg(if has_lock && !local_dirs {
+                "ci"
+            } else {
+                "install"
+            })
             .args(["--omit=dev", "--no-bin-links", "--install-links"])
             .args(quiet)
             .current_dir(&deps),

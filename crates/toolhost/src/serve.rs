@@ -54,9 +54,14 @@ fn init_logging(format: &str, level: &str) -> Result<()> {
     // notifications at info, and every error answer (with the agent's text
     // in it) at warn: capped at error.
     filter = filter.add_directive("rmcp=error".parse().context("log directive")?);
+    // A closed stderr (`serve --dev | head`, a log collector that went
+    // away) must not matter: tracing's default reports a failed write with
+    // `eprintln!`, which panics on a closed pipe, in whatever task logged,
+    // the signal handler's included.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .log_internal_errors(false)
         .with_ansi(std::io::stderr().is_terminal());
     match format {
         "json" => builder.json().init(),
@@ -75,21 +80,28 @@ fn binding(b: &BindingConfig) -> Binding {
     )
 }
 
-async fn shutdown_signal(token: CancellationToken) {
+/// Installs the SIGTERM and SIGINT handlers now (the kernel's default, to
+/// die without stopping the plugins, holds until they are installed, so
+/// this runs before anything is announced), and returns the future that
+/// cancels `token` when either arrives.
+fn shutdown_signal(token: CancellationToken) -> impl Future<Output = ()> {
     use tokio::signal::unix::{SignalKind, signal};
-    if let (Ok(mut term), Ok(mut int)) = (
+    let streams = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
-    ) {
-        tokio::select! {
-            _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-            _ = int.recv() => tracing::info!("SIGINT: shutting down"),
-            () = token.cancelled() => {}
+    );
+    async move {
+        if let (Ok(mut term), Ok(mut int)) = streams {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+                _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+                () = token.cancelled() => {}
+            }
+        } else {
+            token.cancelled().await;
         }
-    } else {
-        token.cancelled().await;
+        token.cancel();
     }
-    token.cancel();
 }
 
 /// Raises the soft limit of open files to the hard limit, so that the
@@ -344,18 +356,23 @@ impl Daemon {
             self.shutdown.clone(),
             s.admin_socket.clone(),
         );
-        let stdio = s.stdio.is_some();
-        tokio::spawn(async move {
-            if let Err(e) = toolhost_admin::serve_unix(&socket, admin, limits, stop).await {
-                if stdio {
-                    // A stdio server beside a daemon: the daemon keeps the
-                    // admin socket, and this session does not need one.
-                    tracing::warn!("admin API not served by this stdio server: {e}");
-                } else {
-                    tracing::error!("admin API not served: {e}");
-                }
+        // Bound before anything is announced: a CLI run the moment the
+        // daemon says it serves finds the socket.
+        match toolhost_admin::BoundSocket::bind(&socket) {
+            Ok(bound) => {
+                tokio::spawn(async move {
+                    if let Err(e) = toolhost_admin::serve_unix(bound, admin, limits, stop).await {
+                        tracing::error!("admin API stopped: {e}");
+                    }
+                });
             }
-        });
+            // A stdio server beside a daemon: the daemon keeps the admin
+            // socket, and this session does not need one.
+            Err(e) if s.stdio.is_some() => {
+                tracing::warn!("admin API not served by this stdio server: {e}");
+            }
+            Err(e) => tracing::error!("admin API not served: {e}"),
+        }
         if let Some((addr, token)) = s.admin_tcp.clone() {
             let listener = tokio::net::TcpListener::bind(&addr)
                 .await

@@ -175,7 +175,8 @@ impl Config {
         let mut tokens = http_config
             .tokens
             .iter()
-            .map(|t| Ok((t.secret()?, t.binding.clone())))
+            .enumerate()
+            .map(|(i, t)| Ok((t.secret(i + 1)?, t.binding.clone())))
             .collect::<Result<Vec<_>>>()?;
         if let Some(d) = &dev {
             tokens.push((d.token.clone(), d.binding()));
@@ -294,7 +295,11 @@ impl Config {
     /// when serving stdio.
     fn stdio_binding(&self, o: &Overrides) -> Result<Option<BindingConfig>> {
         let base = self.stdio.as_ref();
-        let pick = |flag: &Option<String>, from: Option<&String>| flag.clone().or(from.cloned());
+        let pick = |flag: &Option<String>, from: Option<&String>| {
+            flag.clone()
+                .or(from.cloned())
+                .filter(|v| !v.trim().is_empty())
+        };
         let surface = pick(&o.surface, base.map(|b| &b.surface));
         let task_id = pick(&o.task_id, base.map(|b| &b.task_id));
         let session_id = pick(&o.session_id, base.map(|b| &b.session_id));

@@ -156,7 +156,7 @@ pub(crate) fn print_sandbox(p: &pb::PluginStatus) {
 pub(crate) fn plugin_json(p: &pb::PluginStatus) -> serde_json::Value {
     serde_json::json!({
         "id": p.id, "version": p.version, "origin": p.origin, "enabled": p.enabled, "state": p.state,
-        "pid": p.pid, "restarts": p.restarts, "last_error": p.last_error,
+        "pid": p.pid, "restarts": p.restarts, "failures": p.failures, "crash_loop": p.state == "restarting" && p.failures >= toolhost_runtime::CRASH_LOOP, "last_error": p.last_error,
         "withheld": p.withheld.iter().map(|d| serde_json::json!({ "tool": d.tool, "reason": d.reason })).collect::<Vec<_>>(),
         "config": p.config.iter().map(|i| serde_json::json!({ "name": i.name, "secret": i.secret, "required": i.required, "state": i.state, "source": i.source, "problem": i.problem })).collect::<Vec<_>>(),
         "missing_config": p.missing_config,

@@ -71,6 +71,14 @@ async def sleepy(call):
     return "woke"
 
 
+@plugin.tool("spins")
+def spins(call):
+    # A plain handler that never looks at call.cancelled: a busy loop.
+    n = 0
+    while True:
+        n += 1
+
+
 @pytest.fixture
 async def channel():
     path = os.path.join(tempfile.mkdtemp(), "p.sock")
@@ -181,6 +189,25 @@ async def test_a_deadline_cancels_the_handler(channel):
             break
         await asyncio.sleep(0.02)
     assert seen.get("cancelled") is True
+
+
+async def test_a_hung_plain_handler_holds_no_thread_past_its_deadline(channel):
+    import threading
+
+    def handler_threads():
+        return [t for t in threading.enumerate() if t.name.startswith("toolhost-tool-")]
+
+    stub = v1_grpc.PluginStub(channel)
+    for _ in range(5):
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await stub.InvokeAgentTool(request("spins"), timeout=0.2)
+        assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    for _ in range(200):
+        if not handler_threads() and plugin.hung_handlers() == 0:
+            break
+        await asyncio.sleep(0.02)
+    assert not handler_threads(), threading.enumerate()
+    assert plugin.hung_handlers() == 0
 
 
 def test_results_normalize():

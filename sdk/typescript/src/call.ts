@@ -116,6 +116,9 @@ export interface Link {
   sendNow(event: Record<string, unknown>): Promise<void>;
   answers: Map<number, (answer: Record<string, any>) => void>;
   nextQuestion: number;
+  /** Answers received: sent with each question, so toolhost can tell a
+   * question asked while another is open, whatever the timing. */
+  answersSeen: number;
 }
 
 /** One call. */
@@ -176,7 +179,12 @@ export class ToolCall {
       });
     });
     await link.sendNow({
-      question: { id, message: question.message, requested_schema: jsonToStruct(question.schema()) },
+      question: {
+        id,
+        message: question.message,
+        requested_schema: jsonToStruct(question.schema()),
+        answers_seen: link.answersSeen,
+      },
     });
     const a = await answered;
     const action = a.action === 1 ? "accept" : a.action === 2 ? "decline" : "cancel";

@@ -279,7 +279,10 @@ export class Plugin {
         if (event.event === "answer") {
           const resolve = link.answers.get(event.answer.question_id);
           link.answers.delete(event.answer.question_id);
-          resolve?.(event.answer);
+          if (resolve) {
+            link.answersSeen += 1;
+            resolve(event.answer);
+          }
         }
         return;
       }
@@ -303,6 +306,7 @@ export class Plugin {
         canAsk: Boolean(start.can_ask),
         answers: new Map(),
         nextQuestion: 1,
+        answersSeen: 0,
         send(e, progress = false) {
           if (abort.signal.aborted) return;
           if (progress && (l.pending || stream.writableNeedDrain)) {

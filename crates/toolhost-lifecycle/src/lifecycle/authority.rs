@@ -16,7 +16,7 @@ impl Lifecycle {
     /// Publishes a new revision if the set of listed plugins changed, and
     /// returns the current revision. Embedded mode only.
     pub(super) fn publish(&self) -> u64 {
-        if self.cfg.managed {
+        if self.cfg.managed || self.closing.load(std::sync::atomic::Ordering::Acquire) {
             return self.store.current().revision();
         }
         let mut inner = self.lock();
@@ -81,7 +81,9 @@ fn absences<'a>(
         if listed.iter().any(|(id, _)| *id == m.id) {
             continue;
         }
-        let phase = r.handle.as_ref().map(|h| h.state().phase);
+        let state = r.handle.as_ref().map(|h| h.state());
+        let phase = state.as_ref().map(|s| s.phase);
+        let failures = state.as_ref().map_or(0, |s| s.failures);
         let why = if !r.enabled {
             format!("its plugin {} is disabled by the operator", m.id)
         } else if !r.resolved.missing.is_empty() {
@@ -97,6 +99,10 @@ fn absences<'a>(
                     m.id
                 ),
                 Some(Phase::Stopped) | None => format!("its plugin {} is stopped", m.id),
+                Some(_) if failures >= toolhost_runtime::CRASH_LOOP => format!(
+                    "its plugin {} is in a crash loop ({failures} failures in a row); retrying will not help until the operator has looked at it",
+                    m.id
+                ),
                 Some(_) => format!("its plugin {} is starting; try again in a moment", m.id),
             }
         };

@@ -164,6 +164,10 @@ pub struct Lifecycle {
     pub(super) stored: Stored,
     /// Each plugin's disk use, and which are over quota (`disk.rs`).
     pub(super) disk: Mutex<super::disk::DiskBook>,
+    /// The daemon is stopping: no more catalog revisions (a thousand
+    /// plugins stopping would otherwise publish one after another, each
+    /// rebuilding the catalog, and make shutdown quadratic).
+    pub(super) closing: std::sync::atomic::AtomicBool,
 }
 
 /// An I/O error while doing `what` at `path`.
@@ -323,6 +327,8 @@ impl Lifecycle {
     /// Stops every plugin (daemon shutdown), then unmounts their data
     /// directories' own file systems.
     pub async fn shutdown(&self) {
+        self.closing
+            .store(true, std::sync::atomic::Ordering::Release);
         let handles = self.plugins.all();
         futures::future::join_all(handles.iter().map(|h| h.stop())).await;
         tokio::task::spawn_blocking(toolhost_sandbox::disk::release_all)

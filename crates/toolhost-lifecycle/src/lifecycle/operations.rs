@@ -44,10 +44,24 @@ impl Lifecycle {
             })
             .and_then(|()| {
                 // An install is validated as `toolhost check` would: a
-                // schema that would be withheld refuses it.
+                // schema that would be withheld refuses it. Problems name
+                // the files as they are in what was given, not in the
+                // staging directory the operator never saw.
+                let named = |problems: Vec<toolhost_manifest::Problem>| {
+                    let problems: Vec<_> = problems
+                        .into_iter()
+                        .map(|mut p| {
+                            if let Ok(rel) = p.file.strip_prefix(&staging) {
+                                p.file = source.join(rel);
+                            }
+                            p
+                        })
+                        .collect();
+                    invalid(&problems)
+                };
                 match Manifest::load(&staging) {
-                    Err(problems) => Err(invalid(&problems)),
-                    Ok(m) if !m.defects.is_empty() => Err(invalid(&m.defects)),
+                    Err(problems) => Err(named(problems)),
+                    Ok(m) if !m.defects.is_empty() => Err(named(m.defects)),
                     Ok(m) => self.command_of_its_own(&m).map(|()| m),
                 }
             });
@@ -222,7 +236,16 @@ impl Lifecycle {
             match inner.records.get(&m.id) {
                 Some(r) => Err(LifecycleError::AlreadyThere {
                     id: m.id.clone(),
-                    state: format!("installed (version {}); use upgrade", r.manifest.version),
+                    state: format!(
+                        "installed (version {}); nothing was changed{}: to set its configuration, `toolhost plugins config {} NAME=VALUE`; to move to the version given, `toolhost plugins upgrade PATH`",
+                        r.manifest.version,
+                        if set.is_empty() {
+                            ""
+                        } else {
+                            " and the values given were not stored"
+                        },
+                        m.id
+                    ),
                 }),
                 None => self.collisions(&inner, &m),
             }

@@ -113,6 +113,7 @@ impl Lifecycle {
             recompute: tx,
             stored: Stored::new(&lc_state_dir),
             disk: Mutex::new(super::disk::DiskBook::default()),
+            closing: std::sync::atomic::AtomicBool::new(false),
         });
         tokio::spawn(super::quota::watch(Arc::downgrade(&lc)));
         {

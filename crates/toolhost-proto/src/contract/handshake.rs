@@ -20,9 +20,7 @@ pub struct Handshake {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HandshakeError {
     /// Not five `|`-separated fields.
-    #[error(
-        "malformed handshake line (expected `1|1|unix|<socket path>|grpc`, got {fields} field(s))"
-    )]
+    #[error("malformed handshake line (expected five `|`-separated fields, got {fields})")]
     Malformed {
         /// How many fields there were.
         fields: usize,

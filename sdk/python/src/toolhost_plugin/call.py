@@ -108,6 +108,9 @@ class Link:
         self.pending_progress: Optional[v2.Progress] = None
         self.answers: dict[int, asyncio.Future[v2.Answer]] = {}
         self.next_question = 1
+        # Answers received: sent with each question, so toolhost can tell a
+        # question asked while another is open, whatever the timing.
+        self.answers_seen = 0
 
     def _put(self, event: v2.PluginEvent) -> bool:
         try:
@@ -147,6 +150,7 @@ class Link:
     def answered(self, answer: v2.Answer) -> None:
         waiting = self.answers.pop(answer.question_id, None)
         if waiting is not None and not waiting.done():
+            self.answers_seen += 1
             waiting.set_result(answer)
 
 
@@ -229,7 +233,8 @@ class ToolCall:
         schema = struct_pb2.Struct()
         schema.update(question.schema())
         await link.flush()
-        await link.events.put(v2.PluginEvent(question=v2.Question(id=qid, message=question.message, requested_schema=schema)))
+        asked = v2.Question(id=qid, message=question.message, requested_schema=schema, answers_seen=link.answers_seen)
+        await link.events.put(v2.PluginEvent(question=asked))
         if not link.can_ask:
             # toolhost ends the call; wait for that rather than race it.
             await asyncio.Event().wait()

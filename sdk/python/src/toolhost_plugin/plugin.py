@@ -12,6 +12,7 @@ is kept for the handshake.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import hmac
 import inspect
 import json
@@ -20,6 +21,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import traceback
 from typing import Any, Awaitable, Callable, Optional, Union
 
@@ -64,8 +66,14 @@ class Plugin:
     """A set of tools, each a function of one :class:`ToolCall`.
 
     ``async`` functions run on the event loop (cancellation arrives as
-    ``asyncio.CancelledError``); plain functions run in a thread (check
-    ``call.cancelled`` between steps).
+    ``asyncio.CancelledError``); plain functions run in a thread of their
+    own (check ``call.cancelled`` between steps). A plain function still
+    running when its call is cancelled or its deadline passes is
+    interrupted (:class:`HandlerCancelled` is raised in its thread at its
+    next Python instruction); one that does not end within
+    :data:`HUNG_GRACE` seconds (stuck in a C call) makes the plugin report
+    itself unhealthy, so toolhost restarts it rather than let threads pile
+    up.
     """
 
     def __init__(self) -> None:
@@ -74,6 +82,9 @@ class Plugin:
         # that sends none, when nothing is checked).
         self._call_token: Optional[str] = None
         self._handshake_out = None
+        self._health = None
+        # Threads of plain handlers still running after their call ended.
+        self._hung: set[threading.Thread] = set()
         if os.environ.get(COOKIE_KEY) == COOKIE_VALUE:
             # Under toolhost, stdout is the handshake's alone: anything
             # printed from here on goes to stderr (and becomes a log event).
@@ -128,6 +139,7 @@ class Plugin:
         v2_grpc.add_PluginServicer_to_server(_Streaming(self), server)
         health_servicer = health.aio.HealthServicer()
         await health_servicer.set("plugin", health_pb2.HealthCheckResponse.SERVING)
+        self._health = health_servicer
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         server.add_insecure_port(f"unix:{path}")
         await server.start()
@@ -147,6 +159,51 @@ class Plugin:
             await asyncio.to_thread(_trace.shutdown)
         return 0
 
+    async def _in_thread(self, fn: Handler, call: ToolCall) -> Any:
+        """Runs a plain handler in a thread of its own; on cancellation the
+        thread is interrupted, and watched until it ends."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[Any] = loop.create_future()
+
+        def run() -> None:
+            try:
+                value = fn(call)
+            except HandlerCancelled:
+                return
+            except BaseException as e:  # handed to the event loop as it is
+                loop.call_soon_threadsafe(_settle, done, None, e)
+                return
+            loop.call_soon_threadsafe(_settle, done, value)
+
+        thread = threading.Thread(target=run, name=f"toolhost-tool-{call.name}", daemon=True)
+        thread.start()
+        try:
+            return await asyncio.shield(done)
+        except asyncio.CancelledError:
+            _interrupt(thread)
+            asyncio.ensure_future(self._watch(thread))
+            raise
+
+    async def _watch(self, thread: threading.Thread) -> None:
+        """Waits for an interrupted handler's thread to end; past
+        :data:`HUNG_GRACE` the plugin says it is unhealthy."""
+        self._hung.add(thread)
+        await asyncio.to_thread(thread.join, HUNG_GRACE)
+        if not thread.is_alive():
+            self._hung.discard(thread)
+            return
+        print(
+            f"a handler ({thread.name}) is still running {HUNG_GRACE:.0f} s after its call ended, stuck where it cannot be interrupted; reporting unhealthy so toolhost restarts this plugin",
+            file=sys.stderr,
+        )
+        if self._health is not None:
+            await self._health.set("plugin", health_pb2.HealthCheckResponse.NOT_SERVING)
+
+    def hung_handlers(self) -> int:
+        """Plain handlers still running after their call ended."""
+        self._hung = {t for t in self._hung if t.is_alive()}
+        return len(self._hung)
+
     async def call(self, call: ToolCall) -> ToolResult:
         """Runs one handler and turns its outcome into a result."""
         fn = self.tools[call.name]
@@ -154,7 +211,7 @@ class Plugin:
             if inspect.iscoroutinefunction(fn):
                 value = await fn(call)
             else:
-                value = await asyncio.to_thread(fn, call)
+                value = await self._in_thread(fn, call)
                 if inspect.isawaitable(value):
                     value = await value
             return to_result(value)
@@ -166,6 +223,34 @@ class Plugin:
         except Exception as e:  # a tool failure is a result the model reads
             traceback.print_exc(file=sys.stderr)
             return ToolResult([_text(f"{call.name} failed: {type(e).__name__}")], is_error=True)
+
+
+class HandlerCancelled(BaseException):
+    """Raised in a plain handler's thread when its call is cancelled or its
+    deadline passes. A ``BaseException``, so ``except Exception`` does not
+    swallow it."""
+
+
+# How long an interrupted plain handler may take to end before the plugin
+# reports itself unhealthy (and toolhost restarts it).
+HUNG_GRACE = 5.0
+
+
+def _interrupt(thread: threading.Thread) -> None:
+    """Raises :class:`HandlerCancelled` in ``thread`` at its next Python
+    instruction (a thread blocked in a C call sees it when that returns)."""
+    if thread.ident is None:
+        return
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(HandlerCancelled))
+
+
+def _settle(future: "asyncio.Future[Any]", value: Any = None, error: Optional[BaseException] = None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)
 
 
 def _text(s: str):

@@ -117,14 +117,16 @@ class Log(_message.Message):
     def __init__(self, level: _Optional[_Union[LogLevel, str]] = ..., message: _Optional[str] = ..., data: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., logger: _Optional[str] = ...) -> None: ...
 
 class Question(_message.Message):
-    __slots__ = ("id", "message", "requested_schema")
+    __slots__ = ("id", "message", "requested_schema", "answers_seen")
     ID_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     REQUESTED_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    ANSWERS_SEEN_FIELD_NUMBER: _ClassVar[int]
     id: int
     message: str
     requested_schema: _struct_pb2.Struct
-    def __init__(self, id: _Optional[int] = ..., message: _Optional[str] = ..., requested_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    answers_seen: int
+    def __init__(self, id: _Optional[int] = ..., message: _Optional[str] = ..., requested_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., answers_seen: _Optional[int] = ...) -> None: ...
 
 class ToolResult(_message.Message):
     __slots__ = ("content", "structured_content", "is_error")
