@@ -1057,7 +1057,8 @@ mod big {
     use super::*;
     use std::sync::Arc;
     use toolhost_catalog::{Descriptor, Outcome, Snapshot, Store};
-    use toolhost_mcp::{AgentView, Handler, Hub, Identity};
+    use toolhost_listing::AgentView;
+    use toolhost_mcp::{Handler, Hub, Identity};
     use toolhost_pipeline::Binding;
 
     pub const SPECIAL: [(&str, &str, &str, &str); 5] = [
@@ -1169,9 +1170,9 @@ mod big {
 
 #[tokio::test]
 async fn ten_thousand_tools_page_to_the_end_without_repeats_or_gaps_across_a_change() {
-    let view = toolhost_mcp::AgentView {
+    let view = toolhost_listing::AgentView {
         tools_page_size: 500,
-        ..toolhost_mcp::AgentView::default()
+        ..toolhost_listing::AgentView::default()
     };
     let (store, c) = big::start(10_000, view).await;
     // Straight through: every tool once, in order.
@@ -1244,9 +1245,9 @@ async fn ten_thousand_tools_page_to_the_end_without_repeats_or_gaps_across_a_cha
 
 #[tokio::test]
 async fn the_find_tool_over_ten_thousand_tools_answers_the_expected_one_first() {
-    let view = toolhost_mcp::AgentView {
+    let view = toolhost_listing::AgentView {
         find_tools: Some("kandev".into()),
-        ..toolhost_mcp::AgentView::default()
+        ..toolhost_listing::AgentView::default()
     };
     let (_store, c) = big::start(10_000, view).await;
     let find = "kandev_toolhost_find_tools";

@@ -6,7 +6,7 @@
 //! runs as the daemon's user, is refused by the runtime's registry), and
 //! optionally on TCP where every call must carry `authorization: Bearer
 //! <token>`, compared in constant time. Both listeners are held to the
-//! daemon's connection limits (`toolhost_mcp::limits`).
+//! daemon's connection limits (`toolhost_net::limits`).
 //!
 //! The API pushes catalog snapshots (managed mode only), reads the catalog
 //! and the daemon's status, binds and revokes HTTP session tokens, lists,

@@ -98,7 +98,7 @@ impl FleetLink {
 
     /// Something went wrong on the link; the text is made log-safe.
     pub fn set_error(&self, error: &str) {
-        let text = toolhost_runtime::log_safe(error, MAX_ERROR_CHARS).into_owned();
+        let text = toolhost_base::log_safe(error, MAX_ERROR_CHARS).into_owned();
         self.with(|i| i.view.last_error = text);
     }
 
@@ -169,7 +169,7 @@ fn without_userinfo(url: &str) -> String {
     } else {
         format!("{scheme}://{host}")
     };
-    toolhost_runtime::log_safe(&shown, 200).into_owned()
+    toolhost_base::log_safe(&shown, 200).into_owned()
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
-use toolhost_mcp::limits::{ConnectionLimits, limited};
+use toolhost_net::{ConnectionLimits, limited};
 use toolhost_proto::admin::admin_client::AdminClient;
 use toolhost_proto::admin::admin_server::AdminServer;
 

@@ -6,9 +6,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
+use toolhost_calls::TokenTable;
 use toolhost_catalog::{Installed, Outcome, Store};
 use toolhost_lifecycle::{Lifecycle, LifecycleError};
-use toolhost_mcp::{Hub, TokenTable};
+use toolhost_mcp::Hub;
 use toolhost_pipeline::Binding;
 use toolhost_proto::admin as pb;
 use toolhost_proto::admin::admin_server::Admin;
@@ -281,10 +282,10 @@ pub fn offer_pushed(
             }
             tracing::info!(
                 outcome = r.outcome.as_str(),
-                offered_generation = %toolhost_runtime::log_safe(&offered.0, 256),
+                offered_generation = %toolhost_base::log_safe(&offered.0, 256),
                 offered_epoch = offered.1,
                 offered_revision = offered.2,
-                generation = %toolhost_runtime::log_safe(&r.generation, 256),
+                generation = %toolhost_base::log_safe(&r.generation, 256),
                 revision = r.revision,
                 "catalog push"
             );
@@ -490,7 +491,7 @@ impl Admin for AdminService {
         let h = self.state.plugins.get(&id).ok_or_else(|| {
             Status::not_found(format!(
                 "no plugin {:?} is running",
-                toolhost_runtime::log_safe(&id, 128)
+                toolhost_base::log_safe(&id, 128)
             ))
         })?;
         h.restart();
@@ -628,9 +629,9 @@ impl Admin for AdminService {
             .hub
             .tasks()
             .cancel(None, &id, std::time::Instant::now())
-            == toolhost_mcp::Cancelled::Now
+            == toolhost_calls::Cancelled::Now
         {
-            tracing::info!(target: "toolhost::audit", task = %toolhost_runtime::log_safe(&id, 64), "task cancelled by the operator");
+            tracing::info!(target: "toolhost::audit", task = %toolhost_base::log_safe(&id, 64), "task cancelled by the operator");
             Ok(Response::new(pb::CancelTaskResponse {}))
         } else {
             Err(Status::not_found(

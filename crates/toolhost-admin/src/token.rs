@@ -28,7 +28,7 @@ pub fn token_path(socket: &Path) -> PathBuf {
 /// (`toolhost_base::files::write_private`), so a reader sees the old token
 /// or the new.
 pub(crate) fn create(at: &Path) -> std::io::Result<String> {
-    let token = toolhost_runtime::ids::unguessable_id()?;
+    let token = toolhost_base::ids::unguessable_id()?;
     toolhost_base::files::write_private(at, token.as_bytes())?;
     Ok(token)
 }

@@ -4,7 +4,12 @@
 //!   the fleet) made safe for a log line or an operator's terminal, and
 //!   the test manifest validation uses to refuse such text outright;
 //! - [`files`]: the daemon's private files, written whole, with one rule
-//!   for their modes and a reserve of disk space for its own state.
+//!   for their modes and a reserve of disk space for its own state;
+//! - [`ids`]: handles nobody can guess (invocation ids, question handles,
+//!   task ids, tokens), from the system's CSPRNG;
+//! - [`Bucket`]: the token bucket that bounds a plugin's log lines and its
+//!   log messages to a caller;
+//! - [`time`]: wall-clock time as RFC 3339 text.
 //!
 //! Each lives here because two or more crates in different layers need
 //! it, and a copy in each drifts.
@@ -14,5 +19,13 @@
 
 #![forbid(unsafe_code)]
 
+mod bucket;
 pub mod files;
+pub mod ids;
 pub mod text;
+pub mod time;
+
+pub use bucket::Bucket;
+/// Text from outside (a plugin, an agent, a client), made safe for a log
+/// line: the one escaping rule of [`text`].
+pub use text::escaped as log_safe;

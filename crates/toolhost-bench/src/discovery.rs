@@ -8,7 +8,8 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use toolhost_catalog::{Descriptor, Outcome, Store};
-use toolhost_mcp::{AgentView, Hub};
+use toolhost_listing::AgentView;
+use toolhost_mcp::Hub;
 
 fn median(mut v: Vec<Duration>) -> f64 {
     v.sort();
@@ -125,10 +126,10 @@ pub(crate) async fn report(examples: &std::path::Path) -> Result<()> {
     examples_store
         .offer(toolhost_catalog::Snapshot::from_manifests("kandev", "g", 1, &manifests).sealed());
     for surface in ["kanban-task", "chat"] {
-        let text = toolhost_mcp::generate_instructions(
+        let text = toolhost_listing::generate(
             &examples_store.current(),
             surface,
-            toolhost_mcp::DEFAULT_INSTRUCTIONS_BYTES,
+            toolhost_listing::DEFAULT_INSTRUCTIONS_BYTES,
         );
         println!(
             "| the example plugins, surface {surface} | {} | {} |",
@@ -136,10 +137,10 @@ pub(crate) async fn report(examples: &std::path::Path) -> Result<()> {
             text.lines().filter(|l| l.starts_with("- `")).count()
         );
     }
-    let text = toolhost_mcp::generate_instructions(
+    let text = toolhost_listing::generate(
         &store.current(),
         "chat",
-        toolhost_mcp::DEFAULT_INSTRUCTIONS_BYTES,
+        toolhost_listing::DEFAULT_INSTRUCTIONS_BYTES,
     );
     println!("| 10,000 tools, none nested | {} | 0 |", text.len());
     let nested_store = Store::new("kandev");
@@ -147,10 +148,10 @@ pub(crate) async fn report(examples: &std::path::Path) -> Result<()> {
     snap.tools = snap.tools.into_iter().map(nested).collect();
     nested_store.offer(snap.sealed());
     let t = Instant::now();
-    let text = toolhost_mcp::generate_instructions(
+    let text = toolhost_listing::generate(
         &nested_store.current(),
         "chat",
-        toolhost_mcp::DEFAULT_INSTRUCTIONS_BYTES,
+        toolhost_listing::DEFAULT_INSTRUCTIONS_BYTES,
     );
     let took = t.elapsed();
     println!(

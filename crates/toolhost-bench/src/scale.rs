@@ -124,9 +124,9 @@ pub async fn report(sessions: usize) -> Result<Duration> {
     // listing in one answer, as before pages (the pages are measured in
     // `discovery`).
     hub.set_max_sessions_per_token(0);
-    hub.set_agent_view(toolhost_mcp::AgentView {
+    hub.set_agent_view(toolhost_listing::AgentView {
         tools_page_size: 0,
-        ..toolhost_mcp::AgentView::default()
+        ..toolhost_listing::AgentView::default()
     });
     tokio::spawn(Arc::clone(&hub).run_notifier());
     let counter = Counter(Arc::new(AtomicUsize::new(0)));

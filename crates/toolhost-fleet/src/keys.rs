@@ -39,7 +39,7 @@ fn checked(what: &'static str, value: &str) -> Result<(), KeyError> {
     } else {
         Err(KeyError {
             what,
-            value: toolhost_runtime::log_safe(value, 80).into_owned(),
+            value: toolhost_base::log_safe(value, 80).into_owned(),
         })
     }
 }

@@ -257,7 +257,7 @@ async fn session(
                 Event::ServerError(ServerError::Other(text)) => {
                     tracing::warn!(
                         "fleet: the NATS server says: {}",
-                        toolhost_runtime::log_safe(&text, 300)
+                        toolhost_base::log_safe(&text, 300)
                     );
                     // A permission refused is shown at once, whatever the
                     // session is doing, and ends it (the daemon would go on

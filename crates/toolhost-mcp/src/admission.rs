@@ -20,13 +20,15 @@
 //! request, or change a request it passes on.
 
 use crate::hub::Hub;
-use crate::tokens::{TokenTable, bearer_token, digest, request_binding};
+use crate::identity::{bearer_token, request_binding};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
+use toolhost_calls::TokenTable;
+use toolhost_calls::callers::digest;
 
 const LISTEN: &[u8] = b"subscriptions/listen";
 

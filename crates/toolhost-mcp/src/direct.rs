@@ -28,10 +28,8 @@
 //! the pipeline's), or answer any request whose shape it does not fully
 //! know.
 
-use crate::calls::{Driven, Outlet, Running, Stop, Wants};
 use crate::hub::Hub;
-use crate::listener::ClientGone;
-use crate::tokens::{TokenTable, request_binding};
+use crate::identity::request_binding;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
@@ -44,6 +42,8 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tokio_util::sync::CancellationToken;
+use toolhost_calls::{CallRequest, Hosted, Stop, TaskOffer, TokenTable, Wants};
+use toolhost_net::ClientGone;
 use toolhost_telemetry::FutureExt as _;
 
 /// The protocol versions a plain call may name in `MCP-Protocol-Version`:
@@ -177,42 +177,41 @@ async fn answer(
     // Nothing reaches a plain stateless client before its result: no
     // progress token, no level set (a fresh handler per request), and no
     // declared capability to answer a question.
-    let wants = Wants {
-        progress: false,
-        log_level: None,
-        can_ask: false,
-    };
-    let arguments = call.params.arguments.map(serde_json::Value::Object);
-    let running = direct
-        .hub
-        .start_call(binding, &call.params.name, arguments, wants, None);
-    let mut unfinished = Unfinished(Some(running));
-    let out = Outlet {
-        peer: None,
-        progress_token: None,
+    let request = CallRequest {
+        binding,
+        name: call.params.name.into_owned(),
+        arguments: call.params.arguments.map(serde_json::Value::Object),
+        wants: Wants {
+            progress: false,
+            log_level: None,
+            can_ask: false,
+        },
+        // A plain call names no token-owned state: it parks nothing and
+        // makes no task.
+        owner: [0; 32],
+        tasks: TaskOffer::NotOffered,
     };
     let stop = Stop {
         request: &direct.shutdown,
-        gone,
+        gone: gone.as_ref(),
     };
-    let done = loop {
-        let Some(running) = unfinished.0.as_mut() else {
-            break Err(rmcp::ErrorData::internal_error("the call was lost", None));
-        };
-        match crate::calls::drive(running, &out, &stop).await {
-            Driven::Done(Err(unknown)) => {
-                break Err(rmcp::ErrorData::invalid_params(unknown.to_string(), None));
-            }
-            Driven::Done(Ok(r)) => break crate::content::result_of(r, false),
-            // The pipeline asks only a caller that can answer; should a
-            // question come anyway, it is refused as one this client
-            // cannot take.
-            Driven::Asking(_, reply) => {
-                let _ = reply.send(Err(toolhost_pipeline::Unanswered::CannotAsk));
-            }
+    let done = match direct
+        .hub
+        .host
+        .call(request, &crate::deliver::Nowhere, stop)
+        .await
+    {
+        Hosted::Done(Err(unknown)) => {
+            Err(rmcp::ErrorData::invalid_params(unknown.to_string(), None))
         }
+        Hosted::Done(Ok(r)) => crate::content::result_of(r, false),
+        // Neither a question (nothing parks for this delivery) nor a task
+        // (not offered) can come of a plain call.
+        _ => Err(rmcp::ErrorData::internal_error(
+            "the call did not complete",
+            None,
+        )),
     };
-    unfinished.0 = None;
     let done = done.map(|response| {
         let mut result = ServerResult::from(response);
         result.strip_result_type_for_legacy_peer();
@@ -243,27 +242,6 @@ fn json_response(message: &ServerJsonRpcMessage) -> Response {
             "Internal Server Error: the answer could not be encoded",
         )
             .into_response(),
-    }
-}
-
-/// A call whose request is dropped mid-way (hyper drops a request's future
-/// when its connection closes) is not dropped with it: it is cancelled and
-/// runs to its end on its own task, so the plugin is told, the slot frees
-/// and the audit event is written, as on rmcp's path, where the call lives
-/// on a task of its own.
-struct Unfinished(Option<Running>);
-
-impl Drop for Unfinished {
-    fn drop(&mut self) {
-        let Some(running) = self.0.take() else {
-            return;
-        };
-        running.cancel.cancel();
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                let _ = running.call.await;
-            });
-        }
     }
 }
 

@@ -4,22 +4,23 @@
 // serves still have `logging/setLevel` and `notifications/message`.
 #![allow(deprecated)]
 
+use crate::deliver::{QUESTION_KEY, ToSession};
 use crate::hub::{Hub, Owner};
-use crate::listener::ClientGone;
-use crate::tokens::{TokenTable, bearer_token, digest, request_binding};
-
-use crate::calls::{Driven, Outlet, QUESTION_KEY, Running, Waiting, Wants};
+use crate::identity::{bearer_token, request_binding};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, CustomRequest, CustomResult,
-    ElicitRequest, ElicitResult, GetTaskParams, GetTaskResult, Implementation,
-    InitializeRequestParams, InitializeResult, InputRequest, InputRequiredResult, InputResponses,
-    ListToolsResult, LoggingLevel, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
-    ServerConfig, SetLevelRequestParams, SubscriptionFilter, UpdateTaskParams,
+    ElicitResult, GetTaskParams, GetTaskResult, Implementation, InitializeRequestParams,
+    InitializeResult, InputResponses, ListToolsResult, LoggingLevel, PaginatedRequestParams,
+    ProtocolVersion, ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscriptionFilter,
+    UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
+use toolhost_calls::callers::digest;
+use toolhost_calls::{CallRequest, Stop, TaskOffer, TokenTable, Wants};
+use toolhost_net::ClientGone;
 use toolhost_pipeline::Binding;
 
 /// How a session's binding is found.
@@ -137,7 +138,7 @@ impl ServerHandler for Handler {
                 result.capabilities.extensions = None;
             }
         }
-        result.instructions = Some(self.hub.instructions_for(&b.surface).to_string());
+        result.instructions = Some(self.hub.listing.instructions_for(&b.surface).to_string());
         Ok(result)
     }
 
@@ -148,7 +149,7 @@ impl ServerHandler for Handler {
         let b = self.binding(&cx.extensions)?;
         let info = self
             .get_info()
-            .with_instructions(self.hub.instructions_for(&b.surface).to_string());
+            .with_instructions(self.hub.listing.instructions_for(&b.surface).to_string());
         Ok(rmcp::model::DiscoverResult::from_server_info(
             self.supported_protocol_versions().into_owned(),
             info,
@@ -198,16 +199,8 @@ impl ServerHandler for Handler {
         cx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let b = self.binding(&cx.extensions)?;
-        let catalog = self.hub.pipeline.store().current();
-        let view = self.hub.agent_view();
-        let builtin = self
-            .hub
-            .find_tool_name(&catalog)
-            .zip(view.find_tools.as_deref())
-            .map(|(_, prefix)| crate::find::tool(prefix));
-        let tools = self.hub.listings.listing(&catalog, &b.surface, builtin);
         let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
-        let (page, next) = crate::pages::page(&tools, cursor, view.tools_page_size)?;
+        let (page, next) = self.hub.listing.page(&b.surface, cursor)?;
         let mut result = ListToolsResult::with_all_items(page);
         result.next_cursor = next;
         Ok(result)
@@ -236,32 +229,16 @@ impl ServerHandler for Handler {
             }
             None => {
                 let arguments = request.arguments.map(serde_json::Value::Object);
-                if is_modern(&cx) {
-                    let b = self.binding(&cx.extensions)?;
+                // Tasks are hosted for 2026-07-28 clients; a 2025-era call
+                // is always direct.
+                let tasks = if is_modern(&cx) {
                     let declared = cx.client_capabilities().is_some_and(|c| c.supports_tasks());
-                    if let crate::hosted::Mode::Task(lifetime) =
-                        crate::hosted::mode(&self.hub, &b, &request.name, declared)?
-                    {
-                        let stop = crate::calls::Stop {
-                            request: &cx.ct,
-                            gone: client_gone(&cx.extensions),
-                        };
-                        return crate::hosted::start(
-                            &self.hub,
-                            crate::tokens::task_owner(&self.owner(&cx.extensions), &b),
-                            crate::hosted::NewTask {
-                                binding: b,
-                                name: &request.name,
-                                arguments,
-                                wants: self.wants(&cx),
-                                lifetime,
-                            },
-                            &stop,
-                        )
-                        .await;
-                    }
-                }
-                self.run_call(&request.name, arguments, &cx).await
+                    TaskOffer::Offered { declared }
+                } else {
+                    TaskOffer::NotOffered
+                };
+                self.run_call(request.name.into(), arguments, tasks, &cx)
+                    .await
             }
         }
     }
@@ -330,7 +307,10 @@ impl ServerHandler for Handler {
             ));
         };
         let arguments = params.remove("arguments");
-        let CallToolResponse::Complete(result) = self.run_call(&name, arguments, &cx).await? else {
+        let CallToolResponse::Complete(result) = self
+            .run_call(name, arguments, TaskOffer::NotOffered, &cx)
+            .await?
+        else {
             // Arguments of the wrong type never reach a plugin, so never
             // reach a question.
             return Err(McpError::internal_error("the call did not complete", None));
@@ -349,26 +329,6 @@ fn is_modern(cx: &RequestContext<RoleServer>) -> bool {
 }
 
 /// Whether the client can answer a form question.
-/// `elicitation/create`, carrying a progress token only when the call had
-/// one (rmcp adds one to every request; `crate::unmarked` takes it off).
-async fn ask(
-    peer: &rmcp::Peer<RoleServer>,
-    params: rmcp::model::ElicitRequestParams,
-    call_had_progress: bool,
-) -> Result<rmcp::model::ElicitResult, rmcp::ServiceError> {
-    use rmcp::model::{ClientResult, GetExtensions as _, ServerRequest};
-    let mut request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
-    if !call_had_progress {
-        request
-            .extensions_mut()
-            .insert(crate::unmarked::NoProgressToken);
-    }
-    match peer.send_request(request).await? {
-        ClientResult::ElicitResult(r) => Ok(r),
-        _ => Err(rmcp::ServiceError::UnexpectedResponse),
-    }
-}
-
 fn can_elicit(cx: &RequestContext<RoleServer>) -> bool {
     cx.client_capabilities()
         .and_then(|c| c.elicitation)
@@ -388,7 +348,7 @@ impl Handler {
             ));
         }
         let binding = self.binding(&cx.extensions)?;
-        Ok(crate::tokens::task_owner(
+        Ok(toolhost_calls::callers::task_owner(
             &self.owner(&cx.extensions),
             &binding,
         ))
@@ -403,24 +363,44 @@ impl Handler {
         };
         Wants {
             progress: cx.meta.get_progress_token().is_some(),
-            log_level: level.map(crate::calls::pipeline_level),
+            log_level: level.map(crate::deliver::pipeline_level),
             can_ask: can_elicit(cx),
         }
     }
 
-    /// One new tool call through the pipeline, cancelled when the client
-    /// cancels or goes away.
+    /// One new tool call, hosted: cancelled when the client cancels or
+    /// goes away.
     async fn run_call(
         &self,
-        name: &str,
+        name: String,
         arguments: Option<serde_json::Value>,
+        tasks: TaskOffer,
         cx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let b = self.binding(&cx.extensions)?;
-        let running = self
-            .hub
-            .start_call(b, name, arguments, self.wants(cx), None);
-        self.drive_call(name, running, cx).await
+        let request = CallRequest {
+            binding: self.binding(&cx.extensions)?,
+            name,
+            arguments,
+            wants: self.wants(cx),
+            owner: self.owner(&cx.extensions),
+            tasks,
+        };
+        let modern = is_modern(cx);
+        let to = ToSession {
+            peer: &cx.peer,
+            progress_token: cx.meta.get_progress_token(),
+            modern,
+        };
+        // The client's connection dropping cancels the call as an explicit
+        // `notifications/cancelled` would, so the plugin is told and the
+        // call's slot frees at once.
+        let gone = client_gone(&cx.extensions);
+        let stop = Stop {
+            request: &cx.ct,
+            gone: gone.as_ref(),
+        };
+        let hosted = self.hub.host.call(request, &to, stop).await;
+        crate::hosted::response(hosted, modern)
     }
 
     /// A 2026-07-28 client's answer to a question: the call parked under
@@ -434,7 +414,7 @@ impl Handler {
     ) -> Result<CallToolResponse, McpError> {
         let b = self.binding(&cx.extensions)?;
         let owner = self.owner(&cx.extensions);
-        let Some(waiting) = self.hub.parked.take(handle, &owner, name) else {
+        let Some(waiting) = self.hub.host.take_parked(handle, &owner, name) else {
             return Err(McpError::invalid_params(
                 "requestState names no call of this tool waiting for an answer \
                  (unknown, expired, or already answered)",
@@ -446,7 +426,7 @@ impl Handler {
             .and_then(|r| r.get(QUESTION_KEY))
             .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok());
         let Some(answer) = answer else {
-            self.hub.parked.put_back(handle.to_owned(), waiting);
+            self.hub.host.put_back(handle.to_owned(), waiting);
             return Err(McpError::invalid_params(
                 format!(
                     "inputResponses must hold the answer to the question under {QUESTION_KEY:?} (an elicitation result)"
@@ -454,96 +434,22 @@ impl Handler {
                 None,
             ));
         };
-        let Waiting { running, reply, .. } = waiting;
-        if !b.is_active() {
-            running.cancel.cancel();
-        }
-        let _ = reply.send(Ok(crate::calls::answer_of(answer)));
-        self.drive_call(name, running, cx).await
-    }
-
-    /// Drives a call from this request until it completes, or (2026-07-28)
-    /// until it asks a question and parks.
-    async fn drive_call(
-        &self,
-        name: &str,
-        mut running: Running,
-        cx: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, McpError> {
-        let modern = is_modern(cx);
-        let out = Outlet {
-            peer: Some(&cx.peer),
+        let to = ToSession {
+            peer: &cx.peer,
             progress_token: cx.meta.get_progress_token(),
+            modern: true,
         };
-        // The client's connection dropping cancels the call as an explicit
-        // `notifications/cancelled` would, so the plugin is told and the
-        // call's slot frees at once.
-        let stop = crate::calls::Stop {
+        let gone = client_gone(&cx.extensions);
+        let stop = Stop {
             request: &cx.ct,
-            gone: client_gone(&cx.extensions),
+            gone: gone.as_ref(),
         };
-        loop {
-            match crate::calls::drive(&mut running, &out, &stop).await {
-                Driven::Done(Err(unknown)) => {
-                    return Err(McpError::invalid_params(unknown.to_string(), None));
-                }
-                Driven::Done(Ok(r)) => return crate::content::result_of(r, modern),
-                Driven::Asking(q, reply) => {
-                    let Some(params) = crate::calls::elicit_params(&q) else {
-                        let _ = reply.send(Err(toolhost_pipeline::Unanswered::Failed(
-                            "the question could not be encoded".into(),
-                        )));
-                        continue;
-                    };
-                    if modern {
-                        running.detach();
-                        let waiting = Waiting {
-                            owner: self.owner(&cx.extensions),
-                            tool: name.to_owned(),
-                            running,
-                            reply,
-                        };
-                        match self.hub.parked.park(waiting) {
-                            Ok(handle) => {
-                                let mut requests = std::collections::BTreeMap::new();
-                                requests.insert(
-                                    QUESTION_KEY.to_owned(),
-                                    InputRequest::Elicitation(ElicitRequest::new(params)),
-                                );
-                                return Ok(CallToolResponse::InputRequired(
-                                    InputRequiredResult::new(Some(requests), Some(handle)),
-                                ));
-                            }
-                            Err(refused) => {
-                                let (full, w) = *refused;
-                                running = w.running;
-                                let _ = w.reply.send(Err(toolhost_pipeline::Unanswered::Failed(
-                                    full.to_string(),
-                                )));
-                            }
-                        }
-                    } else {
-                        let answer = tokio::select! {
-                            r = ask(&cx.peer, params, cx.meta.get_progress_token().is_some()) => r
-                                .map(crate::calls::answer_of)
-                                .map_err(|_| toolhost_pipeline::Unanswered::Failed(
-                                    "the client did not answer the question".into(),
-                                )),
-                            () = stop.cancelled() => {
-                                running.cancel.cancel();
-                                Err(toolhost_pipeline::Unanswered::Failed("the call was cancelled".into()))
-                            }
-                            // The call may end while the question is out:
-                            // its deadline, or its plugin dying.
-                            r = &mut running.call => return match r {
-                                Err(unknown) => Err(McpError::invalid_params(unknown.to_string(), None)),
-                                Ok(r) => crate::content::result_of(r, modern),
-                            },
-                        };
-                        let _ = reply.send(answer);
-                    }
-                }
-            }
-        }
+        let answer = crate::deliver::answer_of(answer);
+        let hosted = self
+            .hub
+            .host
+            .resume(waiting, answer, b.is_active(), &to, stop)
+            .await;
+        crate::hosted::response(hosted, true)
     }
 }

@@ -4,9 +4,9 @@
 use crate::direct::{Direct, plain_calls};
 use crate::handler::{Handler, Identity};
 use crate::hub::Hub;
+use crate::identity::{Authorized, bearer_token};
 use crate::metrics::metrics;
 use crate::sessions::{Sessions, own_sessions};
-use crate::tokens::{Authorized, TokenTable, bearer_token};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
@@ -15,6 +15,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
+use toolhost_calls::TokenTable;
 
 /// HTTP settings.
 #[derive(Debug, Clone)]

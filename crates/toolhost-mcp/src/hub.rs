@@ -1,12 +1,13 @@
 //! Live sessions and `notifications/tools/list_changed`.
 
-use crate::tools::ListingCache;
 use rmcp::service::SubscriptionSink;
 use rmcp::{Peer, RoleServer};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+use toolhost_calls::CallHost;
 use toolhost_catalog::Store;
+use toolhost_listing::Listing;
 use toolhost_pipeline::Pipeline;
 use toolhost_runtime::Plugins;
 
@@ -20,7 +21,7 @@ pub const DEFAULT_MAX_SESSIONS: usize = 1024;
 /// The default limit of live sessions and subscriptions per bearer token.
 pub const DEFAULT_MAX_SESSIONS_PER_TOKEN: usize = 256;
 
-pub use crate::tokens::Owner;
+pub use toolhost_calls::Owner;
 
 /// Why a session or subscription was not admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -89,17 +90,19 @@ impl Listener {
     }
 }
 
-/// Shared by every session: the pipeline, listing caches, and the listeners
-/// to notify.
+/// Shared by every session: the call host, what agents are shown, and the
+/// listeners to notify.
 pub struct Hub {
+    /// Where every tool call goes.
+    pub(crate) host: Arc<CallHost>,
+    /// The catalog, for list changes.
+    store: Arc<Store>,
+    /// What agents are shown: listings, instructions, the find tool.
+    pub(crate) listing: Arc<Listing>,
+    /// The pipeline, for `/metrics`.
     pub(crate) pipeline: Arc<Pipeline>,
     /// The running plugins, for `/metrics`.
     pub(crate) plugins: Arc<Plugins>,
-    pub(crate) listings: ListingCache,
-    /// Calls waiting for a 2026-07-28 client's answer to a question.
-    pub(crate) parked: crate::calls::Parked,
-    /// The tasks hosted for 2026-07-28 clients.
-    pub(crate) tasks: Arc<crate::tasks::Tasks>,
     listeners: Mutex<Vec<Listener>>,
     next_id: AtomicU64,
     /// Most live sessions and subscriptions; 0 means no limit.
@@ -108,9 +111,6 @@ pub struct Hub {
     max_per_owner: std::sync::atomic::AtomicUsize,
     /// How long a `subscriptions/listen` stream lives without a new one.
     listen_timeout: Mutex<Duration>,
-    /// What agents are shown: pages, instructions, the find tool.
-    view: std::sync::RwLock<AgentView>,
-    pub(crate) instructions: crate::instructions::InstructionsCache,
     /// Metric families from layers above this one (the fleet link),
     /// appended to `/metrics`.
     pub(crate) extra_metrics: std::sync::OnceLock<ExtraMetrics>,
@@ -120,30 +120,6 @@ pub struct Hub {
 
 /// Renders metric families in the Prometheus text format.
 pub type ExtraMetrics = Arc<dyn Fn() -> String + Send + Sync>;
-
-/// What agents are shown besides the catalog itself (`[mcp]`).
-#[derive(Debug, Clone)]
-pub struct AgentView {
-    /// Most tools per `tools/list` page; 0: one page.
-    pub tools_page_size: usize,
-    /// The byte budget of the generated instructions.
-    pub instructions_bytes: usize,
-    /// Serve the built-in find tool under this exposed-name prefix.
-    pub find_tools: Option<String>,
-}
-
-impl Default for AgentView {
-    fn default() -> Self {
-        Self {
-            tools_page_size: DEFAULT_TOOLS_PAGE_SIZE,
-            instructions_bytes: crate::instructions::DEFAULT_BUDGET,
-            find_tools: None,
-        }
-    }
-}
-
-/// The default `tools/list` page: catalogs of ordinary size answer in one.
-pub const DEFAULT_TOOLS_PAGE_SIZE: usize = 1000;
 
 impl std::fmt::Debug for Hub {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -155,23 +131,29 @@ impl std::fmt::Debug for Hub {
 
 impl Hub {
     /// A hub over this pipeline and these running plugins (the registry
-    /// the pipeline reaches them through). Call [`Hub::run_notifier`] to
-    /// start delivering list changes.
+    /// the pipeline reaches them through), its calls hosted by one
+    /// [`CallHost`]. Call [`Hub::run_notifier`] to start delivering list
+    /// changes.
     #[must_use]
     pub fn new(pipeline: Arc<Pipeline>, plugins: Arc<Plugins>) -> Arc<Self> {
+        let store = Arc::clone(pipeline.store());
+        let host = Arc::new(CallHost::new(
+            Arc::clone(&pipeline) as _,
+            Arc::new(toolhost_calls::Tasks::default()),
+        ));
+        let listing = Listing::new(Arc::clone(&store));
+        host.set_builtin(Arc::clone(&listing) as _);
         Arc::new(Self {
+            host,
+            store,
+            listing,
             pipeline,
             plugins,
-            listings: ListingCache::default(),
-            parked: crate::calls::Parked::default(),
-            tasks: Arc::new(crate::tasks::Tasks::default()),
             listeners: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
             max_sessions: std::sync::atomic::AtomicUsize::new(DEFAULT_MAX_SESSIONS),
             max_per_owner: std::sync::atomic::AtomicUsize::new(DEFAULT_MAX_SESSIONS_PER_TOKEN),
             listen_timeout: Mutex::new(Duration::from_secs(300)),
-            view: std::sync::RwLock::new(AgentView::default()),
-            instructions: crate::instructions::InstructionsCache::default(),
             extra_metrics: std::sync::OnceLock::new(),
             operations: crate::operations::Operations::default(),
         })
@@ -203,78 +185,19 @@ impl Hub {
     /// The tasks hosted for 2026-07-28 clients: their bounds, and what
     /// the operator sees and cancels.
     #[must_use]
-    pub fn tasks(&self) -> &Arc<crate::tasks::Tasks> {
-        &self.tasks
+    pub fn tasks(&self) -> &Arc<toolhost_calls::Tasks> {
+        self.host.tasks()
+    }
+
+    /// What agents are shown: listings, instructions, the find tool.
+    #[must_use]
+    pub fn listing(&self) -> &Arc<Listing> {
+        &self.listing
     }
 
     /// Sets what agents are shown besides the catalog (at start).
-    pub fn set_agent_view(&self, view: AgentView) {
-        *self.view.write().unwrap_or_else(PoisonError::into_inner) = view;
-    }
-
-    /// What agents are shown besides the catalog.
-    #[must_use]
-    pub fn agent_view(&self) -> AgentView {
-        self.view
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// The instructions a session on `surface` gets, from the current
-    /// catalog.
-    #[must_use]
-    pub fn instructions_for(&self, surface: &str) -> Arc<str> {
-        let budget = self.agent_view().instructions_bytes;
-        self.instructions
-            .get(&self.store().current(), surface, budget)
-    }
-
-    /// The built-in find tool's exposed name, when it is served and no
-    /// catalog tool has that name.
-    pub(crate) fn find_tool_name(&self, catalog: &toolhost_catalog::Catalog) -> Option<String> {
-        // No clone of the view, and nothing made, when the tool is off (the
-        // default): this runs for every call.
-        let name = crate::find::exposed_name(
-            self.view
-                .read()
-                .unwrap_or_else(PoisonError::into_inner)
-                .find_tools
-                .as_deref()?,
-        );
-        catalog.get(&name).is_none().then_some(name)
-    }
-
-    /// Starts one call, on any path into a tool call: the built-in find
-    /// tool is answered at once, everything else goes to the pipeline.
-    pub(crate) fn start_call(
-        &self,
-        binding: toolhost_pipeline::Binding,
-        name: &str,
-        arguments: Option<serde_json::Value>,
-        wants: crate::calls::Wants,
-        task: Option<crate::calls::TaskPlan>,
-    ) -> crate::calls::Running {
-        let find = if self
-            .view
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .find_tools
-            .is_some()
-        {
-            self.find_tool_name(&self.store().current())
-        } else {
-            None
-        };
-        crate::calls::start(
-            &self.pipeline,
-            find.as_deref(),
-            binding,
-            name,
-            arguments,
-            wants,
-            task,
-        )
+    pub fn set_agent_view(&self, view: toolhost_listing::AgentView) {
+        self.listing.set_view(view);
     }
 
     /// Sets the most live sessions and subscriptions one bearer token may
@@ -371,7 +294,7 @@ impl Hub {
     }
 
     fn store(&self) -> &Arc<Store> {
-        self.pipeline.store()
+        &self.store
     }
 
     /// How many sessions and subscriptions would be notified of a change.

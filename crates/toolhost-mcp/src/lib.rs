@@ -31,39 +31,21 @@
 #![forbid(unsafe_code)]
 
 mod admission;
-mod calls;
 mod content;
+mod deliver;
 mod direct;
-mod find;
 mod handler;
 mod hosted;
 mod http;
 mod hub;
-mod instructions;
-pub mod limits;
-mod listener;
+mod identity;
 mod metrics;
 mod operations;
-mod pages;
 mod sessions;
-mod tasks;
-mod tokens;
-mod tools;
 mod traced;
 mod unmarked;
 
-pub use find::exposed_name as find_tool_name;
 pub use handler::{Handler, Identity};
 pub use http::{HttpOptions, http_router};
-pub use hub::{
-    AgentView, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_TOKEN, DEFAULT_TOOLS_PAGE_SIZE,
-    ExtraMetrics, Hub, Refused,
-};
-pub use instructions::{
-    DEFAULT_BUDGET as DEFAULT_INSTRUCTIONS_BYTES, generate as generate_instructions,
-};
-pub use limits::ConnectionLimits;
-pub use listener::{ClientGone, requests_read, serve_http, take_large_request};
-pub use tasks::{Cancelled, TaskLimits, TaskRefused, TaskState, TaskSummary, TaskView, Tasks};
-pub use tokens::{Owner, TokenTable};
+pub use hub::{DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_TOKEN, ExtraMetrics, Hub, Refused};
 pub use traced::{Traced, serve_stdio};

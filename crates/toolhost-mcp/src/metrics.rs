@@ -97,14 +97,18 @@ pub(crate) async fn metrics(hub: Arc<Hub>) -> impl IntoResponse {
         "gauge",
         "Calls parked until a 2026-07-28 client answers the plugin's question.",
     );
-    let _ = writeln!(out, "toolhost_calls_awaiting_answer {}", hub.parked.len());
+    let _ = writeln!(
+        out,
+        "toolhost_calls_awaiting_answer {}",
+        hub.host.parked_len()
+    );
     family(
         &mut out,
         "toolhost_tasks",
         "gauge",
         "Tool calls hosted as MCP tasks, by state (finished ones while their results are kept).",
     );
-    for (state, n) in hub.tasks.counts() {
+    for (state, n) in hub.tasks().counts() {
         let _ = writeln!(out, "toolhost_tasks{{state=\"{state}\"}} {n}");
     }
     family(

@@ -14,7 +14,7 @@
 //! idle, so a long tool call is not cut off.
 
 use crate::hub::Owner;
-use crate::tokens::{bearer_token, digest};
+use crate::identity::bearer_token;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode};
@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use toolhost_calls::callers::digest;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 
@@ -194,12 +195,9 @@ pub(crate) async fn own_sessions(
     }
     match activity {
         None => response,
-        Some(activity) => response.map(|body| {
-            Body::new(crate::listener::Guarded {
-                inner: body,
-                _guard: activity,
-            })
-        }),
+        Some(activity) => {
+            response.map(|body| Body::new(toolhost_net::Guarded::new(body, activity)))
+        }
     }
 }
 

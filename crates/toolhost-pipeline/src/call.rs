@@ -37,13 +37,23 @@ use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
+use toolhost_base::log_safe;
 use toolhost_catalog::{Entry, Store};
 use toolhost_proto::json::{json_from_struct, struct_from_json};
 use toolhost_proto::plugin::{AgentToolContext, AgentToolRequest, AgentToolResponse};
-use toolhost_runtime::{CallSlot, InvokeError, PluginUnavailable, log_safe};
+use toolhost_runtime::{CallSlot, InvokeError, PluginUnavailable};
 use toolhost_telemetry::Step as Traced;
 use toolhost_validate::{Checked, ToolPolicy, Violation, check_arguments};
 use tracing::Instrument as _;
+
+/// What [`Pipeline::resolve`] found for a name.
+#[derive(Debug)]
+pub enum Resolution {
+    /// A tool of the session's surface, served now.
+    Found(Arc<Entry>),
+    /// No such tool for this session: the call's whole answer, audited.
+    Answered(Result<CallResult, UnknownTool>),
+}
 
 /// Daemon-wide caps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,51 +178,78 @@ impl Pipeline {
         caller: &dyn Caller,
         cancel: CancellationToken,
     ) -> Result<CallResult, UnknownTool> {
+        match self.resolve(binding, name) {
+            Resolution::Found(entry) => Ok(self
+                .call_resolved(binding, &entry, arguments, caller, cancel)
+                .await),
+            Resolution::Answered(answer) => answer,
+        }
+    }
+
+    /// Step 1: the tool `name` among those `binding`'s surface can see.
+    /// A name that resolves to nothing is answered here, audited and
+    /// counted: a tool this surface would see, declared but not served
+    /// now, is unavailable for a reason the agent is told; any other name
+    /// is unknown (and nothing about other surfaces shows).
+    pub fn resolve(&self, binding: &Binding, name: &str) -> Resolution {
+        let catalog = self.store.current();
+        if let Some(entry) = catalog.resolve(&binding.surface, name) {
+            return Resolution::Found(Arc::clone(entry));
+        }
+        drop(catalog);
+        let why = self.store.why_absent(&binding.surface, name);
+        let outcome = if why.is_some() {
+            "tool_unavailable"
+        } else {
+            "unknown_tool"
+        };
+        // An id for the audit line only: nothing runs, so a failed
+        // generator costs nothing here.
+        let invocation_id = toolhost_base::ids::unguessable_id().unwrap_or_default();
+        tracing::info!(target: "toolhost::audit", invocation_id, tool = %truncate(name),
+            task_id = %log_safe(&binding.task_id, 256), session_id = %log_safe(&binding.session_id, 256),
+            outcome, trace_id = toolhost_telemetry::trace_id().as_deref(), "tool call");
+        self.counters.count("", outcome, Duration::ZERO);
+        Resolution::Answered(match why {
+            // The name matched a declared tool: it is ours, not the
+            // agent's text, to repeat.
+            Some(why) => Ok(CallResult::failure(
+                ErrorCode::ToolUnavailable,
+                format!("{name} is unavailable: {why}"),
+                None,
+            )),
+            None => Err(UnknownTool(truncate(name))),
+        })
+    }
+
+    /// Steps 2 to 8 for a tool [`Pipeline::resolve`] found: everything
+    /// after resolution reads `entry`, and authorization checks it against
+    /// the catalog as it is then.
+    pub async fn call_resolved(
+        &self,
+        binding: &Binding,
+        entry: &Arc<Entry>,
+        arguments: Option<Value>,
+        caller: &dyn Caller,
+        cancel: CancellationToken,
+    ) -> CallResult {
         let started = Instant::now();
-        let Ok(invocation_id) = toolhost_runtime::ids::unguessable_id() else {
+        let Ok(invocation_id) = toolhost_base::ids::unguessable_id() else {
             // No randomness: no handle anyone could trust. Nothing ran.
             tracing::error!("the system's random number generator failed; a call was refused");
             self.counters.count("", "internal", started.elapsed());
-            return Ok(CallResult::failure(
+            return CallResult::failure(
                 ErrorCode::Internal,
                 "toolhost could not make an invocation id (the system's random number generator failed); nothing ran, so the call may be repeated",
                 None,
-            ));
+            );
         };
-        // 1. Resolve among the tools this session can see.
-        let catalog = self.store.current();
-        let Some(entry) = catalog.resolve(&binding.surface, name).cloned() else {
-            // A tool this surface would see, declared but not served now,
-            // is unavailable for a reason the agent is told; any other
-            // name is unknown (and nothing about other surfaces shows).
-            let why = self.store.why_absent(&binding.surface, name);
-            let outcome = if why.is_some() {
-                "tool_unavailable"
-            } else {
-                "unknown_tool"
-            };
-            tracing::info!(target: "toolhost::audit", invocation_id, tool = %truncate(name),
-                task_id = %log_safe(&binding.task_id, 256), session_id = %log_safe(&binding.session_id, 256),
-                outcome, trace_id = toolhost_telemetry::trace_id().as_deref(), "tool call");
-            self.counters.count("", outcome, started.elapsed());
-            return match why {
-                // The name matched a declared tool: it is ours, not the
-                // agent's text, to repeat.
-                Some(why) => Ok(CallResult::failure(
-                    ErrorCode::ToolUnavailable,
-                    format!("{name} is unavailable: {why}"),
-                    None,
-                )),
-                None => Err(UnknownTool(truncate(name))),
-            };
-        };
-        drop(catalog);
         let d = &entry.descriptor;
         let span = tracing::info_span!("tools/call", invocation_id = %invocation_id, tool = %d.exposed_name, plugin = %d.plugin_id);
         let mut call = Call {
             pipeline: self,
             binding,
-            entry: &entry,
+            entry,
             invocation_id: &invocation_id,
             caller,
             cancel,
@@ -223,12 +260,19 @@ impl Pipeline {
             Ok(r) | Err(CallFailure(r)) => r,
         };
         result.fit_output_schema(entry.output.is_some());
-        // 8. Audit: ids, outcome and duration; never contents. The version
-        // named is the one the call was authorized against.
+        self.audit(&call, &result, started);
+        result
+    }
+
+    /// Step 8: ids, outcome and duration; never contents. The version
+    /// named is the one the call was authorized against.
+    fn audit(&self, call: &Call<'_>, result: &CallResult, started: Instant) {
+        let (binding, caller) = (call.binding, call.caller);
+        let d = &call.entry.descriptor;
         let version = call.authorized_at.as_ref();
         tracing::info!(
             target: "toolhost::audit",
-            invocation_id,
+            invocation_id = call.invocation_id,
             tool = %d.exposed_name,
             plugin = %d.plugin_id,
             // Ids from the configuration or the backend: escaped like any
@@ -256,7 +300,6 @@ impl Pipeline {
         if let Some(task) = caller.task_id() {
             toolhost_telemetry::record(toolhost_telemetry::semconv::MCP_TASK_ID, task);
         }
-        Ok(result)
     }
 
     /// The largest encoded answer read from a plugin: the result limit,

@@ -46,7 +46,7 @@ mod stream;
 
 pub use authorize::{Authorizer, AuthorizerAddress, AuthorizerSetupError, Denied};
 pub use binding::{Binding, BindingState};
-pub use call::{Limits, Pipeline, UnknownTool};
+pub use call::{Limits, Pipeline, Resolution, UnknownTool};
 pub use caller::{
     Answer, AnswerAction, AskFuture, Caller, LogLevel, LogMessage, Progress, Question, Silent,
     Unanswered,

@@ -29,9 +29,10 @@ use crate::question::{CheckedQuestion, check_answer, check_question};
 use crate::result::ErrorCode;
 use serde_json::Value;
 use std::time::{Duration, Instant};
+use toolhost_base::Bucket;
 use toolhost_proto::json::{json_from_struct, struct_from_json};
 use toolhost_proto::plugin_v2::{self as wire, plugin_event::Event};
-use toolhost_runtime::{Bucket, CallSlot};
+use toolhost_runtime::CallSlot;
 use toolhost_validate::Checked;
 
 /// Log messages a call may send at once.

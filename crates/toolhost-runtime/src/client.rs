@@ -399,13 +399,13 @@ impl PluginClient {
             .into_iter()
             .filter(|t| t.len() <= 128)
             .take(1000)
-            .map(|t| crate::logs::log_safe(&t, 128).into_owned())
+            .map(|t| toolhost_base::log_safe(&t, 128).into_owned())
             .collect();
         tools.sort();
         tools.dedup();
         Some(Described {
             tools,
-            sdk: crate::logs::log_safe(&answer.sdk, 200).into_owned(),
+            sdk: toolhost_base::log_safe(&answer.sdk, 200).into_owned(),
         })
     }
 

@@ -47,9 +47,7 @@
 
 #![forbid(unsafe_code)]
 
-mod account;
 mod client;
-pub mod ids;
 mod leaders;
 mod logs;
 mod process;
@@ -62,7 +60,7 @@ pub use client::{
     CallSlot, CallSlots, CallStream, DEFAULT_MAX_ANSWER_BYTES, Described, InvokeError, PluginClient,
 };
 pub use leaders::Leaders;
-pub use logs::{Bucket, log_safe};
+
 pub use process::StartError;
 pub use registry::{PluginUnavailable, Plugins};
 pub use sockets::{remove_run_dir, remove_stale_run_dirs};

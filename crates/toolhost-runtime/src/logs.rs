@@ -11,7 +11,6 @@
 //! ([`log_safe`]), so a plugin cannot forge a log line.
 
 use tokio::io::AsyncRead;
-use tokio::time::Instant;
 use tokio_stream::StreamExt as _;
 use tokio_util::codec::FramedRead;
 
@@ -22,9 +21,7 @@ pub const BURST: f64 = 200.0;
 /// Lines per second a plugin may log after a burst.
 pub const LINES_PER_SECOND: f64 = 50.0;
 
-/// Text from outside (a plugin, an agent, a client), made safe for a log
-/// line: the one escaping rule of `toolhost_base::text`.
-pub use toolhost_base::text::escaped as log_safe;
+use toolhost_base::{Bucket, log_safe};
 
 /// Printable ASCII only (for short quotes in error messages).
 pub(crate) fn printable(text: &str, max_chars: usize) -> String {
@@ -38,44 +35,6 @@ pub(crate) fn printable(text: &str, max_chars: usize) -> String {
             }
         })
         .collect()
-}
-
-/// A token bucket: `burst` at once, refilled at `per_second`. What bounds
-/// a plugin's output lines here, and its log messages to a caller in the
-/// pipeline.
-#[derive(Debug, Clone)]
-pub struct Bucket {
-    burst: f64,
-    per_second: f64,
-    tokens: f64,
-    at: Instant,
-}
-
-impl Bucket {
-    /// A full bucket.
-    #[must_use]
-    pub fn new(burst: f64, per_second: f64) -> Self {
-        Self {
-            burst,
-            per_second,
-            tokens: burst,
-            at: Instant::now(),
-        }
-    }
-
-    /// Takes one token, if there is one.
-    pub fn take(&mut self) -> bool {
-        let now = Instant::now();
-        let refill = now.duration_since(self.at).as_secs_f64() * self.per_second;
-        self.tokens = (self.tokens + refill).min(self.burst);
-        self.at = now;
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
 }
 
 fn suppressed_line(plugin: &str, stream: &str, suppressed: u64) {

@@ -42,7 +42,7 @@ pub enum StartError {
     /// The account it runs as (`[sandbox] user`) cannot be given its
     /// directories, or cannot reach its command.
     #[error("{0}")]
-    HandOver(#[from] crate::account::HandOverError),
+    HandOver(#[from] toolhost_sandbox::account::HandOverError),
     /// Exited before printing the handshake line.
     #[error("exited before its handshake line ({0})")]
     ExitedEarly(String),
@@ -295,13 +295,15 @@ pub(crate) async fn start(spec: &PluginSpec, leaders: &Leaders) -> Result<Runnin
     if let Some(config) = &spec.config {
         write_config(&sockets, config).map_err(StartError::SocketDir)?;
     }
-    let call_token = crate::ids::unguessable_id().map_err(StartError::SocketDir)?;
+    let call_token = toolhost_base::ids::unguessable_id().map_err(StartError::SocketDir)?;
     write_private(&sockets.path().join(CALL_TOKEN_FILE), call_token.as_bytes())
         .map_err(StartError::SocketDir)?;
     if spec.sandbox.run_as.is_none() {
-        crate::account::reclaim(&spec.data_dir).map_err(|source| StartError::DataDir {
-            dir: spec.data_dir.display().to_string(),
-            source,
+        toolhost_sandbox::account::reclaim(&spec.data_dir).map_err(|source| {
+            StartError::DataDir {
+                dir: spec.data_dir.display().to_string(),
+                source,
+            }
         })?;
     }
     if let Some(user) = &spec.sandbox.run_as {
@@ -322,7 +324,7 @@ pub(crate) async fn start(spec: &PluginSpec, leaders: &Leaders) -> Result<Runnin
                     .take_while(|d| d.starts_with(state) && *d != state),
             );
         }
-        crate::account::hand_over(
+        toolhost_sandbox::account::hand_over(
             user,
             &spec.data_dir,
             sockets.path(),

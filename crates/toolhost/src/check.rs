@@ -241,7 +241,7 @@ fn start_and_describe(
         .build()?;
     let scratch = std::env::temp_dir().join(format!(
         "toolhost-check-{}",
-        toolhost_runtime::ids::unguessable_id()?
+        toolhost_base::ids::unguessable_id()?
     ));
     toolhost_lifecycle::private_dir(&scratch)?;
     let mut problems = Vec::new();

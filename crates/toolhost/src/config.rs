@@ -93,9 +93,9 @@ pub struct TasksFile {
 
 impl TasksFile {
     /// The bounds, defaults filled in and checked.
-    pub fn resolve(&self) -> anyhow::Result<toolhost_mcp::TaskLimits> {
-        let d = toolhost_mcp::TaskLimits::default();
-        let limits = toolhost_mcp::TaskLimits {
+    pub fn resolve(&self) -> anyhow::Result<toolhost_calls::TaskLimits> {
+        let d = toolhost_calls::TaskLimits::default();
+        let limits = toolhost_calls::TaskLimits {
             per_owner: self.max_per_token.unwrap_or(d.per_owner),
             total: self.max_total.unwrap_or(d.total),
             retention: self.retention_ms.map_or(d.retention, Duration::from_millis),
@@ -557,19 +557,19 @@ impl TokenConfig {
 }
 
 impl McpFile {
-    pub(crate) fn resolve(&self, prefix: &str) -> Result<toolhost_mcp::AgentView> {
+    pub(crate) fn resolve(&self, prefix: &str) -> Result<toolhost_listing::AgentView> {
         let instructions_bytes = self
             .instructions_bytes
-            .unwrap_or(toolhost_mcp::DEFAULT_INSTRUCTIONS_BYTES);
+            .unwrap_or(toolhost_listing::DEFAULT_INSTRUCTIONS_BYTES);
         if !(512..=1 << 20).contains(&instructions_bytes) {
             bail!(
                 "[mcp] instructions_bytes must be between 512 and 1048576 ({instructions_bytes} given): below 512 not even the first line fits"
             );
         }
-        Ok(toolhost_mcp::AgentView {
+        Ok(toolhost_listing::AgentView {
             tools_page_size: self
                 .tools_page_size
-                .unwrap_or(toolhost_mcp::DEFAULT_TOOLS_PAGE_SIZE),
+                .unwrap_or(toolhost_listing::DEFAULT_TOOLS_PAGE_SIZE),
             instructions_bytes,
             find_tools: self.find_tools.unwrap_or(false).then(|| prefix.to_owned()),
         })

@@ -91,7 +91,7 @@ impl DevSession {
             dir: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()),
             id: manifest.as_ref().map(|m| m.id.clone()),
             venv_base: venv_base(dir),
-            token: toolhost_runtime::ids::unguessable_id().context("no randomness for a token")?,
+            token: toolhost_base::ids::unguessable_id().context("no randomness for a token")?,
             surface,
             example_tool,
         })

@@ -190,23 +190,23 @@ pub async fn status(target: &NatsTarget, silent_after_s: u64) -> Result<ExitCode
         let outcome = e.applied.as_ref().map_or("-", |a| a.outcome.as_str());
         outln!(
             "  {:<24} {} rev {:<6} {:<10} {} withheld, heartbeat {}s ago {}",
-            toolhost_runtime::log_safe(daemon, 64),
-            toolhost_runtime::log_safe(&e.generation, 64),
+            toolhost_base::log_safe(daemon, 64),
+            toolhost_base::log_safe(&e.generation, 64),
             e.revision,
-            toolhost_runtime::log_safe(outcome, 16),
+            toolhost_base::log_safe(outcome, 16),
             e.withheld_total.max(e.withheld.len()),
             now.saturating_sub(e.heartbeat),
             flags.join(" ")
         );
         if let Some(a) = &e.applied {
             for r in &a.reasons {
-                outln!("      {}", toolhost_runtime::log_safe(r, 300));
+                outln!("      {}", toolhost_base::log_safe(r, 300));
             }
         }
         if let Some(r) = &e.refused {
             outln!(
                 "      refused by the NATS server (a permission its user lacks): {}",
-                toolhost_runtime::log_safe(r, 300)
+                toolhost_base::log_safe(r, 300)
             );
         }
     }

@@ -30,17 +30,17 @@ const LOAD: u64 = 256;
 /// Trims after large requests and at the end of each load, until `stop`.
 pub async fn trim_after_bursts(stop: CancellationToken) {
     let mut last_large: Option<tokio::time::Instant> = None;
-    let mut seen = toolhost_mcp::requests_read();
+    let mut seen = toolhost_net::requests_read();
     let mut busy = false;
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
             () = tokio::time::sleep(TICK) => {}
         }
-        if toolhost_mcp::take_large_request() {
+        if toolhost_net::take_large_request() {
             last_large = Some(tokio::time::Instant::now());
         }
-        let now = toolhost_mcp::requests_read();
+        let now = toolhost_net::requests_read();
         let load_ended = busy && now == seen;
         busy = now.saturating_sub(seen) >= LOAD || (busy && now != seen);
         seen = now;

@@ -102,7 +102,7 @@ pub(crate) struct Scratch(pub(crate) PathBuf);
 
 impl Scratch {
     pub(crate) fn new() -> Result<Self> {
-        let id = toolhost_runtime::ids::unguessable_id().context("no randomness")?;
+        let id = toolhost_base::ids::unguessable_id().context("no randomness")?;
         let dir = std::env::temp_dir().join(format!("toolhost-pack-{id}"));
         toolhost_lifecycle::private_dir(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;

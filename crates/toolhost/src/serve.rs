@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use toolhost_admin::{AdminService, AdminState};
+use toolhost_calls::TokenTable;
 use toolhost_catalog::Store;
 use toolhost_lifecycle::{ArchiveLimits, Lifecycle, LifecycleConfig};
-use toolhost_mcp::{
-    ConnectionLimits, HttpOptions, Hub, TokenTable, http_router, serve_http, serve_stdio,
-};
+use toolhost_mcp::{HttpOptions, Hub, http_router, serve_stdio};
+use toolhost_net::{ConnectionLimits, serve_http};
 
 /// Descriptors kept back from HTTP connections by default.
 const DEFAULT_RESERVED_FDS: u64 = 128;
@@ -239,7 +239,7 @@ impl Daemon {
             if let Some(fence) = toolhost_admin::fence::load(&fence_file)? {
                 tracing::info!(
                     epoch = fence.epoch,
-                    generation = %toolhost_runtime::log_safe(&fence.generation, 256),
+                    generation = %toolhost_base::log_safe(&fence.generation, 256),
                     revision = fence.revision,
                     "catalog fence restored"
                 );
@@ -471,7 +471,7 @@ fn restore_last_good(store: &Store, lifecycle: &Lifecycle, fence_file: &std::pat
             let r = store.restore_last_good(snapshot, &lifecycle.installed().load());
             if r.outcome == toolhost_catalog::Outcome::Accepted {
                 tracing::info!(
-                    generation = %toolhost_runtime::log_safe(&r.generation, 256),
+                    generation = %toolhost_base::log_safe(&r.generation, 256),
                     revision = r.revision,
                     withheld = r.defects.len(),
                     "serving the last catalog the backend pushed before this start, until it pushes again"

@@ -109,9 +109,9 @@ pub struct Settings {
     /// The sandbox's daemon-wide settings.
     pub sandbox: SandboxConfig,
     /// What agents are shown besides the catalog (`[mcp]`).
-    pub agent_view: toolhost_mcp::AgentView,
+    pub agent_view: toolhost_listing::AgentView,
     /// The bounds of hosted tasks (`[tasks]`).
-    pub tasks: toolhost_mcp::TaskLimits,
+    pub tasks: toolhost_calls::TaskLimits,
     /// Where spans go (`[telemetry]`); `None`: nothing is traced.
     pub telemetry: Option<toolhost_telemetry::Export>,
     /// `--dev`: what to tell the developer once HTTP listens.

@@ -164,7 +164,7 @@ pub fn check_update(
             problems.push(format!(
                 "plugin {} declares no config item `{}`{}",
                 m.id,
-                toolhost_runtime::log_safe(name, 64),
+                toolhost_base::log_safe(name, 64),
                 declared_hint(m)
             ));
         }

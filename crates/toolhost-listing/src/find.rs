@@ -142,8 +142,8 @@ pub(crate) fn run(
     tracing::info!(
         target: "toolhost::audit",
         tool = %name,
-        task_id = %toolhost_runtime::log_safe(&binding.task_id, 256),
-        session_id = %toolhost_runtime::log_safe(&binding.session_id, 256),
+        task_id = %toolhost_base::log_safe(&binding.task_id, 256),
+        session_id = %toolhost_base::log_safe(&binding.session_id, 256),
         outcome = result.outcome(),
         duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         "tool call"

@@ -23,31 +23,62 @@
 //! It must not: run or retry a call, or hold a plugin slot (the pipeline
 //! owns both), or keep anything but ids, states and bounded results.
 
-use crate::tokens::Owner;
+use crate::callers::Owner;
+use crate::relay::Reply;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
-use toolhost_pipeline::CheckedQuestion;
+use toolhost_pipeline::{
+    Answer, CallResult, CheckedQuestion, ErrorCode, Question, UnknownTool, check_answer,
+};
 
 /// How often a client is asked to poll `tasks/get`.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
 
-/// Where a task stands.
+/// Where a task stands. States hold what happened, typed; the MCP layer
+/// writes them in the extension's wire form when a client reads them.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TaskState {
     /// Running; the message is the latest progress, if any.
     Working(Option<String>),
-    /// The plugin asked a question; the call waits for `tasks/update`. The
-    /// value is the extension's `inputRequests` object.
-    InputRequired(serde_json::Value),
-    /// Done: the call's result, mapped as a direct call's would be.
-    Completed(serde_json::Value),
-    /// Ended without a result: the coded error a direct call would get, as
-    /// a JSON-RPC error object.
-    Failed(serde_json::Value),
-    /// Cancelled by its owner or the operator.
+    /// The plugin asked a question; the call waits for its answer, under
+    /// `key` (unique over the task's life).
+    InputRequired {
+        /// The input-request key the answer must come under.
+        key: String,
+        /// The question.
+        question: Question,
+    },
+    /// Done: the call's result (a tool's own `isError` included).
+    Completed(CallResult),
+    /// Ended without a result: toolhost's coded error (the plugin
+    /// crashed, timed out, answered too much), or a name that resolved to
+    /// no tool.
+    Failed(Failure),
+    /// Cancelled by its owner, the operator, or the binding's revocation.
     Cancelled,
+}
+
+/// Why a task failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failure {
+    /// The call's coded error, as a direct call would get it.
+    Coded(CallResult),
+    /// The name resolved to no tool.
+    UnknownTool(UnknownTool),
+}
+
+/// How a call's end reads as a task's final state: its result
+/// (`completed`), toolhost's coded error (`failed`), or `cancelled`.
+#[must_use]
+pub fn ended(r: Result<CallResult, UnknownTool>) -> TaskState {
+    match r {
+        Err(unknown) => TaskState::Failed(Failure::UnknownTool(unknown)),
+        Ok(r) if r.code == Some(ErrorCode::Cancelled) => TaskState::Cancelled,
+        Ok(r) if r.code.is_some() => TaskState::Failed(Failure::Coded(r)),
+        Ok(r) => TaskState::Completed(r),
+    }
 }
 
 impl TaskState {
@@ -62,7 +93,7 @@ impl TaskState {
     pub fn name(&self) -> &'static str {
         match self {
             Self::Working(_) => "working",
-            Self::InputRequired(_) => "input_required",
+            Self::InputRequired { .. } => "input_required",
             Self::Completed(_) => "completed",
             Self::Failed(_) => "failed",
             Self::Cancelled => "cancelled",
@@ -178,34 +209,31 @@ impl Default for TaskLimits {
     }
 }
 
-/// The answer channel of a task's question.
-pub(crate) type Reply =
-    tokio::sync::oneshot::Sender<Result<toolhost_pipeline::Answer, toolhost_pipeline::Unanswered>>;
-
-/// A question a task's call is waiting on: its input-request key (unique
-/// over the task's life), the checked question the answer must fit, and
-/// where the answer goes.
+/// A question a task's call is waiting on: the checked question the
+/// answer must fit, and where the answer goes.
 pub(crate) struct Asking {
-    pub(crate) key: String,
     pub(crate) question: Box<CheckedQuestion>,
     pub(crate) reply: Reply,
 }
 
 impl std::fmt::Debug for Asking {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Asking")
-            .field("key", &self.key)
-            .finish_non_exhaustive()
+        f.debug_struct("Asking").finish_non_exhaustive()
     }
 }
 
 /// Why an answer was not taken.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum NoQuestion {
-    /// No such task for this owner.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotAnswered {
+    /// No such task for this owner (or another owner's).
+    #[error("no such task for this token (unknown, or its result has expired)")]
     UnknownTask,
-    /// The task waits for no answer now.
-    NotAsking,
+    /// The answer does not fit the question: the violations' names and
+    /// rules, never the value. The question is still waiting.
+    #[error(
+        "the answer does not match the requested schema: {0}; the question is still waiting for an answer"
+    )]
+    DoesNotFit(String),
 }
 
 #[derive(Debug)]
@@ -291,9 +319,9 @@ impl Place {
         cancel: CancellationToken,
         lifetime: Duration,
     ) -> Result<String, TaskRefused> {
-        let id = toolhost_runtime::ids::unguessable_id()
-            .map_err(|e| TaskRefused::NoId(e.to_string()))?;
-        let stamp = rmcp::task_manager::current_timestamp();
+        let id =
+            toolhost_base::ids::unguessable_id().map_err(|e| TaskRefused::NoId(e.to_string()))?;
+        let stamp = toolhost_base::time::utc_now_iso8601();
         let mut books = self.tasks.lock();
         books.release(&self.owner);
         self.taken = true;
@@ -426,25 +454,25 @@ impl Tasks {
             }
             if t.state != state {
                 t.state = state;
-                t.updated_at = rmcp::task_manager::current_timestamp();
+                t.updated_at = toolhost_base::time::utc_now_iso8601();
             }
         }
     }
 
-    /// Puts a running task in `input_required` with its question (the
-    /// extension's `inputRequests` object). A task that has ended gives
-    /// the question back.
+    /// Puts a running task in `input_required` with its question, under
+    /// `key`. A task that has ended gives the question back.
     pub(crate) fn ask(
         &self,
         id: &str,
-        requests: serde_json::Value,
+        key: String,
+        question: Question,
         asking: Asking,
     ) -> Result<(), Asking> {
         let mut books = self.lock();
         match books.tasks.get_mut(id) {
             Some(t) if !t.state.is_terminal() => {
-                t.state = TaskState::InputRequired(requests);
-                t.updated_at = rmcp::task_manager::current_timestamp();
+                t.state = TaskState::InputRequired { key, question };
+                t.updated_at = toolhost_base::time::utc_now_iso8601();
                 t.asking = Some(asking);
                 Ok(())
             }
@@ -452,36 +480,44 @@ impl Tasks {
         }
     }
 
-    /// Takes the question `owner`'s task `id` waits on, to answer it. The
-    /// task goes back to `working`; [`Tasks::put_back`] undoes this when
-    /// the answer is refused.
-    pub(crate) fn take_question(
+    /// Answers the question `owner`'s task `id` waits on: `responses`
+    /// holds answers by input-request key, and the one under the
+    /// question's key is checked against its schema (the root closed)
+    /// before the plugin sees it. The task goes back to `working`. An
+    /// answer that does not fit is refused and the question stays; a task
+    /// waiting for no answer, or no answer under its key, changes nothing
+    /// (keys that name no outstanding question are ignored, as the
+    /// extension says).
+    pub fn answer(
         &self,
         owner: &Owner,
         id: &str,
-    ) -> Result<(Asking, serde_json::Value), NoQuestion> {
+        responses: impl FnOnce(&str) -> Option<Answer>,
+    ) -> Result<(), NotAnswered> {
         let mut books = self.lock();
         let retention = books.limits.retention;
         let t = books
             .tasks
             .get_mut(id)
             .filter(|t| t.owner == *owner && !expired(t, retention, Instant::now()))
-            .ok_or(NoQuestion::UnknownTask)?;
-        let asking = t.asking.take().ok_or(NoQuestion::NotAsking)?;
-        let requests = match std::mem::replace(&mut t.state, TaskState::Working(None)) {
-            TaskState::InputRequired(r) => r,
-            other => {
-                t.state = other;
-                serde_json::Value::Null
-            }
+            .ok_or(NotAnswered::UnknownTask)?;
+        let (TaskState::InputRequired { key, .. }, Some(asking)) = (&t.state, t.asking.as_ref())
+        else {
+            return Ok(());
         };
-        t.updated_at = rmcp::task_manager::current_timestamp();
-        Ok((asking, requests))
-    }
-
-    /// Gives a taken question back, unanswered.
-    pub(crate) fn put_back(&self, id: &str, asking: Asking, requests: serde_json::Value) {
-        let _ = self.ask(id, requests, asking);
+        let Some(answer) = responses(key) else {
+            return Ok(());
+        };
+        let checked = check_answer(&asking.question, answer).map_err(|violations| {
+            let why: Vec<&str> = violations.iter().map(|v| v.message.as_str()).collect();
+            NotAnswered::DoesNotFit(why.join("; "))
+        })?;
+        if let Some(asking) = t.asking.take() {
+            let _ = asking.reply.send(Ok(checked));
+        }
+        t.state = TaskState::Working(None);
+        t.updated_at = toolhost_base::time::utc_now_iso8601();
+        Ok(())
     }
 
     /// Cancels the running task `id`: its call is cancelled and the task
@@ -505,7 +541,7 @@ impl Tasks {
         t.state = TaskState::Cancelled;
         t.asking = None;
         t.ended = Some(now);
-        t.updated_at = rmcp::task_manager::current_timestamp();
+        t.updated_at = toolhost_base::time::utc_now_iso8601();
         Cancelled::Now
     }
 
@@ -604,8 +640,8 @@ mod tests {
         assert_eq!(tasks.cancel(Some(&B), &id, now), Cancelled::Unknown);
         assert!(!cancel.is_cancelled(), "another owner cancelled the call");
         assert_eq!(
-            tasks.take_question(&B, &id).err(),
-            Some(NoQuestion::UnknownTask)
+            tasks.answer(&B, &id, |_| None),
+            Err(NotAnswered::UnknownTask)
         );
         assert_eq!(tasks.cancel(Some(&A), &id, now), Cancelled::Now);
         assert_eq!(tasks.cancel(Some(&A), &id, now), Cancelled::AlreadyEnded);
@@ -622,7 +658,13 @@ mod tests {
         let t0 = Instant::now();
         let (id, _) = make(&tasks, A, t0).unwrap_or_else(|e| panic!("{e}"));
         tasks.update(&id, TaskState::Working(Some("half way".into())), t0);
-        let done = TaskState::Completed(serde_json::json!({ "content": [] }));
+        let done = TaskState::Completed(CallResult {
+            content: vec![toolhost_pipeline::content::Block::text("done")],
+            structured: None,
+            is_error: false,
+            code: None,
+            meta: None,
+        });
         tasks.update(&id, done.clone(), t0);
         tasks.update(&id, TaskState::Working(None), t0);
         assert_eq!(tasks.get(&A, &id, t0).map(|v| v.state), Some(done));

@@ -92,9 +92,19 @@ impl Drop for InProgress {
 
 /// A response body that holds `guard` until the body is done or dropped:
 /// how a request stays "in progress" while its answer streams.
-pub(crate) struct Guarded<G> {
-    pub(crate) inner: Body,
-    pub(crate) _guard: G,
+pub struct Guarded<G> {
+    inner: Body,
+    _guard: G,
+}
+
+impl<G> Guarded<G> {
+    /// `body`, holding `guard` until it is done or dropped.
+    pub fn new(body: Body, guard: G) -> Self {
+        Self {
+            inner: body,
+            _guard: guard,
+        }
+    }
 }
 
 impl<G: Unpin> http_body::Body for Guarded<G> {

@@ -9,9 +9,9 @@
 //! toolhost did not make are never changed: if the account cannot reach
 //! the plugin's files through them, the start fails and says which one.
 
+use crate::policy::RunAs;
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
-use toolhost_sandbox::RunAs;
 
 /// Why a plugin cannot be started as its account.
 #[derive(Debug, thiserror::Error)]
@@ -50,7 +50,7 @@ pub enum HandOverError {
 /// toolhost made above them for search (`made_by_toolhost`), and checks
 /// that `user` can reach them and each of `needed` (its command, its
 /// working directory).
-pub(crate) fn hand_over(
+pub fn hand_over(
     user: &RunAs,
     data_dir: &Path,
     socket_dir: &Path,
@@ -80,7 +80,7 @@ pub(crate) fn hand_over(
 /// A root daemon whose plugins no longer run as another account takes
 /// their data back: root's plugins hold no capability, so a directory
 /// still owned by the old account would be closed to them.
-pub(crate) fn reclaim(data_dir: &Path) -> std::io::Result<()> {
+pub fn reclaim(data_dir: &Path) -> std::io::Result<()> {
     let me = rustix::process::geteuid();
     if !me.is_root() {
         return Ok(());

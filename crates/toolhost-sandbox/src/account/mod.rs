@@ -1,5 +1,8 @@
-//! The account plugins run as: looked up once, when the configuration is
-//! read, and switched to in the child before `exec`.
+//! The account plugins run as, in one place: looked up once, when the
+//! configuration is read ([`run_as`]); given the plugin's data and socket
+//! directories before each start, and its data taken back when it runs as
+//! the daemon again ([`hand_over`], [`reclaim`]); and switched to in the
+//! child before `exec`.
 //!
 //! A root daemon's plugins run as root with every capability cleared.
 //! That holds as long as Landlock does: without it, root without
@@ -9,6 +12,9 @@
 //! nothing but the plugin's data and socket directories.
 
 use crate::policy::RunAs;
+
+mod hand_over;
+pub use hand_over::{HandOverError, hand_over, reclaim};
 
 /// Why `[sandbox] user` cannot be used.
 #[derive(Debug, thiserror::Error)]

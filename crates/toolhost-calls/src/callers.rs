@@ -1,7 +1,7 @@
-//! Bearer tokens: which binding each stands for, and reading one from a
-//! request. Only a SHA-256 of each token is kept.
+//! Who calls: bearer tokens and the bindings they stand for, and the
+//! owners that sessions, tasks and parked calls are counted and kept
+//! under. Only a SHA-256 of each token is kept.
 
-use axum::http::{HeaderMap, header};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::{PoisonError, RwLock};
@@ -23,7 +23,7 @@ pub type Owner = [u8; 32];
 /// made them. A task belongs to that binding, not to the token alone: once
 /// the binding is revoked and the token bound again (to another session,
 /// say), the old binding's tasks are unknown to the new one.
-pub(crate) fn task_owner(owner: &Owner, binding: &Binding) -> Owner {
+pub fn task_owner(owner: &Owner, binding: &Binding) -> Owner {
     let mut h = Sha256::new();
     h.update(owner);
     h.update(binding.identity().to_le_bytes());
@@ -32,27 +32,8 @@ pub(crate) fn task_owner(owner: &Owner, binding: &Binding) -> Owner {
 
 /// The SHA-256 of a token: how tokens are keyed, and how sessions know
 /// their owner without keeping the token.
-pub(crate) fn digest(token: &str) -> [u8; 32] {
+pub fn digest(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
-}
-
-/// The binding the token gate resolved for this request, put in the
-/// request's extensions (which no client can set), so later layers do not
-/// hash and look the token up again.
-#[derive(Debug, Clone)]
-pub(crate) struct Authorized(pub(crate) Binding);
-
-/// This request's binding: the gate's, or (where no gate ran) the token's
-/// own lookup in `tokens`.
-pub(crate) fn request_binding(
-    headers: &HeaderMap,
-    extensions: &axum::http::Extensions,
-    tokens: &TokenTable,
-) -> Option<Binding> {
-    match extensions.get::<Authorized>() {
-        Some(Authorized(binding)) => Some(binding.clone()),
-        None => bearer_token(headers).and_then(|t| tokens.resolve(t)),
-    }
 }
 
 impl TokenTable {
@@ -131,64 +112,9 @@ impl TokenTable {
     }
 }
 
-/// The token of an `Authorization: Bearer <token>` header.
-#[must_use]
-pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
-    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = v.split_once(' ')?;
-    (scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty()).then(|| token.trim())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::http::HeaderValue;
-
-    #[test]
-    fn bearer_tokens_parse() {
-        let mut h = HeaderMap::new();
-        assert_eq!(bearer_token(&h), None);
-        h.insert(
-            header::AUTHORIZATION,
-            HeaderValue::from_static("Bearer abc"),
-        );
-        assert_eq!(bearer_token(&h), Some("abc"));
-        h.insert(
-            header::AUTHORIZATION,
-            HeaderValue::from_static("bearer  abc "),
-        );
-        assert_eq!(bearer_token(&h), Some("abc"));
-        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic abc"));
-        assert_eq!(bearer_token(&h), None);
-        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer "));
-        assert_eq!(bearer_token(&h), None);
-    }
-
-    #[test]
-    fn a_request_binding_is_the_gates_or_else_the_tokens() {
-        let t = TokenTable::new();
-        t.bind("secret", Binding::new("chat", "task-1", "s", None));
-        let mut with_token = HeaderMap::new();
-        with_token.insert(
-            header::AUTHORIZATION,
-            HeaderValue::from_static("Bearer secret"),
-        );
-        let none = axum::http::Extensions::new();
-        let found = request_binding(&with_token, &none, &t).map(|b| b.task_id);
-        assert_eq!(found.as_deref(), Some("task-1"), "no gate ran: the table");
-        assert!(
-            request_binding(&HeaderMap::new(), &none, &t).is_none(),
-            "no token"
-        );
-        let mut gated = axum::http::Extensions::new();
-        gated.insert(Authorized(Binding::new("chat", "task-2", "s", None)));
-        let found = request_binding(&with_token, &gated, &t).map(|b| b.task_id);
-        assert_eq!(
-            found.as_deref(),
-            Some("task-2"),
-            "the gate's verdict is used"
-        );
-    }
 
     #[test]
     fn revoking_a_token_revokes_its_binding() {
@@ -199,5 +125,22 @@ mod tests {
         assert!(t.revoke("secret"));
         assert!(t.resolve("secret").is_none());
         assert!(b.is_some_and(|b| !b.is_active()));
+    }
+
+    #[test]
+    fn a_tasks_owner_is_the_token_and_the_binding_that_made_it() {
+        let token = digest("secret");
+        let first = Binding::new("chat", "t", "s", None);
+        let again = Binding::new("chat", "t", "s", None);
+        assert_eq!(task_owner(&token, &first), task_owner(&token, &first));
+        assert_ne!(
+            task_owner(&token, &first),
+            task_owner(&token, &again),
+            "a new binding of the same ids is another owner"
+        );
+        assert_ne!(
+            task_owner(&token, &first),
+            task_owner(&digest("other"), &first)
+        );
     }
 }

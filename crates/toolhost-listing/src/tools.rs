@@ -7,7 +7,7 @@ use toolhost_catalog::{Catalog, Entry};
 
 /// One descriptor as MCP shows it: schemas exactly as declared (no alias,
 /// no added `additionalProperties`), title, and the four hints.
-pub(crate) fn to_tool(e: &Entry) -> Tool {
+pub fn to_tool(e: &Entry) -> Tool {
     let d = &e.descriptor;
     let schema =
         |v: &serde_json::Value| -> JsonObject { v.as_object().cloned().unwrap_or_default() };
