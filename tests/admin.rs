@@ -49,7 +49,7 @@ fn snapshot(plugin: &Path, generation: &str, revision: u64) -> Snapshot {
 
 async fn push(c: &mut toolhost_admin::Client, s: &Snapshot) -> pb::PushCatalogResponse {
     let req = pb::PushCatalogRequest {
-        snapshot: Some(toolhost_admin::snapshot_to_proto(s)),
+        snapshot: Some(toolhost_managed::snapshot_to_proto(s)),
     };
     c.push_catalog(req).await.expect("push").into_inner()
 }

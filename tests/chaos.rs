@@ -491,7 +491,7 @@ async fn a_racing_backend_ends_at_the_greatest_accepted_version() {
     let mut full = toolhost_catalog::Snapshot::from_manifests("kandev", "g-old", 1, [&m]);
     full.epoch = 1;
     let push = |s: &toolhost_catalog::Snapshot| pb::PushCatalogRequest {
-        snapshot: Some(toolhost_admin::snapshot_to_proto(s)),
+        snapshot: Some(toolhost_managed::snapshot_to_proto(s)),
     };
     // A generation that will be retired.
     let mut a0 = admin.clone();
@@ -529,7 +529,7 @@ async fn a_racing_backend_ends_at_the_greatest_accepted_version() {
                 }
                 let Ok(r) = a
                     .push_catalog(pb::PushCatalogRequest {
-                        snapshot: Some(toolhost_admin::snapshot_to_proto(&s)),
+                        snapshot: Some(toolhost_managed::snapshot_to_proto(&s)),
                     })
                     .await
                 else {

@@ -69,7 +69,7 @@ fn snapshot(plugin: &Path, generation: &str, epoch: u64, revision: u64, tools: u
     let mut s = Snapshot::from_manifests("kandev", generation, revision, [&m]);
     s.epoch = epoch;
     s.tools.truncate(tools);
-    prost::Message::encode_to_vec(&toolhost_admin::snapshot_to_proto(&s))
+    prost::Message::encode_to_vec(&toolhost_managed::snapshot_to_proto(&s))
 }
 
 async fn status_of(kv: &async_nats::jetstream::kv::Store) -> Option<toolhost_fleet::StatusEntry> {

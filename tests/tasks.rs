@@ -707,7 +707,7 @@ async fn a_pushed_catalog_that_loosens_task_support_is_withheld() {
     .await;
     let pushed = a
         .push_catalog(pb::PushCatalogRequest {
-            snapshot: Some(toolhost_admin::snapshot_to_proto(&s)),
+            snapshot: Some(toolhost_managed::snapshot_to_proto(&s)),
         })
         .await
         .unwrap()

@@ -799,8 +799,10 @@ fn the_example_configuration_carries_every_key() {
     let root = workspace_root();
     let example =
         std::fs::read_to_string(root.join("toolhost.example.toml")).expect("toolhost.example.toml");
-    let mut structs = config_keys(&root.join("crates/toolhost/src/config.rs"));
-    structs.extend(config_keys(&root.join("crates/toolhost/src/sandboxing.rs")));
+    let mut structs = config_keys(&root.join("crates/toolhost-daemon/src/config.rs"));
+    structs.extend(config_keys(
+        &root.join("crates/toolhost-daemon/src/sandboxing.rs"),
+    ));
     assert!(
         structs.contains_key("Config") && structs.contains_key("PluginConfig"),
         "the configuration's structs moved: {:?}",
@@ -885,5 +887,102 @@ fn the_readme_command_table_names_every_subcommand() {
     assert!(
         missing.is_empty(),
         "README's command table lacks: {missing:?}"
+    );
+}
+
+/// The longest a production function may be without its doc comment
+/// saying why it is whole ("Kept whole ...").
+const MAX_FUNCTION_LINES: usize = 80;
+
+/// Each production function over [`MAX_FUNCTION_LINES`] lines whose doc
+/// comment does not say why, as `path:line name (lines)`. A function ends
+/// at the first line that closes it at its own indentation (rustfmt's
+/// layout); test modules and test files are not production code.
+fn long_functions(file: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(file).expect("a source file");
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        if line.starts_with("mod tests") || line.starts_with("#[cfg(test)]") {
+            // The rest of the file is tests, by this codebase's layout.
+            break;
+        }
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        let is_fn = [
+            "fn ",
+            "pub fn ",
+            "pub(crate) fn ",
+            "async fn ",
+            "pub async fn ",
+            "pub(crate) async fn ",
+            "const fn ",
+            "pub const fn ",
+        ]
+        .iter()
+        .any(|p| trimmed.starts_with(p));
+        if !is_fn || trimmed.ends_with(';') {
+            i += 1;
+            continue;
+        }
+        let close = format!("{}}}", " ".repeat(indent));
+        let Some(end) = (i + 1..lines.len()).find(|&j| lines[j] == close) else {
+            i += 1;
+            continue;
+        };
+        let length = end - i + 1;
+        let mut doc = Vec::new();
+        let mut k = i;
+        while k > 0 {
+            k -= 1;
+            let above = lines[k].trim_start();
+            if above.starts_with("///") {
+                doc.push(above);
+            } else if !above.starts_with("#[") {
+                break;
+            }
+        }
+        let explained = doc.iter().any(|d| d.contains("Kept whole"));
+        if length > MAX_FUNCTION_LINES && !explained {
+            let name = trimmed
+                .split("fn ")
+                .nth(1)
+                .and_then(|r| r.split(['(', '<']).next())
+                .unwrap_or("?");
+            let root = workspace_root();
+            let shown = file
+                .strip_prefix(&root)
+                .unwrap_or(file)
+                .display()
+                .to_string();
+            found.push(format!("{shown}:{} {name} ({length} lines)", i + 1));
+        }
+        i += 1;
+    }
+    found
+}
+
+#[test]
+fn no_production_function_is_long_without_saying_why() {
+    let mut files = Vec::new();
+    for dir in source_dirs() {
+        collect_rs(&dir, &mut files);
+    }
+    let long: Vec<String> = files
+        .iter()
+        .filter(|f| {
+            let p = f.display().to_string();
+            // The benchmark harness is not production code.
+            !p.ends_with("/tests.rs") && !p.contains("/tests/") && !p.contains("/toolhost-bench/")
+        })
+        .flat_map(|f| long_functions(f))
+        .collect();
+    assert!(
+        long.is_empty(),
+        "{} functions over {MAX_FUNCTION_LINES} lines; split each, or say in its doc comment why it is kept whole (\"Kept whole ...\"):\n{}",
+        long.len(),
+        long.join("\n")
     );
 }

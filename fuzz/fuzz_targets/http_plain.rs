@@ -11,8 +11,11 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tower::ServiceExt as _;
 use toolhost_catalog::Store;
-use toolhost_mcp::{HttpOptions, Hub, TokenTable, http_router};
-use toolhost_pipeline::{Binding, Limits, Pipeline, Plugins};
+use toolhost_calls::TokenTable;
+use toolhost_http::{HttpOptions, http_router};
+use toolhost_mcp::Hub;
+use toolhost_pipeline::{Binding, Limits, Pipeline};
+use toolhost_runtime::Plugins;
 
 const TOKEN: &str = "fuzz-token-0123456789";
 

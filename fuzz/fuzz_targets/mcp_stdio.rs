@@ -8,7 +8,8 @@ use std::sync::Arc;
 use tokio::io::AsyncWriteExt as _;
 use toolhost_catalog::Store;
 use toolhost_mcp::{Handler, Hub, Identity};
-use toolhost_pipeline::{Binding, Limits, Pipeline, Plugins};
+use toolhost_pipeline::{Binding, Limits, Pipeline};
+use toolhost_runtime::Plugins;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };

@@ -81,6 +81,10 @@ where
 }
 
 /// The client-to-server direction, frame by frame.
+///
+/// Kept whole on purpose: one frame's states (preface, headers, continuation,
+/// data) share the buffers and the byte counts, and reading them as one loop is
+/// how the relay is audited.
 async fn rewrite<R, W>(from: &mut R, to: &mut W) -> io::Result<()>
 where
     R: AsyncRead + Unpin,

@@ -14,30 +14,25 @@
 //! sets their configuration (`SetPluginConfig`), and streams catalog and
 //! plugin events.
 //!
-//! The one state this crate keeps is the catalog's epoch fence in managed
-//! mode ([`fence`]): written to `<state_dir>/catalog-fence.json` after
-//! every accepted push and restored at start, so a restart cannot let a
-//! dead backend's delayed push take over.
+//! The one state this crate keeps is its socket's token ([`token`]): 128
+//! random bits written beside the socket at start. Everything it serves
+//! belongs to another part of the daemon, handed over as a narrow view
+//! ([`AdminState`]): a push goes to the managed catalog
+//! (`toolhost_managed`, which keeps the fence and the last-good
+//! snapshot), a binding to the token table, a lifecycle call to the
+//! lifecycle.
 //!
-//! What this crate must not do: bypass the store's or the lifecycle's
-//! rules. Every push goes through `Store::offer_managed`, which decides (a
-//! pushed descriptor is served only if it matches the installed
-//! declaration); every lifecycle call goes through `Lifecycle`.
+//! What this crate must not do: bypass the managed catalog's, the store's
+//! or the lifecycle's rules, or keep a state of the daemon's as its own.
 
 #![forbid(unsafe_code)]
 
 mod authority;
-mod convert;
-pub mod fence;
-mod link;
 mod server;
 mod service;
 pub mod token;
 
-pub use convert::{snapshot_from_proto, snapshot_to_proto};
-pub use link::{FleetLink, LinkView};
+pub use authority::relay as relay_authority;
 pub use server::{AdminError, BoundSocket, Client, connect_unix, serve_tcp, serve_unix};
-pub use service::{
-    AdminService, AdminState, NEEDS_CONFIG, OUTCOME_KEY, binding_from_proto, offer_pushed,
-};
+pub use service::{AdminService, AdminState, NEEDS_CONFIG, OUTCOME_KEY};
 pub use toolhost_proto::admin;

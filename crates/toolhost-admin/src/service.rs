@@ -1,15 +1,13 @@
 //! The `Admin` service.
 
-use crate::convert::{snapshot_from_proto, snapshot_to_proto};
-use arc_swap::ArcSwap;
 use std::pin::Pin;
 use std::sync::Arc;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
-use toolhost_calls::TokenTable;
-use toolhost_catalog::{Installed, Outcome, Store};
+use toolhost_calls::{Tasks, TokenTable};
+use toolhost_catalog::Store;
 use toolhost_lifecycle::{Lifecycle, LifecycleError};
-use toolhost_mcp::Hub;
+use toolhost_managed::{LinkStatus, Managed, binding_from_proto, snapshot_to_proto};
 use toolhost_pipeline::Binding;
 use toolhost_proto::admin as pb;
 use toolhost_proto::admin::admin_server::Admin;
@@ -23,27 +21,33 @@ pub const OUTCOME_KEY: &str = "toolhost-outcome";
 /// waits only for configuration values (`FAILED_PRECONDITION`).
 pub const NEEDS_CONFIG: &str = "needs-config";
 
-/// What the admin API works on: the daemon's shared state.
-#[derive(Debug)]
+/// What the admin API works on: a narrow view of each part of the daemon
+/// it serves, handed over by the daemon that owns them.
 pub struct AdminState {
-    /// The catalog.
+    /// The catalog, as served now.
     pub store: Arc<Store>,
+    /// Where pushes go: `Some` in managed mode only.
+    pub managed: Option<Arc<Managed>>,
     /// Supervised plugins.
     pub plugins: Arc<Plugins>,
-    /// HTTP bearer tokens.
-    pub tokens: Arc<TokenTable>,
-    /// MCP sessions (for the status).
-    pub hub: Arc<Hub>,
-    /// Whether a backend owns the catalog.
-    pub managed: bool,
-    /// Installed declarations, for checking pushes.
-    pub installed: Arc<ArcSwap<Installed>>,
     /// Install, upgrade, enable, disable, remove.
     pub lifecycle: Arc<Lifecycle>,
-    /// Where the catalog fence is kept across restarts (managed mode).
-    pub fence_file: Option<std::path::PathBuf>,
+    /// HTTP bearer tokens.
+    pub tokens: Arc<TokenTable>,
+    /// The tool calls run as MCP tasks.
+    pub tasks: Arc<Tasks>,
+    /// How many MCP sessions and subscriptions listen for list changes.
+    pub sessions: Arc<dyn Fn() -> usize + Send + Sync>,
     /// The fleet link, when the catalog comes through NATS.
-    pub fleet: Option<Arc<crate::link::FleetLink>>,
+    pub fleet: Option<Arc<dyn LinkStatus>>,
+}
+
+impl std::fmt::Debug for AdminState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminState")
+            .field("managed", &self.managed.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 fn lifecycle_status(e: LifecycleError) -> Status {
@@ -216,98 +220,6 @@ fn binding_of(b: Option<pb::SessionBinding>) -> Result<Binding, Status> {
     binding_from_proto(b).map_err(Status::invalid_argument)
 }
 
-/// A session binding from the wire (the admin API, or a fleet's bucket),
-/// checked: a valid surface, and task and session ids.
-pub fn binding_from_proto(b: pb::SessionBinding) -> Result<Binding, String> {
-    if !toolhost_manifest::manifest::is_valid_surface(&b.surface) {
-        return Err("binding.surface is not a valid surface name".to_owned());
-    }
-    if b.task_id.is_empty() || b.session_id.is_empty() {
-        return Err("binding.task_id and binding.session_id are required".to_owned());
-    }
-    let too_long = [&b.task_id, &b.session_id, &b.workspace_id]
-        .iter()
-        .any(|s| s.len() > 256 || s.chars().any(char::is_control));
-    if too_long {
-        return Err("binding ids are at most 256 bytes, without control characters".to_owned());
-    }
-    let workspace = (!b.workspace_id.is_empty()).then_some(b.workspace_id);
-    Ok(Binding::new(b.surface, b.task_id, b.session_id, workspace))
-}
-
-/// Offers a snapshot a backend pushed (over the admin API or from the
-/// fleet's key-value bucket) to the store, under the store's rules, and
-/// keeps the fence and the last-good snapshot. The answer is the push's;
-/// an error means the store took it but it could not be kept on disk.
-pub fn offer_pushed(
-    state: &AdminState,
-    snapshot: pb::Snapshot,
-) -> Result<pb::PushCatalogResponse, crate::fence::FenceError> {
-    // Kept as pushed, to be served after a restart until the backend
-    // pushes again (crate::fence).
-    let pushed = state
-        .fence_file
-        .is_some()
-        .then(|| prost::Message::encode_to_vec(&snapshot));
-    let current = state.store.current();
-    let answer = match snapshot_from_proto(snapshot) {
-        Err(reasons) => pb::PushCatalogResponse {
-            outcome: pb::PushOutcome::Invalid.into(),
-            generation: current.generation().to_owned(),
-            revision: current.revision(),
-            defects: vec![],
-            reasons,
-        },
-        Ok(s) => {
-            let offered = (s.generation.clone(), s.epoch, s.revision);
-            let r = state.store.offer_managed(s, &state.installed.load());
-            if matches!(r.outcome, Outcome::Accepted | Outcome::Unchanged)
-                && let Some(path) = &state.fence_file
-            {
-                let version = (offered.0.as_str(), offered.1, offered.2);
-                match &pushed {
-                    Some(bytes) => crate::fence::persist_push(&state.store, path, bytes, version),
-                    None => crate::fence::persist(&state.store, path),
-                }?;
-            }
-            let outcome = match r.outcome {
-                Outcome::Accepted => pb::PushOutcome::Accepted,
-                Outcome::Unchanged => pb::PushOutcome::Unchanged,
-                Outcome::Stale => pb::PushOutcome::Stale,
-                Outcome::Conflict => pb::PushOutcome::Conflict,
-                Outcome::Invalid => pb::PushOutcome::Invalid,
-            };
-            for d in &r.defects {
-                tracing::warn!(tool = %d.tool, reason = %d.reason, "pushed tool withheld");
-            }
-            tracing::info!(
-                outcome = r.outcome.as_str(),
-                offered_generation = %toolhost_base::log_safe(&offered.0, 256),
-                offered_epoch = offered.1,
-                offered_revision = offered.2,
-                generation = %toolhost_base::log_safe(&r.generation, 256),
-                revision = r.revision,
-                "catalog push"
-            );
-            pb::PushCatalogResponse {
-                outcome: outcome.into(),
-                generation: r.generation,
-                revision: r.revision,
-                defects: r
-                    .defects
-                    .into_iter()
-                    .map(|d| pb::Defect {
-                        tool: d.tool,
-                        reason: d.reason,
-                    })
-                    .collect(),
-                reasons: r.reasons,
-            }
-        }
-    };
-    Ok(answer)
-}
-
 type EventStream = Pin<Box<dyn Stream<Item = Result<pb::Event, Status>> + Send>>;
 
 #[tonic::async_trait]
@@ -316,17 +228,18 @@ impl Admin for AdminService {
         &self,
         request: Request<pb::PushCatalogRequest>,
     ) -> Result<Response<pb::PushCatalogResponse>, Status> {
-        if !self.state.managed {
+        let Some(managed) = &self.state.managed else {
             return Err(Status::failed_precondition(
                 "toolhost builds its own catalog from the installed plugins; set [backend] managed = true to accept pushes",
             ));
-        }
+        };
         let snapshot = request
             .into_inner()
             .snapshot
             .ok_or_else(|| Status::invalid_argument("snapshot is required"))?;
-        let answer =
-            offer_pushed(&self.state, snapshot).map_err(|e| Status::internal(e.to_string()))?;
+        let answer = managed
+            .offer(snapshot)
+            .map_err(|e| Status::internal(e.to_string()))?;
         Ok(Response::new(answer))
     }
 
@@ -557,8 +470,8 @@ impl Admin for AdminService {
             revision: c.revision(),
             tools: n(c.len()),
             defects: n(c.defects().len()),
-            managed: self.state.managed,
-            sessions: n(self.state.hub.listener_count()),
+            managed: self.state.managed.is_some(),
+            sessions: n((self.state.sessions)()),
             bound_tokens: n(self.state.tokens.len()),
             withheld: c
                 .defects()
@@ -589,8 +502,7 @@ impl Admin for AdminService {
             }),
             tasks: self
                 .state
-                .hub
-                .tasks()
+                .tasks
                 .counts()
                 .into_iter()
                 .map(|(state, count)| (state.to_owned(), n(count)))
@@ -604,8 +516,7 @@ impl Admin for AdminService {
     ) -> Result<Response<pb::ListTasksResponse>, Status> {
         let tasks = self
             .state
-            .hub
-            .tasks()
+            .tasks
             .list(std::time::Instant::now())
             .into_iter()
             .map(|t| pb::TaskEntry {
@@ -626,8 +537,7 @@ impl Admin for AdminService {
         let id = request.into_inner().id;
         if self
             .state
-            .hub
-            .tasks()
+            .tasks
             .cancel(None, &id, std::time::Instant::now())
             == toolhost_calls::Cancelled::Now
         {

@@ -9,7 +9,9 @@
 //!   task ids, tokens), from the system's CSPRNG;
 //! - [`Bucket`]: the token bucket that bounds a plugin's log lines and its
 //!   log messages to a caller;
-//! - [`time`]: wall-clock time as RFC 3339 text.
+//! - [`time`]: wall-clock time as RFC 3339 text;
+//! - [`term`]: every line a person reads, through the escaping rule, and
+//!   the `outln!`, `errln!`, `err!` and `outjson!` macros that print them.
 //!
 //! Each lives here because two or more crates in different layers need
 //! it, and a copy in each drifts.
@@ -22,6 +24,7 @@
 mod bucket;
 pub mod files;
 pub mod ids;
+pub mod term;
 pub mod text;
 pub mod time;
 

@@ -211,7 +211,7 @@ fn snapshot_bytes(manifest: &toolhost_manifest::Manifest, revision: u64, tools: 
     let mut s = toolhost_catalog::Snapshot::from_manifests("kandev", "bench", revision, [manifest]);
     s.epoch = EPOCH;
     s.tools.truncate(tools);
-    prost::Message::encode_to_vec(&toolhost_admin::snapshot_to_proto(&s))
+    prost::Message::encode_to_vec(&toolhost_managed::snapshot_to_proto(&s))
 }
 
 fn start_daemon(dir: &Path, plugin: &Path, url: &str, id: &str) -> Result<(Child, String)> {
@@ -421,7 +421,7 @@ async fn run(n: usize, big: usize, quick: bool) -> Result<Row> {
         let mut s = crate::scale::snapshot(big, revision);
         s.epoch = EPOCH;
         s.generation = "bench".to_owned();
-        let bytes = prost::Message::encode_to_vec(&toolhost_admin::snapshot_to_proto(&s));
+        let bytes = prost::Message::encode_to_vec(&toolhost_managed::snapshot_to_proto(&s));
         let size = bytes.len();
         let t0 = Instant::now();
         kv.put("catalog", bytes.into()).await?;

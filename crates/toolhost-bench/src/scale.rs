@@ -207,7 +207,7 @@ pub async fn report(sessions: usize) -> Result<Duration> {
 pub async fn rss_with_tools(n: usize) -> Result<(usize, u64)> {
     let daemon = crate::systems::spawn_toolhost("rss", false, true)?;
     let mut admin = crate::systems::admin_client(&daemon.dir.join("state/admin.sock")).await?;
-    let snap = toolhost_admin::snapshot_to_proto(&snapshot(n, 1));
+    let snap = toolhost_managed::snapshot_to_proto(&snapshot(n, 1));
     let pushed = admin
         .push_catalog(toolhost_admin::admin::PushCatalogRequest {
             snapshot: Some(snap),

@@ -11,7 +11,8 @@
 //!   request answers it (a 2026-07-28 client's input-required result), or
 //!   refused (a client that cannot answer).
 
-use crate::relay::{Events, Reply, Running};
+use crate::relay::{Events, Running};
+use crate::reply::Reply;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;

@@ -28,6 +28,7 @@ mod host;
 mod parked;
 pub mod port;
 mod relay;
+mod reply;
 mod tasks;
 
 pub use callers::{Owner, TokenTable};

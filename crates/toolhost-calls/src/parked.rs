@@ -7,7 +7,8 @@
 //! bits that names state kept here and nothing else.
 
 use crate::callers::Owner;
-use crate::relay::{Reply, Running};
+use crate::relay::Running;
+use crate::reply::Reply;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Instant;

@@ -8,6 +8,7 @@
 //! wake-up ([`Shared`]): a call whose plugin sends none of them (every
 //! protocol-1 call) costs one small allocation, not three channels.
 
+use crate::reply::Reply;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
@@ -16,14 +17,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 use toolhost_pipeline::{
-    Answer, AskFuture, CallResult, Caller, LogLevel, LogMessage, Progress, Question, Unanswered,
+    AskFuture, CallResult, Caller, LogLevel, LogMessage, Progress, Question, Unanswered,
 };
 
 /// Log messages waiting to be sent, per call; more are dropped.
 const LOG_QUEUE: usize = 64;
-
-/// The answer channel of one question.
-pub type Reply = oneshot::Sender<Result<Answer, Unanswered>>;
 
 /// What the plugin has sent that the driving request has not taken yet.
 /// One lock and one wake-up for all three kinds: a call to a plugin that

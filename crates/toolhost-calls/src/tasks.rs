@@ -24,7 +24,7 @@
 //! owns both), or keep anything but ids, states and bounded results.
 
 use crate::callers::Owner;
-use crate::relay::Reply;
+use crate::reply::Reply;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -174,6 +174,10 @@ impl Descriptor {
     /// Computes the fingerprint (surfaces sorted first, as a normalized
     /// snapshot has them). Decoders call it once per descriptor; a
     /// descriptor changed by hand afterwards must be sealed again.
+    ///
+    /// Kept whole on purpose: the fingerprint is one hash fed field by field in
+    /// a fixed order; splitting it would hide which fields it covers, and a
+    /// missed field is a loosening nobody sees.
     pub fn seal(&mut self) {
         if !self.surfaces.is_sorted() {
             self.surfaces.sort();

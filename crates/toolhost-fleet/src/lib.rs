@@ -3,7 +3,7 @@
 //! One backend (or `toolhost catalog push --nats`) writes the catalog to a
 //! KV bucket; every daemon of a group watches it and offers each revision
 //! to its store under exactly the rules of an admin push
-//! ([`toolhost_admin::offer_pushed`]: epoch fencing, no loosening,
+//! ([`toolhost_managed::Managed::offer`]: epoch fencing, no loosening,
 //! idempotent retries, withheld tools, the fence and last-good snapshot
 //! kept), and writes what it applied to its own status entry, the way an
 //! xDS proxy ACKs or NACKs, so a backend sees the fleet converge.
@@ -30,17 +30,19 @@
 //! store whatever NATS does).
 //!
 //! The link's state (connected, the last error, the last value's outcome)
-//! is written to [`toolhost_admin::FleetLink`], which `toolhost status`
-//! and `/metrics` show; a permission the daemon's NATS user lacks is
+//! is the fleet's own ([`FleetLink`]); `toolhost status` and `/metrics`
+//! read it through `toolhost_managed::LinkStatus`; a permission the daemon's NATS user lacks is
 //! named there, from the server's own error, because a refused request is
 //! otherwise only a timeout.
 
 #![forbid(unsafe_code)]
 
 mod keys;
+mod link;
 mod source;
 mod status;
 
 pub use keys::{FleetKeys, KeyError};
-pub use source::{FleetConfig, FleetError, NatsAuth, NatsTls, connect, run};
+pub use link::FleetLink;
+pub use source::{FleetConfig, FleetError, FleetParts, NatsAuth, NatsTls, connect, run};
 pub use status::{Applied, MAX_WITHHELD_LISTED, StatusEntry};

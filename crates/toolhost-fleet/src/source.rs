@@ -2,12 +2,14 @@
 //! the store as an admin push, and keep the status entry current.
 
 use crate::keys::FleetKeys;
+use crate::link::FleetLink;
 use crate::status::{Applied, StatusEntry};
 use futures::{FutureExt as _, StreamExt as _};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
-use toolhost_admin::{AdminState, FleetLink};
+use toolhost_calls::TokenTable;
+use toolhost_managed::Managed;
 
 /// How to prove who we are to the NATS server. Values are read from files
 /// or the environment by the caller, the way plugin secrets are; `Debug`
@@ -154,16 +156,27 @@ fn nats(e: impl std::fmt::Display) -> FleetError {
     FleetError::Nats(e.to_string())
 }
 
+/// What a daemon's fleet link works on, handed over by the daemon: the
+/// managed catalog values are offered to, the token table bindings go to,
+/// the link's state (which `toolhost status` and `/metrics` show), and
+/// what the status entry says of each plugin.
+pub struct FleetParts {
+    /// Where catalog values go, under the rules of an admin push.
+    pub catalog: Arc<Managed>,
+    /// Where session bindings go.
+    pub tokens: Arc<TokenTable>,
+    /// The link's state.
+    pub link: Arc<FleetLink>,
+    /// Each installed plugin's id and `enabled`, `disabled` or
+    /// `needs_config`, for the status entry.
+    pub plugins: Arc<dyn Fn() -> Vec<(String, String)> + Send + Sync>,
+}
+
 /// Follows the group's catalog until `stop`, reconnecting with backoff and
 /// jitter whenever the engine goes away. The catalog is served from the
-/// store throughout: nothing here is on a call's path. The link's state
-/// goes to `state.fleet` (made here if the caller gave none), which
-/// `toolhost status` and `/metrics` show.
-pub async fn run(cfg: FleetConfig, state: Arc<AdminState>, stop: CancellationToken) {
-    let link = state
-        .fleet
-        .clone()
-        .unwrap_or_else(|| Arc::new(FleetLink::new(&cfg.url, &cfg.keys.bucket, &cfg.daemon)));
+/// store throughout: nothing here is on a call's path.
+pub async fn run(cfg: FleetConfig, state: FleetParts, stop: CancellationToken) {
+    let link = Arc::clone(&state.link);
     let mut attempt: u32 = 0;
     // The last refusal and when: kept in the status entry across sessions
     // (a reconnect would otherwise hide it until it happens again), until
@@ -229,9 +242,13 @@ fn refused_or(refusals: &Refusals, e: FleetError) -> FleetError {
 
 /// One connection: the watch delivers the key's latest value first (not
 /// every revision in between), then each new one.
+///
+/// Kept whole on purpose: one connection's select loop: the watch, the
+/// heartbeat, the status writes and the stop signal share the connection and
+/// its timers.
 async fn session(
     cfg: &FleetConfig,
-    state: &AdminState,
+    state: &FleetParts,
     link: &Arc<FleetLink>,
     stop: &CancellationToken,
     attempt: &mut u32,
@@ -376,7 +393,7 @@ async fn session(
 /// be read at all, that refusal is what the status reports (after the
 /// readable one is offered), since it is what the key now holds.
 fn offer_latest(
-    state: &AdminState,
+    state: &FleetParts,
     queued: Vec<async_nats::jetstream::kv::Entry>,
     max: usize,
 ) -> Applied {
@@ -429,11 +446,11 @@ fn read(
 
 /// Offers a snapshot as an admin push would; what became of it.
 fn offer(
-    state: &AdminState,
+    state: &FleetParts,
     kv_revision: u64,
     snapshot: toolhost_proto::admin::Snapshot,
 ) -> Applied {
-    match toolhost_admin::offer_pushed(state, snapshot) {
+    match state.catalog.offer(snapshot) {
         Err(e) => Applied {
             kv_revision,
             outcome: "refused".to_owned(),
@@ -460,7 +477,7 @@ const MAX_BINDINGS: usize = 100_000;
 
 /// Binds or revokes the token one binding key names. A value that is not
 /// a binding revokes the token rather than leave an old binding standing.
-fn apply_binding(state: &AdminState, value: &async_nats::jetstream::kv::Entry) {
+fn apply_binding(state: &FleetParts, value: &async_nats::jetstream::kv::Entry) {
     use async_nats::jetstream::kv::Operation;
     let Some(digest) = crate::keys::binding_digest(&value.key) else {
         tracing::warn!("fleet: a binding key that names no token digest; ignored");
@@ -478,7 +495,7 @@ fn apply_binding(state: &AdminState, value: &async_nats::jetstream::kv::Entry) {
         })
         .flatten()
         .ok_or_else(|| "not a toolhost.admin.v1.SessionBinding".to_owned())
-        .and_then(toolhost_admin::binding_from_proto);
+        .and_then(toolhost_managed::binding_from_proto);
     match parsed {
         Ok(_) if state.tokens.len() >= MAX_BINDINGS && !state.tokens.has_digest(&digest) => {
             tracing::warn!(
@@ -500,10 +517,10 @@ fn apply_binding(state: &AdminState, value: &async_nats::jetstream::kv::Entry) {
 async fn write_status(
     kv: &async_nats::jetstream::kv::Store,
     cfg: &FleetConfig,
-    state: &AdminState,
+    state: &FleetParts,
     entry: &mut StatusEntry,
 ) -> Result<(), FleetError> {
-    let c = state.store.current();
+    let c = state.catalog.store().current();
     entry.epoch = c.epoch();
     entry.generation = c.generation().to_owned();
     entry.revision = c.revision();
@@ -514,21 +531,7 @@ async fn write_status(
         .take(crate::status::MAX_WITHHELD_LISTED)
         .map(|d| (d.tool, d.reason))
         .collect();
-    entry.plugins = state
-        .lifecycle
-        .list()
-        .into_iter()
-        .map(|p| {
-            let how = if !p.enabled {
-                "disabled"
-            } else if !p.needs_config.is_empty() {
-                "needs_config"
-            } else {
-                "enabled"
-            };
-            (p.id, how.to_owned())
-        })
-        .collect();
+    entry.plugins = (state.plugins)();
     entry.heartbeat = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());

@@ -292,6 +292,10 @@ impl<R: Read> Headers<R> {
     }
 
     /// The next file or directory, its extension headers applied.
+    ///
+    /// Kept whole on purpose: every header of one entry is bounded before the
+    /// next is read, and the budget that bounds them is threaded through each
+    /// step; one function keeps the order of the bounds visible.
     fn next_entry(&mut self) -> io::Result<Option<Entry>> {
         if self.ended {
             return Ok(None);

@@ -151,6 +151,8 @@ pub(crate) fn run(
     result
 }
 
+/// Kept whole on purpose: it validates the find tool's arguments, searches and
+/// renders in one pass over the surface's tools.
 fn answer(catalog: &Catalog, binding: &Binding, arguments: Option<Value>) -> CallResult {
     let Some(schema) = compiled() else {
         return CallResult::failure(

@@ -48,6 +48,9 @@ fn is_env_name(n: &str) -> bool {
 }
 
 /// `[[config]]`, every problem reported.
+///
+/// Kept whole on purpose: one rule per line over a `[[config]]` item, in the
+/// order PROTOCOL.md lists them.
 pub(crate) fn config(cx: &mut Ctx<'_>, root: &Table) -> Vec<ConfigDecl> {
     let items = cx.array_of_tables(root, "config", MAX_CONFIG_ITEMS, Rule::Config);
     let mut out: Vec<ConfigDecl> = Vec::new();
@@ -148,6 +151,9 @@ fn absolute_and_clean(p: &Path) -> bool {
 }
 
 /// `[capabilities]`, every problem reported.
+///
+/// Kept whole on purpose: one rule per line over `[capabilities]`, in the order
+/// PROTOCOL.md lists them, so the checks can be read against the contract.
 pub(crate) fn capabilities(cx: &mut Ctx<'_>, root: &Table) -> Capabilities {
     let Some(t) = cx.table(root, "capabilities") else {
         return Capabilities::default();

@@ -81,6 +81,8 @@ const TOOL_KEYS: [&str; 16] = [
 ];
 const ANNOTATION_KEYS: [&str; 4] = ["read_only", "destructive", "idempotent", "open_world"];
 
+/// Kept whole on purpose: one rule per line over `[runtime]`, in the order
+/// PROTOCOL.md lists them.
 pub(crate) fn runtime(cx: &mut Ctx<'_>, root: &Table, dir: &Path) -> Option<Runtime> {
     let Some(t) = cx.table(root, "runtime") else {
         if !root.contains_key("runtime") {
@@ -226,6 +228,8 @@ fn is_valid_instructions(s: &str) -> bool {
     !s.trim().is_empty() && s.len() <= MAX_INSTRUCTIONS && !s.chars().any(char::is_control)
 }
 
+/// Kept whole on purpose: one rule per line over a `[[tool]]`, in the order
+/// PROTOCOL.md lists them.
 fn tool(cx: &mut Ctx<'_>, t: &Table, dir: &Path) -> Option<ToolDecl> {
     let before = cx.problems.len();
     cx.unknown_keys(t, "the tool", &TOOL_KEYS);

@@ -102,7 +102,7 @@ pub fn to_mcp(block: Block) -> ContentBlock {
 /// The pipeline's result in MCP's terms. A 2026-07-28 client that cannot
 /// answer a question gets the protocol's missing-capability error instead
 /// of a tool result.
-pub(crate) fn result_of(
+pub fn result_of(
     r: toolhost_pipeline::CallResult,
     modern: bool,
 ) -> Result<CallToolResponse, McpError> {

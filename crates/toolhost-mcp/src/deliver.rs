@@ -85,7 +85,7 @@ impl Delivery for ToSession<'_> {
 
 /// A plain stateless request: nothing reaches its client before the
 /// result, and it cannot answer a question.
-pub(crate) struct Nowhere;
+pub struct Nowhere;
 
 impl Delivery for Nowhere {
     fn progress(&self, _: Progress) -> BoxFuture<'_, ()> {

@@ -174,7 +174,7 @@ impl ServerHandler for Handler {
         let b = self.binding(extensions)?;
         let owner = self.owner(extensions);
         // Over HTTP its place was taken before the acknowledgement
-        // (`crate::admission`); on stdio there is one client.
+        // (the HTTP transport's admission, in `toolhost-http`); on stdio there is one client.
         let ticket = extensions
             .get::<http::request::Parts>()
             .and_then(|p| p.extensions.get::<Arc<crate::hub::ListenTicket>>())

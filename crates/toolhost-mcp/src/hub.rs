@@ -52,7 +52,7 @@ enum Target {
 /// place is given back when the ticket is dropped, whether the stream
 /// opened or not.
 #[derive(Debug)]
-pub(crate) struct ListenTicket {
+pub struct ListenTicket {
     id: u64,
     hub: std::sync::Weak<Hub>,
 }
@@ -99,10 +99,6 @@ pub struct Hub {
     store: Arc<Store>,
     /// What agents are shown: listings, instructions, the find tool.
     pub(crate) listing: Arc<Listing>,
-    /// The pipeline, for `/metrics`.
-    pub(crate) pipeline: Arc<Pipeline>,
-    /// The running plugins, for `/metrics`.
-    pub(crate) plugins: Arc<Plugins>,
     listeners: Mutex<Vec<Listener>>,
     next_id: AtomicU64,
     /// Most live sessions and subscriptions; 0 means no limit.
@@ -111,15 +107,9 @@ pub struct Hub {
     max_per_owner: std::sync::atomic::AtomicUsize,
     /// How long a `subscriptions/listen` stream lives without a new one.
     listen_timeout: Mutex<Duration>,
-    /// Metric families from layers above this one (the fleet link),
-    /// appended to `/metrics`.
-    pub(crate) extra_metrics: std::sync::OnceLock<ExtraMetrics>,
     /// `mcp.server.operation.duration`, by method and how it ended.
     pub(crate) operations: crate::operations::Operations,
 }
-
-/// Renders metric families in the Prometheus text format.
-pub type ExtraMetrics = Arc<dyn Fn() -> String + Send + Sync>;
 
 impl std::fmt::Debug for Hub {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -130,12 +120,10 @@ impl std::fmt::Debug for Hub {
 }
 
 impl Hub {
-    /// A hub over this pipeline and these running plugins (the registry
-    /// the pipeline reaches them through), its calls hosted by one
-    /// [`CallHost`]. Call [`Hub::run_notifier`] to start delivering list
-    /// changes.
+    /// A hub over this pipeline, its calls hosted by one [`CallHost`].
+    /// Call [`Hub::run_notifier`] to start delivering list changes.
     #[must_use]
-    pub fn new(pipeline: Arc<Pipeline>, plugins: Arc<Plugins>) -> Arc<Self> {
+    pub fn new(pipeline: Arc<Pipeline>) -> Arc<Self> {
         let store = Arc::clone(pipeline.store());
         let host = Arc::new(CallHost::new(
             Arc::clone(&pipeline) as _,
@@ -147,23 +135,13 @@ impl Hub {
             host,
             store,
             listing,
-            pipeline,
-            plugins,
             listeners: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
             max_sessions: std::sync::atomic::AtomicUsize::new(DEFAULT_MAX_SESSIONS),
             max_per_owner: std::sync::atomic::AtomicUsize::new(DEFAULT_MAX_SESSIONS_PER_TOKEN),
             listen_timeout: Mutex::new(Duration::from_secs(300)),
-            extra_metrics: std::sync::OnceLock::new(),
             operations: crate::operations::Operations::default(),
         })
-    }
-
-    /// Appends `render`'s families to `/metrics` (once, at start): how a
-    /// layer above this crate, such as the fleet link, is seen without
-    /// this crate knowing it.
-    pub fn set_extra_metrics(&self, render: ExtraMetrics) {
-        let _ = self.extra_metrics.set(render);
     }
 
     /// A hub over `store` with no plugin running and default limits: for
@@ -172,14 +150,11 @@ impl Hub {
     #[must_use]
     pub fn without_plugins(store: Arc<Store>) -> Arc<Self> {
         let plugins = Arc::new(Plugins::new());
-        Self::new(
-            Arc::new(Pipeline::new(
-                store,
-                Arc::clone(&plugins) as _,
-                toolhost_pipeline::Limits::default(),
-            )),
-            plugins,
-        )
+        Self::new(Arc::new(Pipeline::new(
+            store,
+            plugins as _,
+            toolhost_pipeline::Limits::default(),
+        )))
     }
 
     /// The tasks hosted for 2026-07-28 clients: their bounds, and what
@@ -187,6 +162,34 @@ impl Hub {
     #[must_use]
     pub fn tasks(&self) -> &Arc<toolhost_calls::Tasks> {
         self.host.tasks()
+    }
+
+    /// The call host: calls parked on a question, the tasks.
+    #[must_use]
+    pub fn host(&self) -> &Arc<CallHost> {
+        &self.host
+    }
+
+    /// Counts a request that ended, for `/metrics`, and ends its span with
+    /// how it ended (a transport that answers without rmcp, as the direct
+    /// path does, reports here what rmcp's path reports in `Traced`).
+    pub fn request_ended(
+        &self,
+        method: &'static str,
+        ended: crate::operations::Ended,
+        took: std::time::Duration,
+        span: Option<toolhost_telemetry::ServerSpan>,
+    ) {
+        self.operations.observe(method, ended, took);
+        if let Some(s) = span {
+            ended.end(s);
+        }
+    }
+
+    /// `mcp.server.operation.duration`'s families, in the Prometheus text
+    /// format, appended to `out`.
+    pub fn render_operations(&self, out: &mut String) {
+        self.operations.render(out);
     }
 
     /// What agents are shown: listings, instructions, the find tool.
@@ -297,6 +300,12 @@ impl Hub {
         &self.store
     }
 
+    /// The catalog store this hub serves from.
+    #[must_use]
+    pub fn catalog(&self) -> &Arc<Store> {
+        &self.store
+    }
+
     /// How many sessions and subscriptions would be notified of a change.
     #[must_use]
     pub fn listener_count(&self) -> usize {
@@ -333,7 +342,7 @@ impl Hub {
 
     /// Holds a place for a `subscriptions/listen` request of `owner`, if
     /// the limits allow one more.
-    pub(crate) fn reserve_listen(
+    pub fn reserve_listen(
         self: &Arc<Self>,
         owner: Owner,
         surface: &str,

@@ -9,11 +9,11 @@ use toolhost_pipeline::Binding;
 /// request's extensions (which no client can set), so later layers do not
 /// hash and look the token up again.
 #[derive(Debug, Clone)]
-pub(crate) struct Authorized(pub(crate) Binding);
+pub struct Authorized(pub Binding);
 
 /// This request's binding: the gate's, or (where no gate ran) the token's
 /// own lookup in `tokens`.
-pub(crate) fn request_binding(
+pub fn request_binding(
     headers: &HeaderMap,
     extensions: &axum::http::Extensions,
     tokens: &TokenTable,

@@ -14,14 +14,19 @@ use toolhost_telemetry::{ServerSpan, semconv};
 
 /// How a request ended, for `error.type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Ended {
+pub enum Ended {
+    /// A result.
     Ok,
+    /// A tool result with `isError`: the call failed in a way the model
+    /// can act on.
     ToolError,
+    /// A JSON-RPC error, with its code.
     Rpc(i32),
 }
 
 impl Ended {
-    pub(crate) fn of(result: &Result<ServerResult, McpError>) -> Self {
+    /// How `result` ended.
+    pub fn of(result: &Result<ServerResult, McpError>) -> Self {
         match result {
             Err(e) => Self::Rpc(e.code.0),
             Ok(ServerResult::CallToolResult(r)) if r.is_error == Some(true) => Self::ToolError,

@@ -103,20 +103,26 @@ impl Traced {
 
 /// What a request's SERVER span is made from, on either path (rmcp's,
 /// or the direct path for plain stateless calls).
-pub(crate) struct Request<'a> {
-    pub(crate) method: &'static str,
+pub struct Request<'a> {
+    /// The JSON-RPC method.
+    pub method: &'static str,
     /// The name a `tools/call` asked for: the agent's text, named on the
     /// span only when the catalog holds it.
-    pub(crate) tool: Option<&'a str>,
-    pub(crate) id: &'a rmcp::model::RequestId,
-    pub(crate) meta: Option<&'a serde_json::Map<String, serde_json::Value>>,
-    pub(crate) headers: Option<&'a http::HeaderMap>,
-    pub(crate) version: Option<&'a str>,
-    pub(crate) transport: Transport,
+    pub tool: Option<&'a str>,
+    /// The request's JSON-RPC id.
+    pub id: &'a rmcp::model::RequestId,
+    /// The request's `_meta`, where a trace context may come from.
+    pub meta: Option<&'a serde_json::Map<String, serde_json::Value>>,
+    /// The HTTP headers, where a trace context may come from too.
+    pub headers: Option<&'a http::HeaderMap>,
+    /// The MCP protocol version the client speaks.
+    pub version: Option<&'a str>,
+    /// Stdio or HTTP.
+    pub transport: Transport,
 }
 
 /// The SERVER span of one request; `None` when telemetry is off.
-pub(crate) fn request_span(hub: &crate::hub::Hub, r: Request<'_>) -> Option<ServerSpan> {
+pub fn request_span(hub: &crate::hub::Hub, r: Request<'_>) -> Option<ServerSpan> {
     if !toolhost_telemetry::enabled() {
         return None;
     }
@@ -137,7 +143,7 @@ pub(crate) fn request_span(hub: &crate::hub::Hub, r: Request<'_>) -> Option<Serv
             header(toolhost_telemetry::TRACESTATE),
         ),
     };
-    let catalog = r.tool.map(|_| hub.pipeline.store().current());
+    let catalog = r.tool.map(|_| hub.catalog().current());
     let tool = r
         .tool
         .zip(catalog.as_ref())

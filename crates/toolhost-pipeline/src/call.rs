@@ -635,6 +635,9 @@ impl Call<'_> {
     /// report mode's `unknown_args` (in `_meta` and the text, never in
     /// `structuredContent`, which stays exactly the plugin's and so matches
     /// the output schema it was checked against).
+    ///
+    /// Kept whole on purpose: step 7 is one contract (size, output schema,
+    /// report mode) over one result; the order of its checks is the contract.
     fn map(&self, answered: Answered, checked: Checked) -> Step<CallResult> {
         let d = &self.entry.descriptor;
         let limit = self.pipeline.limits.max_result_bytes;

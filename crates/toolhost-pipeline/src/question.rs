@@ -52,6 +52,9 @@ pub struct CheckedQuestion {
 
 /// Checks a question's message and requested schema. The error is the
 /// rule broken, naming no value.
+///
+/// Kept whole on purpose: one rule per line over a plugin's question, each
+/// bounded before the next is read.
 pub fn check_question(
     message: String,
     schema: Map<String, Value>,

@@ -72,6 +72,10 @@ fn cut(mut s: String, max: usize) -> String {
 impl Call<'_> {
     /// Step 6 for protocol 2: opens the call's stream and serves it until
     /// the result, the deadline or cancellation.
+    ///
+    /// Kept whole on purpose: one select loop over the call's stream, its
+    /// deadline and its cancellation; the arms share the stream and the result
+    /// being built.
     pub(crate) async fn dispatch_stream(
         &mut self,
         client: &dyn PluginLink,

@@ -282,6 +282,10 @@ pub(crate) const LAST_WORDS: Duration = Duration::from_millis(300);
 
 /// Starts the plugin and waits until it is healthy, or fails having killed
 /// and reaped whatever it started.
+///
+/// Kept whole on purpose: every step from directories to healthy has its own
+/// cleanup on failure, and one function keeps each failure next to the kill and
+/// reap that follow it.
 pub(crate) async fn start(spec: &PluginSpec, leaders: &Leaders) -> Result<Running, Failed> {
     data_dir(&spec.data_dir).map_err(|source| StartError::DataDir {
         dir: spec.data_dir.display().to_string(),

@@ -28,9 +28,7 @@
 
 use crate::cgroup::Jail;
 use crate::kernel::kernel;
-use crate::landlock::{
-    FS_READ_DIR, FS_READ_FILE, PathBeneathAttr, RULE_PATH_BENEATH, cstring, ruleset,
-};
+use crate::landlock::{FS_READ_DIR, FS_READ_FILE, cstring, ruleset};
 use crate::policy::{Own, SandboxPolicy};
 use std::ffi::CString;
 use std::os::fd::OwnedFd;
@@ -269,122 +267,53 @@ fn tasks_of_this_user() -> u64 {
 }
 
 /// In the child: opens `path` (close-on-exec), or nothing for `None`.
-#[allow(unsafe_code)]
 fn open_in_child(
     path: Option<&(impl AsRef<std::ffi::CStr> + ?Sized)>,
     flags: libc::c_int,
 ) -> std::io::Result<Option<libc::c_int>> {
-    let Some(path) = path else {
-        return Ok(None);
-    };
-    // SAFETY: one system call on a C string the closure owns; it
-    // allocates nothing and takes no lock.
-    let fd = unsafe { libc::open(path.as_ref().as_ptr(), flags | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(Some(fd))
+    path.map(|p| crate::sys::open(p.as_ref(), flags))
+        .transpose()
 }
 
 /// In the child: limits, then the cgroup (joining it writes to cgroupfs,
 /// which Landlock would forbid), through `procs`, opened before the limits.
-#[allow(unsafe_code)]
 fn apply(
     rlimits: &[(libc::__rlimit_resource_t, u64)],
     procs: Option<libc::c_int>,
 ) -> std::io::Result<()> {
-    let fail = || Err(std::io::Error::last_os_error());
-    // SAFETY: each block is one system call on memory owned by this frame
-    // or by the closure (which outlives the call); none allocates or takes
-    // a lock, so each is safe between fork and exec.
-    unsafe {
-        for &(resource, value) in rlimits {
-            let mut current = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 0,
-            };
-            if libc::getrlimit(resource, &raw mut current) != 0 {
-                return fail();
-            }
-            let v = value.min(current.rlim_max);
-            let new = libc::rlimit {
-                rlim_cur: v,
-                rlim_max: v,
-            };
-            if libc::setrlimit(resource, &raw const new) != 0 {
-                return fail();
-            }
-        }
-        if let Some(fd) = procs {
-            // "0" moves the writer itself.
-            let written = libc::write(fd, b"0".as_ptr().cast(), 1);
-            libc::close(fd);
-            if written != 1 {
-                return fail();
-            }
-        }
+    for &(resource, value) in rlimits {
+        let current = crate::sys::getrlimit(resource)?;
+        crate::sys::setrlimit(resource, value.min(current.rlim_max))?;
+    }
+    if let Some(fd) = procs {
+        // "0" moves the writer itself.
+        let written = crate::sys::write_all_once(fd, b"0");
+        crate::sys::close(fd);
+        written?;
     }
     Ok(())
 }
 
 /// In the child: `SIGXFSZ` ignored (an ignored signal stays ignored across
 /// exec).
-#[allow(unsafe_code)]
 fn ignore_sigxfsz() -> std::io::Result<()> {
-    // SAFETY: signal(2) is one system call (rt_sigaction) with a constant
-    // handler; it allocates nothing and takes no lock.
-    if unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) } == libc::SIG_ERR {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    crate::sys::ignore_signal(libc::SIGXFSZ)
 }
-
-/// `struct __user_cap_header_struct` (linux/capability.h).
-#[repr(C)]
-struct CapHeader {
-    version: u32,
-    pid: libc::c_int,
-}
-
-/// `struct __user_cap_data_struct`; version 3 takes two of them (64 bits).
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct CapData {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
-}
-
-const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
 
 /// In the child: the bounding set emptied, first of the capability steps
 /// (it needs `CAP_SETPCAP`, which the next steps give up; a daemon without
 /// it has nothing in it to pass on, so `EPERM` is not an error). With an
 /// empty bounding set and inheritable set, exec gives even a root process
 /// no capability back.
-#[allow(unsafe_code)]
 fn drop_bounding_set() -> std::io::Result<()> {
-    let fail = || Err(std::io::Error::last_os_error());
-    // SAFETY: prctl is a single system call on integers; it allocates
-    // nothing and takes no lock, so it is safe between fork and exec.
-    unsafe {
-        for cap in 0..64 {
-            let zero: libc::c_ulong = 0;
-            if libc::prctl(
-                libc::PR_CAPBSET_DROP,
-                cap as libc::c_ulong,
-                zero,
-                zero,
-                zero,
-            ) != 0
-            {
-                match *libc::__errno_location() {
-                    // Past the kernel's last capability, or nothing this
-                    // process may drop.
-                    libc::EINVAL | libc::EPERM => break,
-                    _ => return fail(),
-                }
-            }
+    for cap in 0..64 {
+        if let Err(e) = crate::sys::prctl(libc::PR_CAPBSET_DROP, cap) {
+            return match e.raw_os_error() {
+                // Past the kernel's last capability, or nothing this
+                // process may drop.
+                Some(libc::EINVAL | libc::EPERM) => Ok(()),
+                _ => Err(e),
+            };
         }
     }
     Ok(())
@@ -392,83 +321,55 @@ fn drop_bounding_set() -> std::io::Result<()> {
 
 /// In the child: the ambient set, then permitted, effective and
 /// inheritable at once.
-#[allow(unsafe_code)]
 fn clear_capability_sets() -> std::io::Result<()> {
-    let fail = || Err(std::io::Error::last_os_error());
-    // SAFETY: prctl and capset are single system calls on integers and on
-    // structs owned by this frame; none allocates or takes a lock, so each
-    // is safe between fork and exec.
-    unsafe {
+    #[allow(clippy::cast_sign_loss)] // a small positive constant
+    let clear_all = libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong;
+    match crate::sys::prctl(libc::PR_CAP_AMBIENT, clear_all) {
         // Kernels before 4.3 have no ambient set: nothing to clear.
-        let zero: libc::c_ulong = 0;
-        if libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
-            zero,
-            zero,
-            zero,
-        ) != 0
-            && *libc::__errno_location() != libc::EINVAL
-        {
-            return fail();
-        }
-        let mut header = CapHeader {
-            version: LINUX_CAPABILITY_VERSION_3,
-            pid: 0,
-        };
-        let none = [CapData {
-            effective: 0,
-            permitted: 0,
-            inheritable: 0,
-        }; 2];
-        if libc::syscall(libc::SYS_capset, &raw mut header, none.as_ptr()) != 0 {
-            return fail();
-        }
+        Err(e) if e.raw_os_error() != Some(libc::EINVAL) => return Err(e),
+        _ => {}
     }
-    Ok(())
+    crate::sys::clear_capabilities()
 }
 
 /// In the child: `no_new_privs`, then Landlock, with the rule for the
 /// plugin's own `/proc/<pid>` (`own`, opened before the limits).
-#[allow(unsafe_code)]
 fn confine_self(
     no_new_privs: bool,
     ruleset: Option<libc::c_int>,
     proc_self: u64,
     own: Option<libc::c_int>,
 ) -> std::io::Result<()> {
-    let fail = || Err(std::io::Error::last_os_error());
-    // SAFETY: as in `apply`: single system calls on memory owned by this
-    // frame or the closure.
-    unsafe {
-        if no_new_privs && libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-            return fail();
-        }
-        if let (Some(fd), Some(own)) = (ruleset, own) {
-            // "self" was this process, which exec keeps: the plugin.
-            let rule = PathBeneathAttr {
-                allowed_access: proc_self,
-                parent_fd: own,
-            };
-            let added = libc::syscall(
-                libc::SYS_landlock_add_rule,
-                fd,
-                RULE_PATH_BENEATH,
-                &raw const rule,
-                0u32,
-            );
-            libc::close(own);
-            if added != 0 {
-                return fail();
-            }
-        }
-        if let Some(fd) = ruleset
-            && libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0
-        {
-            return fail();
-        }
+    if no_new_privs {
+        crate::sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1)?;
+    }
+    if let (Some(fd), Some(own)) = (ruleset, own) {
+        // "self" was this process, which exec keeps: the plugin.
+        let added = crate::landlock::add_path_beneath(fd, proc_self, own);
+        crate::sys::close(own);
+        added?;
+    }
+    if let Some(fd) = ruleset {
+        crate::landlock::restrict_self(fd)?;
     }
     Ok(())
+}
+
+/// In the child: every descriptor but 0, 1 and 2 marked close-on-exec,
+/// so the plugin holds nothing it inherited.
+fn cloexec_inherited() {
+    if crate::sys::cloexec_from(3).is_ok() {
+        return;
+    }
+    // Kernels before 5.11: one fcntl per possible descriptor.
+    let limit = crate::sys::open_max().clamp(3, 65_536);
+    for fd in 3..limit {
+        #[allow(clippy::cast_possible_truncation)] // at most 65,536
+        let fd = fd as libc::c_int;
+        if let Some(flags) = crate::sys::fd_flags(fd) {
+            crate::sys::set_fd_flags(fd, flags | libc::FD_CLOEXEC);
+        }
+    }
 }
 
 #[cfg(target_os = "linux")]
@@ -478,34 +379,17 @@ fn confine(
     mut sandbox: impl FnMut() -> std::io::Result<()> + Send + Sync + 'static,
 ) {
     use std::os::unix::process::CommandExt as _;
-    // SAFETY: the closure runs in the child between fork and exec, where only
-    // async-signal-safe calls are allowed; prctl(PR_SET_PDEATHSIG),
-    // close_range(2), fcntl(2) and the sandbox's calls (see `apply`) are
-    // single system calls that allocate nothing and take no lock.
+    let in_child = move || {
+        rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+            .map_err(std::io::Error::from)?;
+        cloexec_inherited();
+        sandbox()
+    };
+    // SAFETY: `in_child` runs between fork and exec, where only
+    // async-signal-safe calls are allowed: it makes single system calls
+    // (`crate::sys`, rustix's prctl) that allocate nothing and take no lock.
     unsafe {
-        cmd.pre_exec(move || {
-            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
-                .map_err(std::io::Error::from)?;
-            let marked = libc::syscall(
-                libc::SYS_close_range,
-                3u32,
-                u32::MAX,
-                libc::CLOSE_RANGE_CLOEXEC,
-            );
-            if marked != 0 {
-                // Kernels before 5.11: one fcntl per possible descriptor.
-                let limit = libc::sysconf(libc::_SC_OPEN_MAX).clamp(3, 65_536);
-                for fd in 3..limit {
-                    #[allow(clippy::cast_possible_truncation)]
-                    let fd = fd as libc::c_int;
-                    let flags = libc::fcntl(fd, libc::F_GETFD);
-                    if flags >= 0 {
-                        libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
-                    }
-                }
-            }
-            sandbox()
-        });
+        cmd.pre_exec(in_child);
     }
 }
 

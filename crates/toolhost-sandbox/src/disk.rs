@@ -241,6 +241,10 @@ fn run(program: &str, args: &[&std::ffi::OsStr]) -> Result<(), String> {
 /// `bytes`, on `data_dir`. An image that already exists is grown to
 /// `bytes` if that is larger (never shrunk: that would need it unmounted
 /// and could lose data; the status shows the quota asked for).
+///
+/// Kept whole on purpose: the image's creation, sizing, formatting and
+/// mounting are one sequence in the order the kernel needs them, and each
+/// step's error names its step.
 fn own_file_system(data_dir: &Path, image: &Path, bytes: u64) -> Result<(), String> {
     use std::ffi::OsStr;
     if !rustix::process::geteuid().is_root() {

@@ -158,6 +158,10 @@ pub(crate) fn cstring(p: &Path) -> std::io::Result<CString> {
 /// Builds the Landlock ruleset: every file-system right this ABI knows is
 /// handled (so denied unless allowed), TCP connect and bind when a network
 /// policy applies, and (ABI 6) signal and abstract-socket scoping.
+///
+/// Kept whole on purpose: the ruleset's fd and every rule added to it live
+/// together; one function keeps the rules in one list the review reads against
+/// the policy.
 #[allow(unsafe_code)]
 pub(crate) fn ruleset(
     abi: u32,
@@ -274,28 +278,57 @@ fn add_path_rule(ruleset: &OwnedFd, path: &Path, access: u64, abi: u32) -> std::
     if allowed == 0 {
         return Ok(());
     }
+    let r = add_path_beneath(ruleset.as_raw_fd(), allowed, fd.as_raw_fd());
+    r.map_err(|e| {
+        std::io::Error::other(format!(
+            "cannot allow {} in the sandbox: {e}",
+            path.display()
+        ))
+    })
+}
+
+/// `landlock_add_rule(2)`: `access` beneath the directory or file open
+/// as `parent`, in the ruleset `ruleset`. Async-signal-safe (the child
+/// adds its own `/proc/<pid>` with it).
+#[allow(unsafe_code)]
+pub(crate) fn add_path_beneath(
+    ruleset: libc::c_int,
+    access: u64,
+    parent: libc::c_int,
+) -> std::io::Result<()> {
     let rule = PathBeneathAttr {
-        allowed_access: allowed,
-        parent_fd: fd.as_raw_fd(),
+        allowed_access: access,
+        parent_fd: parent,
     };
-    // SAFETY: live descriptors and a live, initialized attribute.
+    // SAFETY: `rule` is a live, initialized attribute of this frame, which
+    // the kernel only reads; the descriptors are integers.
     let r = unsafe {
         libc::syscall(
             libc::SYS_landlock_add_rule,
-            ruleset.as_raw_fd(),
+            ruleset,
             RULE_PATH_BENEATH,
             &raw const rule,
             0u32,
         )
     };
-    if r != 0 {
-        return Err(std::io::Error::other(format!(
-            "cannot allow {} in the sandbox: {}",
-            path.display(),
-            std::io::Error::last_os_error()
-        )));
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
-    Ok(())
+}
+
+/// `landlock_restrict_self(2)`: this thread (and what it execs) confined
+/// to `ruleset`. Async-signal-safe.
+#[allow(unsafe_code)]
+pub(crate) fn restrict_self(ruleset: libc::c_int) -> std::io::Result<()> {
+    // SAFETY: integers only.
+    let r = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 #[cfg(test)]

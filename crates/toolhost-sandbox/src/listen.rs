@@ -193,38 +193,30 @@ struct AsAccount {
 impl AsAccount {
     /// Takes `(uid, gid)` as this thread's effective account; `None` if
     /// the switch failed (nothing is left half changed).
-    #[allow(unsafe_code)]
     fn take(uid: u32, gid: u32) -> Option<Self> {
+        use crate::sys::{KEEP, get_groups, set_groups, set_res_gid, set_res_uid};
         let mut groups = vec![0 as libc::gid_t; 256];
-        // SAFETY: getgroups writes at most `len` gids into the buffer.
-        let n = unsafe { libc::syscall(libc::SYS_getgroups, groups.len(), groups.as_mut_ptr()) };
-        groups.truncate(usize::try_from(n).ok()?);
-        let keep: libc::c_long = -1;
-        // SAFETY: each call is one system call on integers (setgroups
-        // reads one gid from a local); they change this thread only.
-        let switched = unsafe {
-            let one = [gid];
-            libc::syscall(libc::SYS_setgroups, 1usize, one.as_ptr()) == 0
-                && libc::syscall(libc::SYS_setresgid, keep, gid, keep) == 0
-                && libc::syscall(libc::SYS_setresuid, keep, uid, keep) == 0
-        };
+        let n = get_groups(&mut groups).ok()?;
+        groups.truncate(n);
         let me = Self { groups };
+        // Each changes this thread only (raw system calls).
+        let switched = set_groups(&[gid]).is_ok()
+            && set_res_gid(KEEP, gid.into(), KEEP).is_ok()
+            && set_res_uid(KEEP, uid.into(), KEEP).is_ok();
+        // Dropped when half done, `me` puts back whatever was changed.
         if switched { Some(me) } else { None }
     }
 }
 
 impl Drop for AsAccount {
-    #[allow(unsafe_code)]
     fn drop(&mut self) {
-        let keep: libc::c_long = -1;
-        // SAFETY: as in `take`. The saved ids are still root's, so the
-        // effective ones come back; then the groups, which need the
-        // capability that root's effective id restores.
-        unsafe {
-            libc::syscall(libc::SYS_setresuid, keep, 0, keep);
-            libc::syscall(libc::SYS_setresgid, keep, 0, keep);
-            libc::syscall(libc::SYS_setgroups, self.groups.len(), self.groups.as_ptr());
-        }
+        use crate::sys::{KEEP, set_groups, set_res_gid, set_res_uid};
+        // The saved ids are still root's, so the effective ones come back;
+        // then the groups, which need the capability that root's effective
+        // id restores.
+        let _ = set_res_uid(KEEP, 0, KEEP);
+        let _ = set_res_gid(KEEP, 0, KEEP);
+        let _ = set_groups(&self.groups);
     }
 }
 

@@ -3,7 +3,7 @@
 //! cannot enforce is reported as `not enforced`, and the daemon logs each
 //! missing mechanism once ([`log_kernel_gaps`]): nothing fails silently.
 
-use crate::kernel::kernel;
+use crate::kernel::{Kernel, kernel};
 use crate::policy::{NetPolicy, Rule, SandboxPolicy};
 use std::sync::OnceLock;
 
@@ -45,71 +45,106 @@ pub struct RuleStatus {
 #[must_use]
 pub fn enforcement(policy: &SandboxPolicy) -> Vec<RuleStatus> {
     let k = kernel();
-    let mut out = Vec::new();
-    let mut push = |rule, state, detail: String| {
-        out.push(RuleStatus {
+    let linux = cfg!(target_os = "linux");
+    let facts = Facts {
+        linux,
+        uses_landlock: policy.filesystem.is_some() || policy.network.is_some(),
+        landlock_for_fs: linux && k.landlock_abi >= 1,
+    };
+    let rules: [(Rule, Judged); 10] = [
+        (Rule::NoNewPrivs, no_new_privs(policy, &facts)),
+        (Rule::Capabilities, capabilities(policy, k, &facts)),
+        (Rule::User, user(policy, k)),
+        (
+            Rule::Memory,
+            limit(policy.memory_bytes.map(|b| b >> 20), "address space (MiB)"),
+        ),
+        (Rule::OpenFiles, limit(policy.open_files, "open files")),
+        (Rule::Processes, processes(policy, k)),
+        (Rule::Disk, disk(policy)),
+        (Rule::Filesystem, filesystem(policy, k, &facts)),
+        (Rule::Network, network(policy, k, &facts)),
+        (Rule::Signals, signals(k, &facts)),
+    ];
+    let mut out: Vec<RuleStatus> = rules
+        .into_iter()
+        .map(|(rule, (state, detail))| RuleStatus {
             rule,
             state,
             detail,
-        });
-    };
-    let linux = cfg!(target_os = "linux");
-    let landlock_for_fs = linux && k.landlock_abi >= 1;
-    let uses_landlock = policy.filesystem.is_some() || policy.network.is_some();
-    match (policy.no_new_privs, linux) {
-        (true, true) => push(Rule::NoNewPrivs, RuleState::Enforced, "set".into()),
-        (false, true) if uses_landlock && landlock_for_fs => push(
-            Rule::NoNewPrivs,
-            RuleState::Enforced,
-            "set anyway: Landlock needs it".into(),
-        ),
-        (false, _) => push(Rule::NoNewPrivs, RuleState::Off, "turned off".into()),
-        (true, false) => push(
-            Rule::NoNewPrivs,
-            RuleState::NotEnforced,
-            "not on this OS".into(),
-        ),
+        })
+        .collect();
+    out.push(RuleStatus {
+        rule: Rule::CpuPerCall,
+        state: RuleState::NotEnforced,
+        detail:
+            "a long-lived process has no per-call CPU limit; each call is bounded by its deadline"
+                .into(),
+    });
+    out
+}
+
+/// A rule's state on this kernel, and the words for the operator.
+type Judged = (RuleState, String);
+
+/// What more than one rule's judgement turns on.
+struct Facts {
+    linux: bool,
+    /// The policy asks for a Landlock rule (files or network).
+    uses_landlock: bool,
+    /// This kernel has Landlock for files.
+    landlock_for_fs: bool,
+}
+
+fn off() -> Judged {
+    (RuleState::Off, "turned off".into())
+}
+
+fn no_new_privs(policy: &SandboxPolicy, f: &Facts) -> Judged {
+    match (policy.no_new_privs, f.linux) {
+        (true, true) => (RuleState::Enforced, "set".into()),
+        (false, true) if f.uses_landlock && f.landlock_for_fs => {
+            (RuleState::Enforced, "set anyway: Landlock needs it".into())
+        }
+        (false, _) => off(),
+        (true, false) => (RuleState::NotEnforced, "not on this OS".into()),
     }
-    let nnp = policy.no_new_privs || (uses_landlock && landlock_for_fs);
-    match (policy.drop_capabilities, linux) {
-        (false, _) => push(Rule::Capabilities, RuleState::Off, "turned off".into()),
-        (true, false) => push(
-            Rule::Capabilities,
-            RuleState::NotEnforced,
-            "not on this OS".into(),
-        ),
-        (true, true) if k.root => push(
-            Rule::Capabilities,
+}
+
+fn capabilities(policy: &SandboxPolicy, k: &Kernel, f: &Facts) -> Judged {
+    let nnp = policy.no_new_privs || (f.uses_landlock && f.landlock_for_fs);
+    match (policy.drop_capabilities, f.linux) {
+        (false, _) => off(),
+        (true, false) => (RuleState::NotEnforced, "not on this OS".into()),
+        (true, true) if k.root => (
             RuleState::Enforced,
             "every set cleared before exec (bounding, permitted, effective, inheritable, ambient); no device nodes".into(),
         ),
-        (true, true) if nnp => push(
-            Rule::Capabilities,
+        (true, true) if nnp => (
             RuleState::Enforced,
             "permitted, effective, inheritable and ambient cleared; the daemon's user has no bounding set to give, and no_new_privs keeps set-uid programs from granting any".into(),
         ),
-        (true, true) => push(
-            Rule::Capabilities,
+        (true, true) => (
             RuleState::NotEnforced,
             "cleared at start, but with no_new_privs off a set-uid program the plugin runs can grant capabilities".into(),
         ),
     }
+}
+
+fn user(policy: &SandboxPolicy, k: &Kernel) -> Judged {
     match (&policy.run_as, k.root) {
-        (Some(u), _) => push(
-            Rule::User,
+        (Some(u), _) => (
             RuleState::Enforced,
             format!(
                 "runs as {:?} (uid {}, gid {}), no other group; it owns only its data and socket directories",
                 u.name, u.uid, u.gid
             ),
         ),
-        (None, true) => push(
-            Rule::User,
+        (None, true) => (
             RuleState::NotEnforced,
             "runs as root, without capabilities: root's own files are closed to it only where the filesystem rule holds; set [sandbox] user to run plugins as an unprivileged account".into(),
         ),
-        (None, false) => push(
-            Rule::User,
+        (None, false) => (
             RuleState::Enforced,
             format!(
                 "runs as the daemon's user (uid {}), not root",
@@ -117,40 +152,41 @@ pub fn enforcement(policy: &SandboxPolicy) -> Vec<RuleStatus> {
             ),
         ),
     }
-    let limit = |v: Option<u64>, what: &str| match v {
+}
+
+fn limit(value: Option<u64>, what: &str) -> Judged {
+    match value {
         Some(n) => (RuleState::Enforced, format!("{what} {n}")),
-        None => (RuleState::Off, "turned off".into()),
-    };
-    let (s, d) = limit(policy.memory_bytes.map(|b| b >> 20), "address space (MiB)");
-    push(Rule::Memory, s, d);
-    let (s, d) = limit(policy.open_files, "open files");
-    push(Rule::OpenFiles, s, d);
+        None => off(),
+    }
+}
+
+fn processes(policy: &SandboxPolicy, k: &Kernel) -> Judged {
     match (policy.processes, &k.pids) {
-        (None, _) => push(Rule::Processes, RuleState::Off, "turned off".into()),
-        (Some(n), Ok(_)) => push(
-            Rule::Processes,
+        (None, _) => off(),
+        (Some(n), Ok(_)) => (
             RuleState::Enforced,
             format!("{n} processes and threads (pids cgroup)"),
         ),
-        (Some(n), Err(why)) if !k.root => push(
-            Rule::Processes,
+        (Some(n), Err(why)) if !k.root => (
             RuleState::Enforced,
             format!(
                 "{n} more than the user runs at the plugin's start (RLIMIT_NPROC counts every process of the daemon's user; no pids cgroup: {why})"
             ),
         ),
-        (Some(_), Err(why)) => push(
-            Rule::Processes,
+        (Some(_), Err(why)) => (
             RuleState::NotEnforced,
             format!("no pids cgroup ({why}), and RLIMIT_NPROC does not bind root"),
         ),
     }
+}
+
+fn disk(policy: &SandboxPolicy) -> Judged {
     match policy.disk_bytes {
-        None => push(Rule::Disk, RuleState::Off, "turned off".into()),
+        None => off(),
         // Which of the two holds is known once the data directory is
         // (`crate::disk::Quota::apply`); the runtime says so per process.
-        Some(b) => push(
-            Rule::Disk,
+        Some(b) => (
             RuleState::Enforced,
             format!(
                 "data directory {} MiB (a project quota where its file system has them, else measured), and no file larger",
@@ -158,88 +194,75 @@ pub fn enforcement(policy: &SandboxPolicy) -> Vec<RuleStatus> {
             ),
         ),
     }
-    match (&policy.filesystem, landlock_for_fs) {
-        (None, _) => push(Rule::Filesystem, RuleState::Off, "turned off".into()),
-        (Some(_), true) => push(
-            Rule::Filesystem,
+}
+
+fn filesystem(policy: &SandboxPolicy, k: &Kernel, f: &Facts) -> Judged {
+    match (&policy.filesystem, f.landlock_for_fs) {
+        (None, _) => off(),
+        (Some(_), true) => (
             RuleState::Enforced,
             format!(
                 "Landlock ABI {}: own, data and socket directories, system paths, grants",
                 k.landlock_abi
             ),
         ),
-        (Some(_), false) => push(
-            Rule::Filesystem,
+        (Some(_), false) => (
             RuleState::NotEnforced,
             "this kernel has no Landlock: every path the daemon can reach is open".into(),
         ),
     }
-    let filter = linux && crate::seccomp::target().is_ok();
-    let landlock_net = linux && k.landlock_abi >= 4;
-    let ports = |ports: &[u16]| {
-        ports
-            .iter()
-            .map(u16::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+}
+
+fn network(policy: &SandboxPolicy, k: &Kernel, f: &Facts) -> Judged {
+    let filter = f.linux && crate::seccomp::target().is_ok();
+    let landlock_net = f.linux && k.landlock_abi >= 4;
     match (&policy.network, landlock_net, filter) {
-        (None, _, _) => push(Rule::Network, RuleState::Off, "turned off".into()),
+        (None, _, _) => off(),
         // The filter alone refuses every IPv4 and IPv6 socket.
-        (Some(NetPolicy::Deny), _, true) => push(
-            Rule::Network,
+        (Some(NetPolicy::Deny), _, true) => (
             RuleState::Enforced,
             "no IPv4 or IPv6 socket at all (no TCP, no UDP, no listener); no raw or packet socket, no MPTCP, no io_uring (seccomp)".into(),
         ),
-        (Some(n), true, true) => push(
-            Rule::Network,
+        (Some(NetPolicy::Connect(p)), true, true) => (
             RuleState::Enforced,
-            match n {
-                NetPolicy::Connect(p) => format!(
-                    "TCP connect to port(s) {} only, no bind (Landlock); no MPTCP, no TCP Fast Open, no raw or packet socket, no io_uring (seccomp); no TCP listener, bound or not (the daemon answers each listen()); UDP (for DNS) remains",
-                    ports(p)
-                ),
-                _ => "TCP connect anywhere, no bind (Landlock); no MPTCP, no TCP Fast Open, no raw or packet socket, no io_uring (seccomp); no TCP listener, bound or not (the daemon answers each listen()); UDP remains".into(),
-            },
+            format!(
+                "TCP connect to port(s) {} only, no bind (Landlock); no MPTCP, no TCP Fast Open, no raw or packet socket, no io_uring (seccomp); no TCP listener, bound or not (the daemon answers each listen()); UDP (for DNS) remains",
+                p.iter().map(u16::to_string).collect::<Vec<_>>().join(", ")
+            ),
         ),
-        (Some(NetPolicy::Deny), true, false) => push(
-            Rule::Network,
+        (Some(_), true, true) => (
+            RuleState::Enforced,
+            "TCP connect anywhere, no bind (Landlock); no MPTCP, no TCP Fast Open, no raw or packet socket, no io_uring (seccomp); no TCP listener, bound or not (the daemon answers each listen()); UDP remains".into(),
+        ),
+        (Some(NetPolicy::Deny), true, false) => (
             RuleState::NotEnforced,
             "no TCP connect or bind (Landlock), but no seccomp filter on this machine: UDP, MPTCP and TCP Fast Open are open".into(),
         ),
-        (Some(_), true, false) => push(
-            Rule::Network,
+        (Some(_), true, false) => (
             RuleState::NotEnforced,
             "TCP connect limited and bind refused (Landlock), but no seccomp filter on this machine: MPTCP and TCP Fast Open get around it".into(),
         ),
-        (Some(_), false, _) => push(
-            Rule::Network,
+        (Some(_), false, _) => (
             RuleState::NotEnforced,
             "this kernel has no Landlock network rules (ABI < 4): granted TCP is not limited to its ports".into(),
         ),
     }
-    if uses_landlock && linux && k.landlock_abi >= 6 {
-        push(
-            Rule::Signals,
+}
+
+fn signals(k: &Kernel, f: &Facts) -> Judged {
+    if f.uses_landlock && f.linux && k.landlock_abi >= 6 {
+        (
             RuleState::Enforced,
             "no signal to, and no abstract Unix socket of, a process outside the sandbox".into(),
-        );
-    } else if uses_landlock {
-        push(
-            Rule::Signals,
+        )
+    } else if f.uses_landlock {
+        (
             RuleState::NotEnforced,
             "the plugin may signal any process of the daemon's user (Landlock ABI < 6)".into(),
-        );
+        )
     } else {
-        push(Rule::Signals, RuleState::Off, "Landlock is off".into());
+        (RuleState::Off, "Landlock is off".into())
     }
-    push(
-        Rule::CpuPerCall,
-        RuleState::NotEnforced,
-        "a long-lived process has no per-call CPU limit; each call is bounded by its deadline"
-            .into(),
-    );
-    out
 }
 
 /// Logs, once per daemon, each mechanism this kernel lacks, and a root

@@ -98,6 +98,9 @@ fn bound_violation(e: BoundError) -> Violation {
 /// // Not an object at all: refused before any schema work.
 /// assert!(check_arguments(&schema, &policy, Some(json!("text"))).is_err());
 /// ```
+///
+/// Kept whole on purpose: validation and the error report (keywords and paths
+/// only, never a value) are one walk over the validator's errors.
 pub fn check_arguments(
     schema: &CompiledSchema,
     policy: &ToolPolicy<'_>,

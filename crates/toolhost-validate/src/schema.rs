@@ -268,6 +268,10 @@ impl CompiledSchema {
     /// Checks the install rules and compiles. All broken rules are returned
     /// at once, except that a schema failing a structural rule is not also
     /// compiled (its compile error would only repeat the cause).
+    ///
+    /// Kept whole on purpose: it gathers every problem of a schema (size,
+    /// root type, dialect, remote references, then the compile) into one
+    /// list, so an author sees them all at once, in a fixed order.
     pub fn compile(schema: &Value) -> Result<Self, Vec<SchemaProblem>> {
         let mut problems = Vec::new();
         let size = serde_json::to_vec(schema).map_or(usize::MAX, |b| b.len());

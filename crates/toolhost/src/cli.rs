@@ -1,9 +1,12 @@
 //! The command line: the commands, and which library code each runs on
 //! which runtime.
 
-use crate::{call, catalog, check, fleet, new, ops, pack, serve};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
+use toolhost_author::{check, new, pack};
+use toolhost_base::errln;
+use toolhost_ctl::{call, catalog, fleet, ops};
+use toolhost_daemon::serve;
 
 /// Runs plugin processes and serves their tools to AI agents over MCP.
 #[derive(Debug, Parser)]

@@ -1,35 +1,14 @@
-//! `toolhost`: the daemon and its operator commands.
+//! `toolhost`: the command line, a thin shell over the crates that do the
+//! work: the daemon (`toolhost-daemon`), the operator's client
+//! (`toolhost-ctl`) and the plugin author's tools (`toolhost-author`).
 //!
-//! This crate is the edge: it parses flags and the config file, wires the
-//! library crates together, and turns their typed errors into exit codes and
-//! messages (`anyhow` lives here and nowhere else). It must not contain
-//! product logic of its own: a rule enforced only here is a rule the tests
-//! of the library crates cannot see.
+//! This crate parses flags, picks each command's runtime, and turns errors
+//! into exit codes and messages (`anyhow` lives at this edge). It must not
+//! contain product logic of its own.
 
 #![forbid(unsafe_code)]
 
-#[macro_use]
-mod out;
-
-mod call;
-mod call_client;
-mod call_task;
-mod catalog;
-mod check;
 mod cli;
-mod config;
-mod dev;
-mod fleet;
-mod format;
-mod memory;
-mod new;
-mod ops;
-mod pack;
-mod sandboxing;
-mod serve;
-mod settings;
-mod show;
-mod telemetry;
 
 use clap::Parser as _;
 use std::process::ExitCode;

@@ -223,6 +223,11 @@ impl Lifecycle {
     /// when it is ready. Configuration values in `set` are checked against
     /// its items and stored first, so a plugin that needs them starts in
     /// the same step. Returns the catalog revision.
+    ///
+    /// Kept whole on purpose: staging, the checks against what is installed,
+    /// the values and the commit are one transaction over the staged
+    /// directory; reading them in one place shows nothing is committed
+    /// before every check has passed.
     pub async fn install(
         &self,
         source: &Path,

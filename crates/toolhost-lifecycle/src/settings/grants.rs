@@ -82,6 +82,10 @@ pub fn pass_env(m: &Manifest, op: &Operator) -> Vec<String> {
 /// The sandbox for `m`: limits from the manifest capped by the operator,
 /// paths and network as declared *and* granted, rules the operator turned
 /// off left out.
+///
+/// Kept whole on purpose: it maps each manifest grant and operator key onto the
+/// policy field by field, in the order of `SandboxPolicy`, so a field left out
+/// shows.
 #[must_use]
 pub fn sandbox_policy(m: &Manifest, op: &Operator, cfg: &SandboxConfig) -> SandboxPolicy {
     if !cfg.enabled {

@@ -101,29 +101,15 @@ fn lookup(name: Option<&str>, uid: Option<u32>) -> Option<(u32, u32)> {
 /// then the user (all three of real, effective and saved, so there is no
 /// way back), then the parent-death signal again (a change of
 /// credentials clears it). Single system calls only.
-#[allow(unsafe_code)]
 pub(crate) fn switch_in_child(uid: u32, gid: u32) -> std::io::Result<()> {
-    let fail = || Err(std::io::Error::last_os_error());
-    // SAFETY: single system calls on integers (and a null list for
-    // setgroups with a count of 0); none allocates or takes a lock.
-    // glibc's setres[ug]id would broadcast to every thread with a lock;
-    // the raw system calls change this (only) thread, which is all there
-    // is after fork.
-    unsafe {
-        if libc::syscall(libc::SYS_setgroups, 0, std::ptr::null::<libc::gid_t>()) != 0 {
-            return fail();
-        }
-        if libc::syscall(libc::SYS_setresgid, gid, gid, gid) != 0 {
-            return fail();
-        }
-        if libc::syscall(libc::SYS_setresuid, uid, uid, uid) != 0 {
-            return fail();
-        }
-        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-            return fail();
-        }
-    }
-    Ok(())
+    // Raw system calls, not glibc's setres[ug]id, which would broadcast to
+    // every thread with a lock: they change this (only) thread, which is
+    // all there is after fork.
+    crate::sys::set_groups(&[])?;
+    crate::sys::set_res_gid(gid.into(), gid.into(), gid.into())?;
+    crate::sys::set_res_uid(uid.into(), uid.into(), uid.into())?;
+    #[allow(clippy::cast_sign_loss)] // SIGKILL is 9
+    crate::sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong)
 }
 
 #[cfg(test)]

@@ -11,6 +11,8 @@ from typing import Any, Optional
 
 from google.protobuf import json_format, struct_pb2
 
+from ._values import integers
+
 from ._gen.toolhost.plugin.v2 import plugin_pb2 as v2
 
 
@@ -240,7 +242,5 @@ class ToolCall:
             await asyncio.Event().wait()
         answer = await waiting
         action = {v2.Answer.ACCEPT: "accept", v2.Answer.DECLINE: "decline"}.get(answer.action, "cancel")
-        from .plugin import integers
-
         values = integers(json_format.MessageToDict(answer.content)) if action == "accept" else {}
         return Answer(action, values)

@@ -36,8 +36,9 @@ from ._gen.kandev.plugin.v1 import plugin_pb2 as v1
 from ._gen.kandev.plugin.v1 import plugin_pb2_grpc as v1_grpc
 from ._gen.toolhost.plugin.v2 import plugin_pb2 as v2
 from ._gen.toolhost.plugin.v2 import plugin_pb2_grpc as v2_grpc
+from ._values import integers
 from .call import Link, ToolCall
-from .content import Returned, ToolError, ToolResult, to_result
+from .content import Content, Returned, ToolError, ToolResult, to_result
 
 COOKIE_KEY = "KANDEV_PLUGIN"
 COOKIE_VALUE = "kandev-plugin-v1"
@@ -254,26 +255,7 @@ def _settle(future: "asyncio.Future[Any]", value: Any = None, error: Optional[Ba
 
 
 def _text(s: str):
-    from .content import Content
-
     return Content.text(s)
-
-
-_EXACT_INT = 2**53
-
-
-def integers(value):
-    """JSON numbers as JSON gave them: protobuf carries every number as a
-    double, so `1` arrives as `1.0`. A double with no fractional part, in
-    the range doubles hold exactly, becomes an `int` again (as the Rust
-    SDK does); any other stays a float."""
-    if isinstance(value, float) and value.is_integer() and abs(value) <= _EXACT_INT:
-        return int(value)
-    if isinstance(value, dict):
-        return {k: integers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [integers(v) for v in value]
-    return value
 
 
 def _call_of(request: v1.AgentToolRequest, link: Optional[Link]) -> ToolCall:

@@ -1,0 +1,16 @@
+//! The plugin author's tools: `toolhost new` (a plugin to start from, in
+//! Rust, Python or TypeScript, on the published SDKs or local artifacts),
+//! `toolhost pack` (a plugin built and packed into the archive an install
+//! takes, checked as an install would check it), and `toolhost check`
+//! (manifests, schemas and names as one installed set, and with `--start`
+//! the plugin's code against its manifest). `toolhost serve --dev`, the
+//! daemon for one plugin's author, is the daemon's (`toolhost-daemon`).
+//!
+//! What this crate must not do: accept a plugin an install would refuse,
+//! or write an archive the daemon would not install.
+
+#![forbid(unsafe_code)]
+
+pub mod check;
+pub mod new;
+pub mod pack;

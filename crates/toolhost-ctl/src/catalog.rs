@@ -1,0 +1,137 @@
+//! `toolhost catalog`: show or push a running daemon's catalog over the
+//! admin socket, or build a snapshot of plugin directories with no daemon.
+
+use crate::ops::{Target, status_error};
+use anyhow::{Context as _, Result};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use toolhost_admin::admin as pb;
+use toolhost_base::term::Format;
+use toolhost_base::{outjson, outln};
+use toolhost_managed::{snapshot_from_proto, snapshot_to_proto};
+
+/// `toolhost catalog ...`.
+#[derive(Debug, clap::Subcommand)]
+pub enum CatalogCommand {
+    /// Print the current catalog as JSON (the format `catalog push` takes).
+    Show,
+    /// Print a catalog snapshot (JSON) of every tool of these plugin
+    /// directories, with no daemon: what a small fleet without a backend
+    /// pushes (`toolhost fleet push`). Each build is a newer revision of
+    /// generation `cli` (the revision is the time in milliseconds), so a
+    /// later build supersedes an earlier one and a delayed older one is
+    /// refused as stale.
+    Build {
+        /// Plugin directories (each with a plugin.toml).
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// The exposed names' prefix, as the daemons' `prefix`.
+        #[arg(long, default_value = "kandev")]
+        prefix: String,
+        /// The generation.
+        #[arg(long, default_value = "cli")]
+        generation: String,
+        /// The generation's epoch: a backend taking over uses a greater one.
+        #[arg(long, default_value_t = 1)]
+        epoch: u64,
+        /// The revision (default: the time, in milliseconds).
+        #[arg(long)]
+        revision: Option<u64>,
+    },
+    /// Push a catalog snapshot (JSON) to a daemon in managed mode. Exit 0
+    /// when accepted or unchanged, 1 when stale, in conflict or invalid.
+    Push {
+        /// The snapshot file.
+        file: PathBuf,
+        /// Write it to this NATS server's bucket instead (the fleet's
+        /// catalog key for --group), for every daemon of the group. A
+        /// server that needs credentials or TLS: `toolhost fleet push`.
+        #[arg(long, value_name = "URL")]
+        nats: Option<String>,
+        /// The fleet's bucket (with --nats).
+        #[arg(long, default_value = "toolhost", requires = "nats")]
+        bucket: String,
+        /// The fleet's group (with --nats).
+        #[arg(long, default_value = "default", requires = "nats")]
+        group: String,
+    },
+}
+
+/// Shows or pushes the daemon's catalog.
+pub async fn catalog(t: &Target, cmd: &CatalogCommand) -> Result<ExitCode> {
+    let mut c = t.connect().await?;
+    match cmd {
+        // No daemon needed; `cli` dispatches it before connecting.
+        CatalogCommand::Build {
+            paths,
+            prefix,
+            generation,
+            epoch,
+            revision,
+        } => crate::fleet::build_catalog(paths, prefix, generation, *epoch, *revision),
+        CatalogCommand::Show => {
+            let snap = c
+                .get_catalog(pb::GetCatalogRequest {})
+                .await
+                .map_err(|e| status_error(&e))?
+                .into_inner();
+            let snap = snapshot_from_proto(snap)
+                .map_err(|p| anyhow::anyhow!("unreadable catalog: {p:?}"))?;
+            outjson!(serde_json::to_string_pretty(&snap)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        CatalogCommand::Push { file, .. } => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read {}", file.display()))?;
+            let snap: toolhost_catalog::Snapshot = serde_json::from_str(&text)
+                .with_context(|| format!("{} is not a catalog snapshot", file.display()))?;
+            let r = c
+                .push_catalog(pb::PushCatalogRequest {
+                    snapshot: Some(snapshot_to_proto(&snap)),
+                })
+                .await
+                .map_err(|e| status_error(&e))?
+                .into_inner();
+            let outcome =
+                pb::PushOutcome::try_from(r.outcome).unwrap_or(pb::PushOutcome::Unspecified);
+            let word = outcome
+                .as_str_name()
+                .trim_start_matches("PUSH_OUTCOME_")
+                .to_ascii_lowercase();
+            if t.format == Format::Json {
+                let defects: Vec<_> = r
+                    .defects
+                    .iter()
+                    .map(|d| serde_json::json!({ "tool": d.tool, "reason": d.reason }))
+                    .collect();
+                outjson!(serde_json::json!({
+                    "outcome": word,
+                    "offered": { "generation": snap.generation, "epoch": snap.epoch, "revision": snap.revision },
+                    "generation": r.generation,
+                    "revision": r.revision,
+                    "reasons": r.reasons,
+                    "defects": defects,
+                }));
+            } else {
+                outln!(
+                    "{word}: offered generation {} epoch {} revision {}; now generation {} revision {}",
+                    snap.generation,
+                    snap.epoch,
+                    snap.revision,
+                    r.generation,
+                    r.revision
+                );
+                for reason in &r.reasons {
+                    outln!("  reason: {reason}");
+                }
+                for d in &r.defects {
+                    outln!("  withheld: {}: {}", d.tool, d.reason);
+                }
+            }
+            Ok(match outcome {
+                pb::PushOutcome::Accepted | pb::PushOutcome::Unchanged => ExitCode::SUCCESS,
+                _ => ExitCode::from(1),
+            })
+        }
+    }
+}

@@ -1,0 +1,618 @@
+//! Operator commands that talk to a running daemon over its admin socket:
+//! `status`, `tools`, `catalog show|push`, `plugins restart`.
+
+use crate::show::{
+    disk_line, one_line_status, plugin_json, plugin_warnings, print_config, print_grants,
+    print_sandbox,
+};
+use anyhow::{Context as _, Result};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use toolhost_admin::admin as pb;
+use toolhost_base::term::Format;
+use toolhost_base::{outjson, outln};
+use toolhost_daemon::config::Config;
+use toolhost_managed::snapshot_from_proto;
+
+/// How to find the daemon.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Target {
+    /// The admin socket (default: from --config, else <state dir>/admin.sock).
+    #[arg(long, env = "TOOLHOST_ADMIN", global = true)]
+    admin: Option<PathBuf>,
+    /// The daemon's configuration file, to find its admin socket.
+    #[arg(long, short, env = "TOOLHOST_CONFIG", global = true)]
+    config: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, default_value_t, global = true)]
+    pub(crate) format: Format,
+}
+
+impl Target {
+    pub(crate) async fn connect(&self) -> Result<toolhost_admin::Client> {
+        let path = match (&self.admin, &self.config) {
+            (Some(p), _) => p.clone(),
+            (None, Some(c)) => Config::load(c)?.admin_socket(None),
+            (None, None) => Config::default().admin_socket(None),
+        };
+        Ok(toolhost_admin::connect_unix(&path).await?)
+    }
+}
+
+/// `toolhost plugins ...`.
+#[derive(Debug, clap::Subcommand)]
+pub enum PluginsCommand {
+    /// List plugins: version, origin, enabled, state.
+    List,
+    /// Restart a plugin now (also the way out of `failed`).
+    Restart {
+        /// The plugin id.
+        id: String,
+    },
+    /// Install a plugin from a .tar.gz (`toolhost pack` makes one) or a
+    /// directory, with configuration values in the same step.
+    Install {
+        /// The plugin archive or directory.
+        path: PathBuf,
+        /// NAME=VALUE or NAME=@FILE: configuration values, checked against
+        /// the plugin's items and stored before it starts.
+        values: Vec<String>,
+    },
+    /// Upgrade an installed plugin to the version in a .tar.gz or
+    /// directory, with values for what the new version needs.
+    Upgrade {
+        /// The plugin archive or directory.
+        path: PathBuf,
+        /// NAME=VALUE or NAME=@FILE: values for the new version (an item it
+        /// adds), stored once it has taken over.
+        values: Vec<String>,
+    },
+    /// Enable a plugin: start it; its tools return when it is ready.
+    Enable {
+        /// The plugin id.
+        id: String,
+    },
+    /// Disable a plugin: withdraw its tools, cancel its calls, stop it.
+    Disable {
+        /// The plugin id.
+        id: String,
+    },
+    /// Remove an installed plugin; its data is kept unless --purge.
+    Remove {
+        /// The plugin id.
+        id: String,
+        /// Also delete its data directory.
+        #[arg(long)]
+        purge: bool,
+    },
+    /// Set configuration values: NAME=VALUE, or NAME=@FILE to read the value
+    /// from a file (for secrets: the value then never appears in your
+    /// shell history or the process list). With no values, show each
+    /// item's state (never a value).
+    Config {
+        /// The plugin id.
+        id: String,
+        /// NAME=VALUE or NAME=@FILE.
+        values: Vec<String>,
+        /// Return an item to the configuration file's value or its default
+        /// (repeatable).
+        #[arg(long, value_name = "NAME")]
+        unset: Vec<String>,
+    },
+    /// Show what a plugin asks for, what is granted, and its sandbox.
+    Show {
+        /// The plugin id.
+        id: String,
+    },
+}
+
+/// Parses `NAME=VALUE` / `NAME=@FILE` (one trailing newline of a file is
+/// dropped). Errors never repeat the value.
+fn config_values(args: &[String]) -> Result<std::collections::HashMap<String, String>> {
+    let mut out = std::collections::HashMap::new();
+    for a in args {
+        let Some((name, value)) = a.split_once('=') else {
+            anyhow::bail!("expected NAME=VALUE or NAME=@FILE, got an argument without `=`");
+        };
+        let value = match value.strip_prefix('@') {
+            Some(file) => {
+                let text = std::fs::read_to_string(file)
+                    .with_context(|| format!("cannot read the value of {name} from {file}"))?;
+                text.strip_suffix('\n')
+                    .map(|t| t.strip_suffix('\r').unwrap_or(t))
+                    .unwrap_or(&text)
+                    .to_owned()
+            }
+            None => value.to_owned(),
+        };
+        if out.insert(name.to_owned(), value).is_some() {
+            anyhow::bail!("{name} is given twice");
+        }
+    }
+    Ok(out)
+}
+
+/// The id and version of the plugin a directory or `.tar.gz` holds, read
+/// from its `plugin.toml` (at the top, or under one top directory), to
+/// show what was installed. `None` when it cannot be read: the daemon's
+/// answer says why.
+fn plugin_named_by(path: &Path) -> Option<(String, String)> {
+    let text = if path.is_dir() {
+        std::fs::read_to_string(path.join("plugin.toml")).ok()?
+    } else {
+        // Read as the daemon reads an archive: every header bounded.
+        let bytes = toolhost_lifecycle::archive::read_entry(
+            path,
+            toolhost_lifecycle::ArchiveLimits::default(),
+            |p| p.file_name().is_some_and(|n| n == "plugin.toml") && p.components().count() <= 2,
+            toolhost_manifest::manifest::MAX_MANIFEST_BYTES,
+        )
+        .ok()
+        .flatten()?;
+        String::from_utf8(bytes).ok()?
+    };
+    let table: toml::Table = text.parse().ok()?;
+    Some((
+        table.get("id")?.as_str()?.to_owned(),
+        table.get("version")?.as_str()?.to_owned(),
+    ))
+}
+
+pub(crate) fn status_error(s: &tonic::Status) -> anyhow::Error {
+    anyhow::anyhow!("{} ({:?})", s.message(), s.code())
+}
+
+async fn installed_plugins(c: &mut toolhost_admin::Client) -> Result<Vec<pb::PluginStatus>> {
+    Ok(c.list_plugins(pb::ListPluginsRequest {})
+        .await
+        .map_err(|e| status_error(&e))?
+        .into_inner()
+        .plugins)
+}
+
+/// [`installed_plugins`] for text output: every field one escaped line.
+async fn installed_plugins_for_text(
+    c: &mut toolhost_admin::Client,
+) -> Result<Vec<pb::PluginStatus>> {
+    Ok(installed_plugins(c)
+        .await?
+        .iter()
+        .map(one_line_status)
+        .collect())
+}
+
+/// Tasks by state, in the order a task goes through them.
+fn task_counts(counts: &std::collections::HashMap<String, u32>) -> String {
+    let order = [
+        "working",
+        "input_required",
+        "completed",
+        "failed",
+        "cancelled",
+    ];
+    order
+        .iter()
+        .map(|s| format!("{} {s}", counts.get(*s).copied().unwrap_or(0)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `toolhost tasks` subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum TasksCommand {
+    /// Cancel a running task, whoever owns it: its plugin call is
+    /// cancelled and the task ends cancelled.
+    Cancel {
+        /// The task's id, as `toolhost tasks` lists it.
+        id: String,
+    },
+}
+
+/// `toolhost tasks`: lists the tasks, or cancels one.
+pub async fn tasks(t: &Target, command: Option<TasksCommand>) -> Result<ExitCode> {
+    let mut c = t.connect().await?;
+    if let Some(TasksCommand::Cancel { id }) = command {
+        c.cancel_task(pb::CancelTaskRequest { id: id.clone() })
+            .await
+            .map_err(|e| status_error(&e))?;
+        outln!("cancelled task {id}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let list = c
+        .list_tasks(pb::ListTasksRequest {})
+        .await
+        .map_err(|e| status_error(&e))?
+        .into_inner()
+        .tasks;
+    if t.format == Format::Json {
+        let rows: Vec<_> = list
+            .iter()
+            .map(|e| {
+                serde_json::json!({ "id": e.id, "tool": e.tool, "state": e.state, "owner": e.owner, "age_ms": e.age_ms })
+            })
+            .collect();
+        outjson!(serde_json::Value::Array(rows));
+        return Ok(ExitCode::SUCCESS);
+    }
+    if list.is_empty() {
+        outln!("no tasks");
+        return Ok(ExitCode::SUCCESS);
+    }
+    outln!(
+        "{:<32}  {:<14}  {:<8}  {:>8}  tool",
+        "task",
+        "state",
+        "owner",
+        "age s"
+    );
+    for e in list {
+        outln!(
+            "{:<32}  {:<14}  {:<8}  {:>8}  {}",
+            e.id,
+            e.state,
+            e.owner,
+            e.age_ms / 1000,
+            e.tool
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `toolhost status`.
+///
+/// Kept whole on purpose: it prints the daemon's status top to bottom as the
+/// operator reads it; each section is a few lines over the one answer.
+pub async fn status(t: &Target) -> Result<ExitCode> {
+    let mut c = t.connect().await?;
+    let st = c
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .map_err(|e| status_error(&e))?
+        .into_inner();
+    let plugins = installed_plugins(&mut c).await?;
+    if t.format == Format::Json {
+        let plugins: Vec<_> = plugins.iter().map(plugin_json).collect();
+        outjson!(serde_json::json!({
+            "catalog": { "generation": st.generation, "revision": st.revision, "tools": st.tools, "defects": st.defects, "managed": st.managed, "last_good": st.last_good,
+                "withheld": st.withheld.iter().map(|d| serde_json::json!({ "tool": d.tool, "reason": d.reason })).collect::<Vec<_>>() },
+            "sessions": st.sessions, "bound_tokens": st.bound_tokens, "admin_socket": st.admin_socket, "plugins": plugins,
+            "tasks": st.tasks,
+            "fleet": st.fleet.as_ref().map(|f| serde_json::json!({
+                "server": f.server, "bucket": f.bucket, "daemon": f.daemon, "connected": f.connected,
+                "last_error": f.last_error, "applied_kv_revision": f.applied_kv_revision,
+                "applied_outcome": f.applied_outcome, "reconnects": f.reconnects, "seconds_in_state": f.seconds_in_state,
+            })),
+        }));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mode = if st.managed && st.last_good {
+        "managed by a backend; the last catalog it pushed before this start, served until it pushes again"
+    } else if st.managed {
+        "managed by a backend"
+    } else {
+        "embedded (from installed plugins)"
+    };
+    outln!(
+        "catalog   generation {} revision {} ({mode})",
+        st.generation,
+        st.revision
+    );
+    outln!("          {} tool(s), {} withheld", st.tools, st.defects);
+    if let Some(f) = &st.fleet {
+        crate::fleet::link_lines(f);
+    }
+    for d in &st.withheld {
+        outln!(
+            "          withheld {}: {}",
+            toolhost_base::term::one_line(&d.tool),
+            toolhost_base::term::one_line(&d.reason)
+        );
+    }
+    outln!(
+        "sessions  {} listening, {} token(s) bound",
+        st.sessions,
+        st.bound_tokens
+    );
+    outln!("tasks     {}", task_counts(&st.tasks));
+    if !st.admin_socket.is_empty() {
+        outln!("admin     {}", st.admin_socket);
+    }
+    outln!("plugins");
+    for p in plugins.iter().map(one_line_status) {
+        let pid = if p.pid == 0 {
+            "-".to_owned()
+        } else {
+            p.pid.to_string()
+        };
+        let state = if p.state == "restarting" && p.failures >= toolhost_runtime::CRASH_LOOP {
+            format!("CRASH LOOP ({} failures in a row)", p.failures)
+        } else {
+            p.state.clone()
+        };
+        outln!(
+            "  {:<24} {:<10} {:<11} pid {:<8} restarts {}",
+            p.id,
+            p.version,
+            state,
+            pid,
+            p.restarts
+        );
+        if !p.last_error.is_empty() {
+            outln!("      last error: {}", p.last_error);
+        }
+        if !p.missing_config.is_empty() {
+            outln!("      needs configuration: {}", p.missing_config.join(", "));
+        }
+        if let Some(d) = p.disk.as_ref().filter(|d| d.over) {
+            outln!("      {}", disk_line(d));
+        }
+        for line in plugin_warnings(&p) {
+            outln!("      {line}");
+        }
+        let open: Vec<&str> = p
+            .sandbox
+            .iter()
+            .filter(|r| {
+                r.state != "enforced" && r.rule != toolhost_sandbox::Rule::CpuPerCall.as_str()
+            })
+            .map(|r| r.rule.as_str())
+            .collect();
+        if !open.is_empty() {
+            outln!(
+                "      sandbox not enforced: {} (toolhost plugins show {})",
+                open.join(", "),
+                p.id
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `toolhost tools`.
+pub async fn tools(t: &Target) -> Result<ExitCode> {
+    let mut c = t.connect().await?;
+    let snap = c
+        .get_catalog(pb::GetCatalogRequest {})
+        .await
+        .map_err(|e| status_error(&e))?
+        .into_inner();
+    let snap = snapshot_from_proto(snap)
+        .map_err(|p| anyhow::anyhow!("the daemon sent an unreadable catalog: {p:?}"))?;
+    if t.format == Format::Json {
+        let tools: Vec<_> = snap
+            .tools
+            .iter()
+            .map(|d| serde_json::json!({ "exposed": d.exposed_name, "plugin": d.plugin_id, "version": d.plugin_version, "local": d.local_name, "surfaces": d.surfaces }))
+            .collect();
+        outjson!(
+            serde_json::json!({ "generation": snap.generation, "revision": snap.revision, "tools": tools })
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    outln!("generation {} revision {}", snap.generation, snap.revision);
+    for d in &snap.tools {
+        outln!(
+            "  {:<48} {}@{}  [{}]",
+            d.exposed_name,
+            d.plugin_id,
+            d.plugin_version,
+            d.surfaces.join(", ")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `toolhost plugins ...`.
+pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
+    let mut c = t.connect().await?;
+    // Paths are read by the daemon, whose working directory is not ours.
+    let absolute = |p: &PathBuf| std::path::absolute(p).unwrap_or_else(|_| p.clone());
+    let answer = match cmd {
+        PluginsCommand::List => {
+            return list(t, &mut c).await;
+        }
+        PluginsCommand::Show { id } => {
+            return show_plugin(t, &mut c, id).await;
+        }
+        PluginsCommand::Config { id, values, unset } => {
+            return config(&mut c, id, values, unset).await;
+        }
+        PluginsCommand::Restart { id } => {
+            c.restart_plugin(pb::RestartPluginRequest { id: id.clone() })
+                .await
+                .map_err(|e| status_error(&e))?;
+            outln!("restarting {id}");
+            return Ok(ExitCode::SUCCESS);
+        }
+        PluginsCommand::Install { path, values } => {
+            c.install_plugin(pb::InstallPluginRequest {
+                path: absolute(path).display().to_string(),
+                values: config_values(values)?,
+            })
+            .await
+        }
+        PluginsCommand::Upgrade { path, values } => {
+            c.upgrade_plugin(pb::UpgradePluginRequest {
+                path: absolute(path).display().to_string(),
+                values: config_values(values)?,
+            })
+            .await
+        }
+        PluginsCommand::Enable { id } => c.enable_plugin(pb::PluginRef { id: id.clone() }).await,
+        PluginsCommand::Disable { id } => c.disable_plugin(pb::PluginRef { id: id.clone() }).await,
+        PluginsCommand::Remove { id, purge } => {
+            c.remove_plugin(pb::RemovePluginRequest {
+                id: id.clone(),
+                purge: *purge,
+            })
+            .await
+        }
+    };
+    // Only the daemon's own mark says "installed, waiting for values": an
+    // install refused for another reason is a failure, values and all.
+    let needs_config = answer.as_ref().err().is_some_and(|s| {
+        s.code() == tonic::Code::FailedPrecondition
+            && s.metadata()
+                .get(toolhost_admin::OUTCOME_KEY)
+                .is_some_and(|v| v == toolhost_admin::NEEDS_CONFIG)
+    });
+    let r = answer.map_err(|s| anyhow::anyhow!("{}", s.message()));
+    // What an installed plugin asks for is shown as it arrives, granted or
+    // not, even when it cannot start yet.
+    let installed_from = match cmd {
+        PluginsCommand::Install { path, .. } | PluginsCommand::Upgrade { path, .. } => Some(path),
+        _ => None,
+    };
+    if let Some(path) = installed_from
+        && report_installed(&mut c, path, needs_config).await
+    {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let r = r?.into_inner();
+    outln!(
+        "ok: catalog generation {} revision {}",
+        r.generation,
+        r.revision
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `toolhost plugins list`.
+async fn list(t: &Target, c: &mut toolhost_admin::Client) -> Result<ExitCode> {
+    let plugins = installed_plugins(c).await?;
+    if t.format == Format::Json {
+        let v: Vec<_> = plugins.iter().map(plugin_json).collect();
+        outjson!(serde_json::Value::Array(v));
+    } else {
+        for p in plugins.iter().map(one_line_status) {
+            outln!(
+                "{:<24} {:<10} {:<10} {}",
+                p.id,
+                p.version,
+                p.origin,
+                p.state
+            );
+            for d in &p.withheld {
+                outln!("    withheld {}: {}", d.tool, d.reason);
+            }
+            print_grants(&p);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `toolhost plugins show ID`.
+async fn show_plugin(t: &Target, c: &mut toolhost_admin::Client, id: &str) -> Result<ExitCode> {
+    let plugins = installed_plugins(c).await?;
+    let Some(p) = plugins.iter().find(|p| p.id == id) else {
+        anyhow::bail!("no plugin {id:?} is installed");
+    };
+    if t.format == Format::Json {
+        outjson!(plugin_json(p));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let p = &one_line_status(p);
+    outln!("{} {} ({}, {})", p.id, p.version, p.origin, p.state);
+    if p.state == "restarting" && p.failures >= toolhost_runtime::CRASH_LOOP {
+        outln!("    CRASH LOOP: {} failed starts in a row", p.failures);
+    }
+    if !p.last_error.is_empty() {
+        outln!("    last error: {}", p.last_error);
+    }
+    print_grants(p);
+    print_config(&p.config);
+    print_sandbox(p);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `toolhost plugins config ID [NAME=VALUE...] [--unset NAME...]`: shows the
+/// values when given none.
+async fn config(
+    c: &mut toolhost_admin::Client,
+    id: &str,
+    values: &[String],
+    unset: &[String],
+) -> Result<ExitCode> {
+    let values = config_values(values)?;
+    if values.is_empty() && unset.is_empty() {
+        let plugins = installed_plugins_for_text(c).await?;
+        let Some(p) = plugins.iter().find(|p| p.id == id) else {
+            anyhow::bail!("no plugin {id:?} is installed");
+        };
+        print_config(&p.config);
+        for problem in &p.config_file_problems {
+            outln!("    config file: {problem}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let r = c
+        .set_plugin_config(pb::SetPluginConfigRequest {
+            id: id.to_owned(),
+            values,
+            unset: unset.to_vec(),
+        })
+        .await
+        .map_err(|s| anyhow::anyhow!("{}", s.message()))?
+        .into_inner();
+    outln!(
+        "ok: {id} is {}; catalog generation {} revision {}",
+        r.state,
+        r.generation,
+        r.revision
+    );
+    let shown = one_line_status(&pb::PluginStatus {
+        config: r.config,
+        ..pb::PluginStatus::default()
+    });
+    print_config(&shown.config);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Shows what a just installed or upgraded plugin asks for, granted or not.
+/// True when the install is complete but for its configuration: a success
+/// with a next step, not a failure.
+async fn report_installed(c: &mut toolhost_admin::Client, path: &Path, needs_config: bool) -> bool {
+    let Some((id, version)) = plugin_named_by(path) else {
+        return false;
+    };
+    let listed = installed_plugins_for_text(c).await.unwrap_or_default();
+    if let Some(p) = listed.iter().find(|p| p.id == id) {
+        let asks_nothing = p.asks.is_empty() && p.config.is_empty() && p.ungranted.is_empty();
+        if asks_nothing {
+            outln!(
+                "{} {} asks for nothing beyond its own directory",
+                p.id,
+                p.version
+            );
+        } else {
+            outln!("{} {} asks for:", p.id, p.version);
+        }
+        print_grants(p);
+        print_config(&p.config);
+        // Installed, and waiting only for its configuration: that is a
+        // success with a next step, not a failure.
+        if needs_config && p.version == version && !p.missing_config.is_empty() {
+            outln!(
+                "installed: {} {} starts once its configuration is set: toolhost plugins config {} {}",
+                p.id,
+                p.version,
+                p.id,
+                p.missing_config
+                    .iter()
+                    .map(|n| {
+                        // A secret is best given from a file.
+                        let secret = p.config.iter().any(|i| &i.name == n && i.secret);
+                        if secret {
+                            format!("{n}=@FILE")
+                        } else {
+                            format!("{n}=VALUE")
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+            return true;
+        }
+    }
+    false
+}

@@ -1,0 +1,173 @@
+//! How a plugin's status reads on a terminal and as JSON: what it asks
+//! for and is granted, its configuration's state, its sandbox and its
+//! disk. Every text field comes from the daemon, which got much of it from
+//! plugins, manifests and archives, so text output shows each field as
+//! one escaped line ([`one_line_status`]).
+
+use toolhost_admin::admin as pb;
+use toolhost_base::outln;
+
+/// `p` with every text field cut to one escaped line, for the text
+/// output: the daemon's answer carries what plugins (their `Describe`,
+/// their stderr in `last_error`), manifests and archives said.
+pub(crate) fn one_line_status(p: &pb::PluginStatus) -> pb::PluginStatus {
+    use toolhost_base::term::one_line;
+    let line = |s: &String| one_line(s).into_owned();
+    let lines = |v: &Vec<String>| v.iter().map(line).collect();
+    pb::PluginStatus {
+        id: line(&p.id),
+        version: line(&p.version),
+        state: line(&p.state),
+        last_error: line(&p.last_error),
+        origin: line(&p.origin),
+        withheld: p
+            .withheld
+            .iter()
+            .map(|d| pb::Defect {
+                tool: line(&d.tool),
+                reason: line(&d.reason),
+            })
+            .collect(),
+        config: p
+            .config
+            .iter()
+            .map(|i| pb::ConfigItem {
+                name: line(&i.name),
+                state: line(&i.state),
+                source: line(&i.source),
+                problem: line(&i.problem),
+                ..i.clone()
+            })
+            .collect(),
+        missing_config: lines(&p.missing_config),
+        asks: lines(&p.asks),
+        ungranted: lines(&p.ungranted),
+        sandbox: p
+            .sandbox
+            .iter()
+            .map(|r| pb::SandboxRule {
+                rule: line(&r.rule),
+                state: line(&r.state),
+                detail: line(&r.detail),
+            })
+            .collect(),
+        unimplemented_tools: lines(&p.unimplemented_tools),
+        undeclared_tools: lines(&p.undeclared_tools),
+        sdk: line(&p.sdk),
+        config_file_problems: lines(&p.config_file_problems),
+        ..p.clone()
+    }
+}
+
+pub(crate) fn print_config(items: &[pb::ConfigItem]) {
+    for i in items {
+        let mut what = i.state.clone();
+        if !i.source.is_empty() && i.source != i.state {
+            what = format!("{what} ({})", i.source);
+        }
+        let kind = if i.secret { " secret" } else { "" };
+        outln!("    config {}{kind}: {what}", i.name);
+        if !i.problem.is_empty() {
+            outln!("      problem: {}", i.problem);
+        }
+    }
+}
+
+/// What the operator should fix, one line each: the configuration file's
+/// problems, and where the running code and the manifest disagree.
+pub(crate) fn plugin_warnings(p: &pb::PluginStatus) -> Vec<String> {
+    let mut out = Vec::new();
+    for problem in &p.config_file_problems {
+        out.push(format!("config file: {problem}"));
+    }
+    if !p.unimplemented_tools.is_empty() {
+        out.push(format!(
+            "tools declared but not implemented: {} (calls to them fail; add a handler or remove them from plugin.toml)",
+            p.unimplemented_tools.join(", ")
+        ));
+    }
+    if !p.undeclared_tools.is_empty() {
+        out.push(format!(
+            "tools implemented but not declared: {} (no agent can call them; declare them in plugin.toml)",
+            p.undeclared_tools.join(", ")
+        ));
+    }
+    out
+}
+
+/// What a plugin asks for, what it is granted, and its sandbox.
+pub(crate) fn print_grants(p: &pb::PluginStatus) {
+    if !p.sdk.is_empty() {
+        outln!("    built on {}", p.sdk);
+    }
+    for line in plugin_warnings(p) {
+        outln!("    {line}");
+    }
+    if !p.missing_config.is_empty() {
+        outln!(
+            "    needs configuration: {} (toolhost plugins config {} NAME=VALUE)",
+            p.missing_config.join(", "),
+            p.id
+        );
+    }
+    for a in &p.asks {
+        if !a.starts_with("config ") {
+            outln!("    {a}");
+        }
+    }
+    if !p.ungranted.is_empty() {
+        outln!(
+            "    not granted: {} (grant = [..] under [plugin.\"{}\"] in the configuration)",
+            p.ungranted.join(", "),
+            p.id
+        );
+    }
+}
+
+/// A data directory's use against its quota, in MiB.
+pub(crate) fn disk_line(d: &pb::DiskUse) -> String {
+    let used = if d.measured {
+        format!("{:.1} MiB", mib(d.used_bytes))
+    } else {
+        "not measured yet".to_owned()
+    };
+    let how = toolhost_base::term::one_line(&d.mechanism);
+    let over = if d.over {
+        "; OVER QUOTA: its data is read-only until it deletes below 90%"
+    } else {
+        ""
+    };
+    format!("disk {used} of {:.0} MiB ({how}){over}", mib(d.limit_bytes))
+}
+
+#[allow(clippy::cast_precision_loss)] // a display in MiB
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / f64::from(1u32 << 20)
+}
+
+pub(crate) fn print_sandbox(p: &pb::PluginStatus) {
+    if let Some(d) = &p.disk {
+        outln!("    {}", disk_line(d));
+    }
+    for r in &p.sandbox {
+        outln!("    sandbox {:<13} {:<13} {}", r.rule, r.state, r.detail);
+    }
+}
+
+pub(crate) fn plugin_json(p: &pb::PluginStatus) -> serde_json::Value {
+    serde_json::json!({
+        "id": p.id, "version": p.version, "origin": p.origin, "enabled": p.enabled, "state": p.state,
+        "pid": p.pid, "restarts": p.restarts, "failures": p.failures, "crash_loop": p.state == "restarting" && p.failures >= toolhost_runtime::CRASH_LOOP, "last_error": p.last_error,
+        "withheld": p.withheld.iter().map(|d| serde_json::json!({ "tool": d.tool, "reason": d.reason })).collect::<Vec<_>>(),
+        "config": p.config.iter().map(|i| serde_json::json!({ "name": i.name, "secret": i.secret, "required": i.required, "state": i.state, "source": i.source, "problem": i.problem })).collect::<Vec<_>>(),
+        "missing_config": p.missing_config,
+        "unimplemented_tools": p.unimplemented_tools,
+        "undeclared_tools": p.undeclared_tools,
+        "sdk": p.sdk,
+        "config_file_problems": p.config_file_problems,
+        "asks": p.asks,
+        "ungranted": p.ungranted,
+        "sandbox": p.sandbox.iter().map(|r| serde_json::json!({ "rule": r.rule, "state": r.state, "detail": r.detail })).collect::<Vec<_>>(),
+        "disk": p.disk.as_ref().map(|d| serde_json::json!({ "used_bytes": d.measured.then_some(d.used_bytes), "limit_bytes": d.limit_bytes, "kernel": d.kernel, "over": d.over })),
+    })
+}

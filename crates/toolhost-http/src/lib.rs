@@ -1,0 +1,27 @@
+//! MCP's streamable HTTP transport, at `/mcp` ([`http_router`]).
+//!
+//! A bearer token picks the session's binding, and anything without a
+//! known token gets 401 before MCP sees it. A session belongs to the token
+//! that created it (`sessions`): another token cannot resume, read or
+//! delete it, and its idleness counts only its client's requests. A
+//! 2026-07-28 `subscriptions/listen` stream is admitted against the hub's
+//! caps before rmcp opens it (`admission`). A stateless protocol-1
+//! `tools/call` may skip rmcp's per-request session altogether and go
+//! straight to the call host (`direct`): the same call, the same span,
+//! the same result bytes, for a fraction of the cost.
+//!
+//! The connections themselves (accept loop, caps, timeouts) are
+//! `toolhost-net`'s; what a request means in MCP is `toolhost-mcp`'s.
+//!
+//! What this crate must not do: decide anything about a call, or let a
+//! request reach MCP without a token that binds it.
+
+#![forbid(unsafe_code)]
+
+mod admission;
+mod direct;
+mod router;
+mod sessions;
+
+pub use direct::answered as direct_calls_answered;
+pub use router::{HttpOptions, Metrics, http_router};

@@ -1,0 +1,231 @@
+//! Streamable HTTP at `/mcp`: bearer tokens, the DNS-rebinding guards, and
+//! rmcp's `StreamableHttpService`.
+
+use crate::direct::{Direct, plain_calls};
+use crate::sessions::{Sessions, own_sessions};
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+use toolhost_calls::TokenTable;
+use toolhost_mcp::Hub;
+use toolhost_mcp::{Authorized, bearer_token};
+use toolhost_mcp::{Handler, Identity};
+
+/// HTTP settings.
+#[derive(Clone)]
+pub struct HttpOptions {
+    /// `Host` values accepted (DNS-rebinding guard). Default: loopback names.
+    pub allowed_hosts: Vec<String>,
+    /// `Origin` values accepted when a request carries one. Default: loopback
+    /// origins on any port; requests without `Origin` (non-browser clients)
+    /// pass.
+    pub allowed_origins: Vec<String>,
+    /// Session-less JSON responses (`legacy_session_mode = false`,
+    /// `json_response = true`): cheaper per call, no server-initiated
+    /// notifications for legacy clients.
+    pub stateless_json: bool,
+    /// In stateless JSON mode, answer a plain 2025-era `tools/call` (a name
+    /// and arguments, nothing else) directly instead of through rmcp's
+    /// per-request server (see `direct`): the same answer for much less
+    /// work. On by default; off sends every request through rmcp.
+    pub direct_calls: bool,
+    /// Largest request body.
+    pub max_body_bytes: usize,
+    /// Stops the service (sessions end, new requests are refused).
+    pub shutdown: CancellationToken,
+    /// A session with no client request for this long is closed (abandoned
+    /// sessions do not pile up). Notifications toolhost sends do not count.
+    pub session_idle_timeout: std::time::Duration,
+    /// `/metrics` (behind the token gate): the daemon's metric families in
+    /// the Prometheus text format; `None` serves no `/metrics`.
+    pub metrics: Option<Metrics>,
+}
+
+/// Renders metric families in the Prometheus text format.
+pub type Metrics = Arc<dyn Fn() -> String + Send + Sync>;
+
+impl std::fmt::Debug for HttpOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpOptions")
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("allowed_origins", &self.allowed_origins)
+            .field("stateless_json", &self.stateless_json)
+            .field("direct_calls", &self.direct_calls)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("session_idle_timeout", &self.session_idle_timeout)
+            .field("metrics", &self.metrics.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            allowed_hosts: vec![
+                "localhost".into(),
+                "127.0.0.1".into(),
+                "::1".into(),
+                "[::1]".into(),
+            ],
+            allowed_origins: vec![
+                "http://localhost:*".into(),
+                "http://127.0.0.1:*".into(),
+                "http://[::1]:*".into(),
+            ],
+            stateless_json: false,
+            direct_calls: true,
+            // Arguments may be 1 MiB serialized; leave room for the envelope.
+            max_body_bytes: 2 * 1024 * 1024,
+            shutdown: CancellationToken::new(),
+            session_idle_timeout: std::time::Duration::from_secs(300),
+            metrics: None,
+        }
+    }
+}
+
+async fn require_token(
+    State(tokens): State<Arc<TokenTable>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    if let Some(binding) = bearer_token(request.headers()).and_then(|t| tokens.resolve(t)) {
+        request.extensions_mut().insert(Authorized(binding));
+        return next.run(request).await;
+    }
+    let mut r = (
+        StatusCode::UNAUTHORIZED,
+        [(header::CONTENT_TYPE, "application/json")],
+        r#"{"error":"unauthorized","message":"send Authorization: Bearer <token> with a token toolhost knows"}"#,
+    )
+        .into_response();
+    r.headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    r
+}
+
+/// The router: `/mcp` (token gate, then rmcp's streamable HTTP service),
+/// `/metrics` (token gate) and `/healthz` (open: it says only "ok").
+pub fn http_router(hub: Arc<Hub>, tokens: Arc<TokenTable>, options: HttpOptions) -> axum::Router {
+    let hub_for_metrics = Arc::clone(&hub);
+    let ready_hub = Arc::clone(&hub);
+    let allowed_hosts = options.allowed_hosts.clone();
+    let mut config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(options.allowed_hosts)
+        .with_allowed_origins(options.allowed_origins)
+        .enforce_origin_validation()
+        .with_max_request_body_bytes(options.max_body_bytes)
+        .with_cancellation_token(options.shutdown.clone());
+    if options.stateless_json {
+        config = config
+            .with_legacy_session_mode(false)
+            .with_json_response(true);
+    }
+    let identity = Identity::Tokens(Arc::clone(&tokens));
+    // Idleness is toolhost's to judge (see `sessions`): rmcp's own timer
+    // counts the notifications toolhost sends as activity.
+    let mut manager = LocalSessionManager::default();
+    manager.session_config.keep_alive = None;
+    let manager = Arc::new(manager);
+    let sessions = Sessions::new(options.session_idle_timeout);
+    hub.set_listen_timeout(options.session_idle_timeout);
+    tokio::spawn(crate::sessions::sweep(
+        Arc::clone(&sessions),
+        Arc::clone(&manager),
+        options.shutdown.clone(),
+    ));
+    let service = Shared(Arc::new(StreamableHttpService::new(
+        move || {
+            Ok(toolhost_mcp::Traced::new(
+                Handler::new(Arc::clone(&hub), identity.clone()),
+                toolhost_telemetry::Transport::Http,
+            ))
+        },
+        Arc::new(toolhost_mcp::UnmarkedSessions(manager)),
+        config,
+    )));
+    let admission = Arc::new(crate::admission::ListenAdmission {
+        hub: Arc::clone(&hub_for_metrics),
+        tokens: Arc::clone(&tokens),
+        max_body_bytes: options.max_body_bytes,
+    });
+    let mut mcp = axum::Router::new()
+        .fallback_service(service)
+        .layer(axum::middleware::from_fn_with_state(
+            admission,
+            crate::admission::admit_listens,
+        ))
+        .layer(axum::middleware::from_fn_with_state(sessions, own_sessions));
+    if options.stateless_json && options.direct_calls {
+        let direct = Arc::new(Direct::new(
+            Arc::clone(&hub_for_metrics),
+            Arc::clone(&tokens),
+            &allowed_hosts,
+            options.max_body_bytes,
+            options.shutdown.clone(),
+        ));
+        mcp = mcp.layer(axum::middleware::from_fn_with_state(direct, plain_calls));
+    }
+    let mut gated = axum::Router::new().nest_service("/mcp", mcp);
+    if let Some(render) = options.metrics {
+        gated = gated.route(
+            "/metrics",
+            axum::routing::get(move || {
+                let text = render();
+                async move { ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text) }
+            }),
+        );
+    }
+    let gated = gated.layer(axum::middleware::from_fn_with_state(tokens, require_token));
+    axum::Router::new()
+        .route("/healthz", axum::routing::get(|| async { "ok\n" }))
+        .route(
+            "/readyz",
+            axum::routing::get(move || readyz(Arc::clone(&ready_hub))),
+        )
+        .merge(gated)
+}
+
+/// rmcp's service behind an `Arc`. axum clones a route's whole service
+/// stack for every request, and rmcp's service clones its configuration
+/// (the allowed hosts and origins, as owned strings) with it: profiled at
+/// about 1% of toolhost's CPU per call, on every path, the direct one
+/// included. Cloning this is one reference count.
+#[derive(Clone)]
+struct Shared(Arc<StreamableHttpService<toolhost_mcp::Traced, toolhost_mcp::UnmarkedSessions>>);
+
+impl tower::Service<Request> for Shared {
+    type Response = http::Response<
+        http_body_util::combinators::BoxBody<axum::body::Bytes, std::convert::Infallible>,
+    >;
+    type Error = std::convert::Infallible;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let service = Arc::clone(&self.0);
+        Box::pin(async move { Ok(service.handle(request).await) })
+    }
+}
+
+/// Ready when a catalog has been published (embedded: the first revision;
+/// managed: the backend's first accepted push).
+async fn readyz(hub: Arc<Hub>) -> impl IntoResponse {
+    if hub.catalog().current().generation().is_empty() {
+        (StatusCode::SERVICE_UNAVAILABLE, "no catalog yet\n")
+    } else {
+        (StatusCode::OK, "ready\n")
+    }
+}
