@@ -25,8 +25,13 @@ impl Bucket {
 
     /// Takes one token, if there is one.
     pub fn take(&mut self) -> bool {
-        let now = std::time::Instant::now();
-        let refill = now.duration_since(self.at).as_secs_f64() * self.per_second;
+        self.take_at(std::time::Instant::now())
+    }
+
+    /// Takes one token at `now`, if there is one: the clock is a parameter
+    /// so the rule can be checked without waiting for it.
+    pub fn take_at(&mut self, now: std::time::Instant) -> bool {
+        let refill = now.saturating_duration_since(self.at).as_secs_f64() * self.per_second;
         self.tokens = (self.tokens + refill).min(self.burst);
         self.at = now;
         if self.tokens >= 1.0 {
@@ -52,9 +57,19 @@ mod tests {
     #[test]
     fn it_refills_at_its_rate_up_to_its_burst() {
         let mut b = Bucket::new(2.0, 1000.0);
-        assert!(b.take() && b.take());
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        assert!(b.take() && b.take(), "refilled");
-        assert!(!b.take(), "never past the burst");
+        let start = b.at;
+        assert!(b.take_at(start) && b.take_at(start));
+        assert!(!b.take_at(start), "empty at once");
+        let later = start + std::time::Duration::from_millis(20);
+        assert!(b.take_at(later) && b.take_at(later), "refilled");
+        assert!(!b.take_at(later), "never past the burst");
+    }
+
+    #[test]
+    fn a_clock_that_goes_backwards_refills_nothing() {
+        let mut b = Bucket::new(1.0, 1000.0);
+        let start = b.at;
+        assert!(b.take_at(start + std::time::Duration::from_millis(5)));
+        assert!(!b.take_at(start), "an earlier instant adds no tokens");
     }
 }

@@ -428,3 +428,84 @@ impl Hub {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALICE: Owner = [1; 32];
+    const BOB: Owner = [2; 32];
+
+    fn hub() -> Arc<Hub> {
+        Hub::without_plugins(Arc::new(Store::new("kandev")))
+    }
+
+    #[tokio::test]
+    async fn the_daemon_wide_limit_refuses_one_more_and_a_dropped_place_frees_one() {
+        let hub = hub();
+        hub.set_max_sessions(2);
+        let first = hub.reserve_listen(ALICE, "chat").expect("one");
+        let _second = hub.reserve_listen(BOB, "chat").expect("two");
+        assert_eq!(
+            hub.reserve_listen(BOB, "chat").err(),
+            Some(Refused::Total(2))
+        );
+        assert_eq!(hub.session_count(), 2);
+        drop(first);
+        assert_eq!(
+            hub.session_count(),
+            1,
+            "a dropped ticket gives its place back"
+        );
+        assert!(hub.reserve_listen(BOB, "chat").is_ok());
+    }
+
+    #[tokio::test]
+    async fn each_token_has_its_own_quota() {
+        let hub = hub();
+        hub.set_max_sessions_per_token(1);
+        let _alice = hub.reserve_listen(ALICE, "chat").expect("alice's one");
+        assert_eq!(
+            hub.reserve_listen(ALICE, "chat").err(),
+            Some(Refused::PerToken(1))
+        );
+        assert!(
+            hub.reserve_listen(BOB, "chat").is_ok(),
+            "another token is not held to alice's quota"
+        );
+    }
+
+    #[tokio::test]
+    async fn zero_means_no_limit() {
+        let hub = hub();
+        hub.set_max_sessions(0);
+        hub.set_max_sessions_per_token(0);
+        let tickets: Vec<_> = (0..50)
+            .map(|_| hub.reserve_listen(ALICE, "chat").expect("no limit"))
+            .collect();
+        assert_eq!(hub.session_count(), tickets.len());
+    }
+
+    #[tokio::test]
+    async fn a_reserved_place_counts_against_the_limit_but_is_not_notified() {
+        let hub = hub();
+        let _ticket = hub.reserve_listen(ALICE, "chat").expect("admitted");
+        assert_eq!(hub.session_count(), 1);
+        assert_eq!(
+            hub.listener_count(),
+            0,
+            "nothing is told of changes before its stream opens"
+        );
+    }
+
+    #[test]
+    fn a_refusal_says_what_to_do() {
+        for r in [Refused::Total(3), Refused::PerToken(2)] {
+            let text = r.to_string();
+            assert!(
+                text.contains("the limit is") && text.contains("close one"),
+                "{text}"
+            );
+        }
+    }
+}

@@ -156,3 +156,207 @@ impl Authorizer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+    use toolhost_proto::admin::AuthorizeResponse;
+    use toolhost_proto::admin::authorizer_server::{Authorizer as Backend, AuthorizerServer};
+
+    /// A backend that answers every call the same way, and keeps what it
+    /// was asked.
+    struct Fixed {
+        answer: Result<AuthorizeResponse, tonic::Code>,
+        hang: bool,
+        seen: Arc<Mutex<Vec<AuthorizeRequest>>>,
+    }
+
+    #[tonic::async_trait]
+    impl Backend for Fixed {
+        async fn authorize(
+            &self,
+            req: tonic::Request<AuthorizeRequest>,
+        ) -> Result<tonic::Response<AuthorizeResponse>, tonic::Status> {
+            if let Ok(mut s) = self.seen.lock() {
+                s.push(req.into_inner());
+            }
+            if self.hang {
+                std::future::pending::<()>().await;
+            }
+            match &self.answer {
+                Ok(r) => Ok(tonic::Response::new(r.clone())),
+                Err(code) => Err(tonic::Status::new(*code, "backend exploded")),
+            }
+        }
+    }
+
+    fn tool() -> Descriptor {
+        Descriptor {
+            plugin_id: "notes".into(),
+            plugin_version: "1.0.0".into(),
+            local_name: "add".into(),
+            exposed_name: "kandev_notes_add".into(),
+            title: None,
+            description: "Adds a note.".into(),
+            instructions: None,
+            surfaces: vec!["chat".into()],
+            input_schema: serde_json::json!({ "type": "object" }),
+            output_schema: None,
+            annotations: Default::default(),
+            timeout_ms: 1000,
+            aliases: Default::default(),
+            unknown_arguments: toolhost_validate::UnknownArguments::Reject,
+            reset_timeout_on_progress: false,
+            task: toolhost_catalog::TaskSupport::Never,
+            task_timeout_ms: None,
+            fingerprint: toolhost_catalog::Fingerprint::UNSEALED,
+        }
+    }
+
+    /// Serves `backend` on a fresh Unix socket; the authorizer that asks it.
+    async fn backend(
+        backend: Fixed,
+        timeout: Duration,
+    ) -> (Authorizer, std::path::PathBuf, tokio::task::JoinHandle<()>) {
+        let dir = std::env::temp_dir().join(format!(
+            "toolhost-authorize-{}-{}",
+            std::process::id(),
+            fastrand::u64(..)
+        ));
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        let sock = dir.join("backend.sock");
+        let listener = tokio::net::UnixListener::bind(&sock).expect("bound");
+        let server = tokio::spawn(async move {
+            let _ = tonic::transport::Server::builder()
+                .add_service(AuthorizerServer::new(backend))
+                .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener))
+                .await;
+        });
+        let address =
+            AuthorizerAddress::parse(&format!("unix:{}", sock.display())).expect("a unix address");
+        let client = Authorizer::new(&address, timeout).expect("a client");
+        (client, dir, server)
+    }
+
+    fn fixed(
+        answer: Result<AuthorizeResponse, tonic::Code>,
+    ) -> (Fixed, Arc<Mutex<Vec<AuthorizeRequest>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let f = Fixed {
+            answer,
+            hang: false,
+            seen: Arc::clone(&seen),
+        };
+        (f, seen)
+    }
+
+    async fn ask(f: Fixed, timeout: Duration) -> Result<(), Denied> {
+        let (client, dir, server) = backend(f, timeout).await;
+        let binding = Binding::new("chat", "task-1", "session-1", Some("ws-1".into()));
+        let answer = client.check("inv-1", &tool(), &binding).await;
+        server.abort();
+        let _ = std::fs::remove_dir_all(dir);
+        answer
+    }
+
+    #[test]
+    fn an_address_is_a_unix_path_or_an_http_url() {
+        assert_eq!(
+            AuthorizerAddress::parse("unix:/run/backend.sock"),
+            Ok(AuthorizerAddress::Unix("/run/backend.sock".into()))
+        );
+        assert!(matches!(
+            AuthorizerAddress::parse("http://127.0.0.1:9000"),
+            Ok(AuthorizerAddress::Http(_))
+        ));
+        for bad in ["https://backend:9000", "/run/backend.sock", "tcp://x:1", ""] {
+            assert_eq!(
+                AuthorizerAddress::parse(bad),
+                Err(AuthorizerSetupError::Address(bad.into()))
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn the_backend_is_asked_with_the_binding_and_the_tool_and_never_the_arguments() {
+        let (f, seen) = fixed(Ok(AuthorizeResponse {
+            allowed: true,
+            reason: String::new(),
+        }));
+        assert_eq!(ask(f, Duration::from_secs(5)).await, Ok(()));
+        let seen = seen.lock().expect("not poisoned");
+        let r = seen.first().expect("asked once");
+        assert_eq!(seen.len(), 1, "asked once");
+        assert_eq!(r.invocation_id, "inv-1");
+        assert_eq!(r.exposed_name, "kandev_notes_add");
+        assert_eq!(r.plugin_id, "notes");
+        let b = r.binding.as_ref().expect("the binding");
+        assert_eq!(
+            (
+                b.surface.as_str(),
+                b.task_id.as_str(),
+                b.session_id.as_str(),
+                b.workspace_id.as_str()
+            ),
+            ("chat", "task-1", "session-1", "ws-1")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_denial_carries_the_backends_reason_cut_to_256_characters() {
+        let (f, _) = fixed(Ok(AuthorizeResponse {
+            allowed: false,
+            reason: "é".repeat(1000),
+        }));
+        match ask(f, Duration::from_secs(5)).await {
+            Err(Denied::Refused { reason: Some(r) }) => assert_eq!(r.chars().count(), 256),
+            other => panic!("{other:?}"),
+        }
+        let (f, _) = fixed(Ok(AuthorizeResponse {
+            allowed: false,
+            reason: String::new(),
+        }));
+        assert_eq!(
+            ask(f, Duration::from_secs(5)).await,
+            Err(Denied::Refused { reason: None })
+        );
+    }
+
+    #[tokio::test]
+    async fn an_error_a_silence_or_no_backend_at_all_denies() {
+        let (f, _) = fixed(Err(tonic::Code::Internal));
+        assert_eq!(ask(f, Duration::from_secs(5)).await, Err(Denied::Failed));
+        let (mut f, _) = fixed(Err(tonic::Code::Internal));
+        f.hang = true;
+        assert_eq!(
+            ask(f, Duration::from_millis(200)).await,
+            Err(Denied::TimedOut)
+        );
+
+        let nowhere = AuthorizerAddress::Unix("/nonexistent/toolhost/backend.sock".into());
+        let client = Authorizer::new(&nowhere, Duration::from_secs(2)).expect("lazy");
+        let binding = Binding::new("chat", "t", "s", None);
+        let answer = client.check("inv", &tool(), &binding).await;
+        assert!(
+            matches!(answer, Err(Denied::Failed | Denied::TimedOut)),
+            "{answer:?}"
+        );
+    }
+
+    #[test]
+    fn every_denial_is_written_for_the_model_and_says_denied() {
+        let texts = [
+            Denied::Refused {
+                reason: Some("not on weekends".into()),
+            }
+            .to_string(),
+            Denied::Failed.to_string(),
+            Denied::TimedOut.to_string(),
+        ];
+        assert!(texts[0].ends_with(": not on weekends"));
+        for t in &texts {
+            assert!(t.contains("denied") || t.contains("backend"), "{t}");
+        }
+    }
+}

@@ -182,3 +182,113 @@ impl Caller for Silent {
         Box::pin(async { Err(Unanswered::CannotAsk) })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn tool(timeout_ms: u32, task_timeout_ms: Option<u32>) -> toolhost_catalog::Descriptor {
+        toolhost_catalog::Descriptor {
+            plugin_id: "notes".into(),
+            plugin_version: "1.0.0".into(),
+            local_name: "add".into(),
+            exposed_name: "kandev_notes_add".into(),
+            title: None,
+            description: "Adds a note.".into(),
+            instructions: None,
+            surfaces: vec!["chat".into()],
+            input_schema: serde_json::json!({ "type": "object" }),
+            output_schema: None,
+            annotations: Default::default(),
+            timeout_ms,
+            aliases: BTreeMap::new(),
+            unknown_arguments: toolhost_validate::UnknownArguments::Reject,
+            reset_timeout_on_progress: false,
+            task: toolhost_catalog::TaskSupport::Optional,
+            task_timeout_ms,
+            fingerprint: toolhost_catalog::Fingerprint::UNSEALED,
+        }
+    }
+
+    /// A task's caller, with the operator's cap on tasks.
+    struct TaskCaller(Duration);
+
+    impl Caller for TaskCaller {
+        fn wants_progress(&self) -> bool {
+            true
+        }
+        fn log_level(&self) -> Option<LogLevel> {
+            None
+        }
+        fn can_ask(&self) -> bool {
+            false
+        }
+        fn progress(&self, _update: Progress) {}
+        fn log(&self, _message: LogMessage) {}
+        fn ask(&self, _question: Question) -> AskFuture<'_> {
+            Box::pin(async { Err(Unanswered::CannotAsk) })
+        }
+        fn task_lifetime_cap(&self) -> Option<Duration> {
+            Some(self.0)
+        }
+    }
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn a_direct_call_runs_for_its_tool_timeout_within_the_daemons_cap() {
+        assert_eq!(
+            deadline(&Silent, &tool(2_000, None), 10 * SECOND),
+            2 * SECOND
+        );
+        assert_eq!(
+            deadline(&Silent, &tool(60_000, None), 10 * SECOND),
+            10 * SECOND
+        );
+        // A task timeout is a task's: a direct call does not take it.
+        assert_eq!(
+            deadline(&Silent, &tool(2_000, Some(600_000)), 10 * SECOND),
+            2 * SECOND
+        );
+    }
+
+    #[test]
+    fn a_task_runs_for_its_task_timeout_within_the_operators_cap_not_max_timeout() {
+        let task = TaskCaller(300 * SECOND);
+        assert_eq!(
+            deadline(&task, &tool(2_000, Some(120_000)), 10 * SECOND),
+            120 * SECOND
+        );
+        assert_eq!(
+            deadline(&task, &tool(2_000, Some(900_000)), 10 * SECOND),
+            300 * SECOND
+        );
+        // Without a task timeout, the tool's own timeout.
+        assert_eq!(deadline(&task, &tool(2_000, None), 10 * SECOND), 2 * SECOND);
+    }
+
+    #[test]
+    fn only_the_wires_real_levels_reach_a_caller() {
+        assert_eq!(level_from_wire(LogLevel::Unspecified as i32), None);
+        assert_eq!(level_from_wire(-1), None);
+        assert_eq!(level_from_wire(9_999), None);
+        assert_eq!(
+            level_from_wire(LogLevel::Warning as i32),
+            Some(LogLevel::Warning)
+        );
+    }
+
+    #[test]
+    fn a_silent_caller_takes_nothing_and_cannot_be_asked() {
+        let silent = Silent;
+        assert!(!silent.wants_progress() && !silent.can_ask());
+        assert_eq!(silent.log_level(), None);
+        assert!(
+            silent.admitted().is_ok(),
+            "a direct call is admitted as it is"
+        );
+        assert_eq!(silent.task_id(), None);
+        assert_eq!(silent.task_lifetime_cap(), None);
+    }
+}
