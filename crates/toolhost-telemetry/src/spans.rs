@@ -264,3 +264,130 @@ impl ClientSpan {
         self.0.fail(error_type);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opentelemetry::trace::TracerProvider as _;
+    use opentelemetry_sdk::error::OTelSdkResult;
+    use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
+    use std::sync::{Arc, Mutex};
+
+    /// Keeps every span it is given, in the order they ended.
+    #[derive(Debug, Clone, Default)]
+    struct Kept(Arc<Mutex<Vec<SpanData>>>);
+
+    impl SpanExporter for Kept {
+        async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+            if let Ok(mut kept) = self.0.lock() {
+                kept.extend(batch);
+            }
+            Ok(())
+        }
+    }
+
+    fn attribute<'a>(span: &'a SpanData, key: &str) -> Option<&'a Value> {
+        span.attributes
+            .iter()
+            .find(|kv| kv.key.as_str() == key)
+            .map(|kv| &kv.value)
+    }
+
+    /// One test, because the switch is set once per process: first
+    /// everything is a no-op, then every span nests where it should.
+    #[test]
+    fn off_costs_nothing_and_on_nests_server_step_and_client_spans() {
+        // Off: nothing is opened and nothing is written into a call.
+        assert!(!enabled());
+        let none = ServerSpan::start(ServerRequest {
+            method: "tools/call",
+            ..ServerRequest::default()
+        });
+        assert!(none.is_none());
+        let client = ClientSpan::start("s/m", "s", "m", Vec::new);
+        let mut metadata = tonic::metadata::MetadataMap::new();
+        client.inject(&mut metadata);
+        assert!(metadata.is_empty(), "no trace context is made up");
+        record("toolhost.outcome", "ok");
+
+        // On, with an exporter that keeps what it is given.
+        let kept = Kept::default();
+        let provider = SdkTracerProvider::builder()
+            .with_simple_exporter(kept.clone())
+            .build();
+        assert!(crate::switch::set_tracer(provider.tracer("toolhost")));
+        let server = ServerSpan::start(ServerRequest {
+            method: "tools/call",
+            tool: Some("kandev_notes_add"),
+            request_id: Some("7".into()),
+            transport: Some(Transport::Http),
+            ..ServerRequest::default()
+        })
+        .expect("a span when on");
+        let trace_id = server.context().span().span_context().trace_id();
+        {
+            let _in_request = server.context().clone().attach();
+            let step = Step::start("toolhost.validate");
+            step.fail("invalid_arguments");
+            drop(step);
+            let client = ClientSpan::start("p/Invoke", "p", "Invoke", Vec::new);
+            let mut metadata = tonic::metadata::MetadataMap::new();
+            client.inject(&mut metadata);
+            let sent = metadata
+                .get(crate::TRACEPARENT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            assert!(
+                sent.contains(&trace_id.to_string()),
+                "the plugin call carries the request's trace: {sent:?}"
+            );
+            client.status(tonic::Code::Unavailable);
+        }
+        server.end(Some("tool_error"), None);
+
+        let spans = kept.0.lock().expect("not poisoned").clone();
+        let named = |n: &str| {
+            spans.iter().find(|s| s.name == n).unwrap_or_else(|| {
+                panic!(
+                    "no span {n:?} in {:?}",
+                    spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+                )
+            })
+        };
+        let root = named("tools/call kandev_notes_add");
+        let step = named("toolhost.validate");
+        let call = named("p/Invoke");
+        assert_eq!(root.span_kind, SpanKind::Server);
+        assert_eq!(step.span_kind, SpanKind::Internal);
+        assert_eq!(call.span_kind, SpanKind::Client);
+        for child in [step, call] {
+            assert_eq!(child.parent_span_id, root.span_context.span_id());
+            assert_eq!(child.span_context.trace_id(), trace_id);
+        }
+        assert_eq!(
+            attribute(step, semconv::ERROR_TYPE)
+                .map(ToString::to_string)
+                .as_deref(),
+            Some("invalid_arguments")
+        );
+        assert_eq!(
+            attribute(call, semconv::ERROR_TYPE)
+                .map(ToString::to_string)
+                .as_deref(),
+            Some("Unavailable")
+        );
+        assert_eq!(
+            attribute(root, semconv::GEN_AI_TOOL_NAME)
+                .map(ToString::to_string)
+                .as_deref(),
+            Some("kandev_notes_add")
+        );
+        assert_eq!(
+            attribute(root, semconv::NETWORK_TRANSPORT)
+                .map(ToString::to_string)
+                .as_deref(),
+            Some("tcp")
+        );
+    }
+}

@@ -359,3 +359,56 @@ pub(super) fn resolve_for(
     warnings.extend(settings::check_file(m, &file));
     settings::resolve(m, &stored, &settings::without_inline_secrets(m, &file))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
+
+    use super::super::fixture::{Scratch, config, disabled_static_plugin, open};
+
+    #[tokio::test]
+    async fn everything_the_lifecycle_keeps_lives_under_the_state_directory() {
+        let state = Scratch::new("core-paths");
+        let (lc, _, _) = open(config(&state.0));
+        for path in [
+            lc.install_dir(),
+            lc.state_file(),
+            lc.data_root(),
+            lc.disk_image("notes"),
+        ] {
+            assert!(path.starts_with(&state.0), "{} is outside", path.display());
+        }
+        assert_ne!(lc.install_dir(), lc.data_root(), "code and data apart");
+    }
+
+    #[tokio::test]
+    async fn a_static_plugin_is_listed_with_its_sandbox_and_its_decisions_survive_a_reopen() {
+        let state = Scratch::new("core-list");
+        let cfg = disabled_static_plugin(&state.0);
+        let (lc, _, _) = open(cfg.clone());
+        let listed = lc.list();
+        let tp = listed.iter().find(|p| p.id == "tp").expect("tp is listed");
+        assert_eq!(
+            (tp.version.as_str(), tp.origin, tp.enabled),
+            ("1.0.0", "static", false)
+        );
+        assert!(!tp.sandbox.is_empty(), "every plugin shows its sandbox");
+        assert!(tp.needs_config.is_empty() && tp.ungranted.is_empty());
+        // The declarations pushes are judged against are the installed ones.
+        assert_ne!(
+            *lc.installed().load_full(),
+            toolhost_catalog::Installed::default()
+        );
+        lc.shutdown().await;
+        drop(lc);
+
+        let (again, _, _) = open(cfg);
+        let tp = again
+            .list()
+            .into_iter()
+            .find(|p| p.id == "tp")
+            .expect("still listed");
+        assert!(!tp.enabled, "the recorded decision holds across a restart");
+        again.shutdown().await;
+    }
+}
