@@ -550,3 +550,112 @@ impl Admin for AdminService {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn marked(s: &Status) -> bool {
+        s.metadata()
+            .get(OUTCOME_KEY)
+            .is_some_and(|v| v == NEEDS_CONFIG)
+    }
+
+    #[test]
+    fn only_waiting_for_configuration_carries_the_needs_config_mark() {
+        let waiting = lifecycle_status(LifecycleError::NeedsConfig {
+            id: "notes".into(),
+            missing: vec!["api_key".into()],
+        });
+        assert_eq!(waiting.code(), tonic::Code::FailedPrecondition);
+        assert!(marked(&waiting));
+        // The same code for other refusals, without the mark: a client
+        // reads the mark, never the code alone.
+        for other in [
+            LifecycleError::Managed,
+            LifecycleError::AlreadyThere {
+                id: "notes".into(),
+                state: "installed".into(),
+            },
+            LifecycleError::Static {
+                id: "notes".into(),
+                what: "remove",
+            },
+        ] {
+            let s = lifecycle_status(other);
+            assert_eq!(s.code(), tonic::Code::FailedPrecondition);
+            assert!(!marked(&s), "{}", s.message());
+        }
+    }
+
+    #[test]
+    fn each_lifecycle_error_has_the_code_a_client_can_act_on() {
+        let code = |e| lifecycle_status(e).code();
+        assert_eq!(
+            code(LifecycleError::Invalid {
+                problems: vec!["bad".into()]
+            }),
+            tonic::Code::InvalidArgument
+        );
+        assert_eq!(
+            code(LifecycleError::NotFound {
+                id: "x".into(),
+                hint: ""
+            }),
+            tonic::Code::NotFound
+        );
+        assert_eq!(
+            code(LifecycleError::StartFailed {
+                id: "x".into(),
+                reason: "exited".into()
+            }),
+            tonic::Code::Aborted
+        );
+        assert_eq!(
+            code(LifecycleError::Io {
+                what: "write",
+                path: "/x".into(),
+                source: std::io::Error::other("disk full"),
+            }),
+            tonic::Code::Internal
+        );
+    }
+
+    #[test]
+    fn values_with_an_install_are_bounded_before_anything_names_them() {
+        let many: std::collections::HashMap<String, String> =
+            (0..129).map(|i| (format!("k{i}"), "v".into())).collect();
+        assert!(bounded_values(many).is_err());
+        let long = [("k".repeat(65), "v".to_owned())].into_iter().collect();
+        assert!(bounded_values(long).is_err());
+        let fine = [("api_key".to_owned(), "v".to_owned())]
+            .into_iter()
+            .collect();
+        assert_eq!(bounded_values(fine).map(|v| v.len()).ok(), Some(1));
+    }
+
+    #[test]
+    fn a_binding_is_required_and_checked() {
+        assert_eq!(
+            binding_of(None).err().map(|s| s.code()),
+            Some(tonic::Code::InvalidArgument)
+        );
+        let bad = pb::SessionBinding {
+            surface: "Bad Surface".into(),
+            task_id: "t".into(),
+            session_id: "s".into(),
+            workspace_id: String::new(),
+        };
+        assert!(binding_of(Some(bad)).is_err());
+        let good = pb::SessionBinding {
+            surface: "chat".into(),
+            task_id: "t".into(),
+            session_id: "s".into(),
+            workspace_id: String::new(),
+        };
+        assert_eq!(
+            binding_of(Some(good)).map(|b| b.surface).ok().as_deref(),
+            Some("chat")
+        );
+    }
+}

@@ -518,3 +518,60 @@ impl CallStream {
             .map_err(|_| self.client.unavailable("the plugin closed the call stream"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cap_on_calls_in_flight_is_exact_and_a_finished_call_frees_its_place() {
+        let slots = CallSlots::default();
+        let a = slots.try_reserve(2).expect("first");
+        let b = slots.try_reserve(2).expect("second");
+        assert!(slots.try_reserve(2).is_none(), "never past the cap");
+        assert_eq!(slots.taken(), 2);
+        drop(a);
+        assert_eq!(slots.taken(), 1);
+        let _c = slots.try_reserve(2).expect("a freed place is taken again");
+        drop(b);
+        assert!(slots.try_reserve(0).is_none(), "a cap of 0 takes nothing");
+    }
+
+    #[test]
+    fn racing_reservations_never_overshoot() {
+        let slots = CallSlots::default();
+        let max = 7;
+        let kept: Vec<CallSlot> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| {
+                    let slots = slots.clone();
+                    scope.spawn(move || {
+                        (0..100)
+                            .filter_map(|_| slots.try_reserve(max))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap_or_default())
+                .collect()
+        });
+        assert_eq!(kept.len(), max, "exactly the cap, whatever the race");
+        assert_eq!(slots.taken(), max);
+        drop(kept);
+        assert_eq!(slots.taken(), 0);
+    }
+
+    #[test]
+    fn the_difference_between_declared_and_implemented_goes_both_ways() {
+        let d = Described {
+            tools: vec!["add".into(), "debug".into(), "search".into()],
+            sdk: "toolhost-plugin 1.0".into(),
+        };
+        let (missing, undeclared) = d.differences(["add", "search", "export"]);
+        assert_eq!(missing, ["export"], "declared without a handler");
+        assert_eq!(undeclared, ["debug"], "a handler no agent can reach");
+        assert_eq!(d.differences(["add", "debug", "search"]), (vec![], vec![]));
+    }
+}
