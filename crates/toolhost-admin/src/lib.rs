@@ -32,7 +32,7 @@ mod server;
 mod service;
 pub mod token;
 
-pub use authority::relay as relay_authority;
+pub use authority::{MAX_HEADER_LIST, relay as relay_authority};
 pub use server::{AdminError, BoundSocket, Client, connect_unix, serve_tcp, serve_unix};
 pub use service::{AdminService, AdminState, NEEDS_CONFIG, OUTCOME_KEY};
 pub use toolhost_proto::admin;
