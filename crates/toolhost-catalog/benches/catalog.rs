@@ -1,5 +1,6 @@
-//! The catalog at scale: applying a 10,000-tool snapshot from cold, and
-//! applying a revision of it that changes one tool.
+//! The catalog at scale: applying a 10,000-tool snapshot from cold (served,
+//! and pushed to a daemon that withholds every tool), and applying a
+//! revision of it that changes one tool.
 //!
 //! Run: `cargo bench -p toolhost-catalog --bench catalog`
 
@@ -65,6 +66,20 @@ fn bench(c: &mut Criterion) {
             || (Store::new("kandev"), snapshot(1)),
             |(store, snap)| {
                 assert_eq!(store.offer(snap).outcome, Outcome::Accepted);
+                store
+            },
+            BatchSize::PerIteration,
+        );
+    });
+
+    // A fleet's catalog on a daemon that has none of its plugins: every
+    // tool is judged and withheld, and none compiled.
+    g.bench_function("apply_10k_managed_all_withheld_from_cold", |b| {
+        b.iter_batched(
+            || (Store::new("kandev"), snapshot(1)),
+            |(store, snap)| {
+                let r = store.offer_managed(snap, &toolhost_catalog::Installed::default());
+                assert_eq!(r.outcome, Outcome::Accepted);
                 store
             },
             BatchSize::PerIteration,

@@ -19,9 +19,12 @@ pub struct Entry {
     /// Digests of the canonical input and output schemas: the keys of the
     /// store's compiled-schema cache.
     pub(crate) schema_digests: ([u8; 32], Option<[u8; 32]>),
-    /// Why a pushed descriptor is withheld although its schemas compile: it
-    /// does not match what is installed (managed mode).
+    /// Why a pushed descriptor is withheld: it does not match what is
+    /// installed (managed mode).
     pub(crate) withheld: Option<String>,
+    /// Whether the schemas were compiled: a descriptor withheld when it
+    /// arrived never is, until a change of what is installed serves it.
+    pub(crate) compiled: bool,
 }
 
 impl Entry {

@@ -584,10 +584,7 @@ impl Store {
             };
             changed.extend(old.descriptor.surfaces.iter().cloned());
             changed.extend(d.surfaces.iter().cloned());
-            let mut entry = compile_entry(w, *d);
-            if let Some(inst) = installed {
-                entry.withheld = inst.verdict(&entry.descriptor, &entry.schema_digests);
-            }
+            let entry = judged_entry(w, *d, installed);
             same_visibility &= old.descriptor.surfaces == entry.descriptor.surfaces
                 && old.is_sound() == entry.is_sound();
             if by_fingerprint.get(&old.descriptor.fingerprint) == Some(&at) {
@@ -662,13 +659,7 @@ impl Store {
                     changed.extend(old.descriptor.surfaces.iter().cloned());
                     same_visibility = false;
                     same_names &= cur.entries.get(i).is_some_and(|o| Arc::ptr_eq(o, &old));
-                    entries.push(Arc::new(Entry {
-                        descriptor: old.descriptor.clone(),
-                        input: old.input.clone(),
-                        output: old.output.clone(),
-                        schema_digests: old.schema_digests,
-                        withheld,
-                    }));
+                    entries.push(Arc::new(rejudged(w, &old, withheld)));
                 }
                 Planned::New(d) => {
                     let old = cur
@@ -679,10 +670,7 @@ impl Store {
                         changed.extend(old.descriptor.surfaces.iter().cloned());
                     }
                     changed.extend(d.surfaces.iter().cloned());
-                    let mut entry = compile_entry(w, *d);
-                    if let Some(inst) = installed {
-                        entry.withheld = inst.verdict(&entry.descriptor, &entry.schema_digests);
-                    }
+                    let entry = judged_entry(w, *d, installed);
                     let in_place = cur.index.get(&entry.descriptor.exposed_name) == Some(&i);
                     same_names &= in_place;
                     same_visibility &= in_place
@@ -903,6 +891,57 @@ fn compile_cached(
     }
 }
 
+/// A new descriptor's entry, judged before it is compiled: one withheld
+/// (a pushed tool that does not match what is installed here) is never
+/// compiled, so a fleet catalog of tools this daemon does not serve costs
+/// their digests, not their compilation. The digests are what the
+/// judgement compares, and what the compiled-schema cache is keyed by.
+fn judged_entry(w: &mut Writer, d: Descriptor, installed: Option<&Installed>) -> Entry {
+    if let Some(inst) = installed {
+        let digests = (
+            canonical_digest(&d.input_schema),
+            d.output_schema.as_ref().map(canonical_digest),
+        );
+        if let Some(why) = inst.verdict(&d, &digests) {
+            return withheld_entry(d, digests, why);
+        }
+    }
+    compile_entry(w, d)
+}
+
+/// An entry that is not served, and whose schemas were therefore not
+/// compiled: both say why it is withheld.
+fn withheld_entry(d: Descriptor, digests: ([u8; 32], Option<[u8; 32]>), why: String) -> Entry {
+    Entry {
+        output: d.output_schema.as_ref().map(|_| Err(why.clone())),
+        input: Err(why.clone()),
+        descriptor: d,
+        schema_digests: digests,
+        withheld: Some(why),
+        compiled: false,
+    }
+}
+
+/// `old` judged again after the installed declarations changed: compiled
+/// now if it is served for the first time, and uncompiled schemas never
+/// served.
+fn rejudged(w: &mut Writer, old: &Entry, withheld: Option<String>) -> Entry {
+    match withheld {
+        Some(why) if !old.compiled => {
+            withheld_entry(old.descriptor.clone(), old.schema_digests, why)
+        }
+        None if !old.compiled => compile_entry(w, old.descriptor.clone()),
+        withheld => Entry {
+            descriptor: old.descriptor.clone(),
+            input: old.input.clone(),
+            output: old.output.clone(),
+            schema_digests: old.schema_digests,
+            withheld,
+            compiled: true,
+        },
+    }
+}
+
 fn compile_entry(w: &mut Writer, d: Descriptor) -> Entry {
     let (in_digest, input) = compile_cached(w, &d.input_schema);
     let input = input.map_err(|e| format!("input schema: {e}"));
@@ -922,6 +961,7 @@ fn compile_entry(w: &mut Writer, d: Descriptor) -> Entry {
         output,
         schema_digests: (in_digest, out_digest),
         withheld: None,
+        compiled: true,
     }
 }
 

@@ -660,3 +660,92 @@ fn a_sealed_descriptor_equals_by_fingerprint_and_an_unsealed_one_by_content() {
     n2.seal();
     assert_ne!(n1.fingerprint, n2.fingerprint);
 }
+
+/// A manifest of plugin `p` 1.0.0 with one tool, `t`, whose input is
+/// `schema` (TOML).
+fn installed_manifest(schema: &str) -> toolhost_manifest::Manifest {
+    let text = format!(
+        "id = \"p\"\nversion = \"1.0.0\"\nname = \"P\"\n[runtime]\ncommand = \"/bin/true\"\n\
+         [[tools]]\nname = \"t\"\ndescription = \"Does it.\"\nsurfaces = [\"chat\"]\n\
+         input_schema = {schema}\n"
+    );
+    toolhost_manifest::Manifest::parse(std::path::Path::new("/nonexistent"), &text)
+        .unwrap_or_else(|p| panic!("{p:?}"))
+}
+
+#[test]
+fn a_withheld_push_is_judged_before_it_is_compiled_and_compiled_once_it_is_served() {
+    let m =
+        installed_manifest("{ type = \"object\", properties = { n = { type = \"integer\" } } }");
+    let pushed = || Snapshot::from_manifests("kandev", "g1", 1, [&m]);
+    // Many tools of plugins this daemon does not have: all withheld, and
+    // not one schema compiled.
+    let s = Store::new("kandev");
+    let mut foreign = snap("g1", 1, vec![]);
+    for i in 0..50 {
+        let mut d = tool(
+            "elsewhere",
+            &format!("t{i}"),
+            &["chat"],
+            json!({
+                "type": "object",
+                "properties": { "n": { "type": "integer", "maximum": i } }
+            }),
+        );
+        d.plugin_id = "elsewhere".into();
+        foreign.tools.push(d);
+    }
+    let r = s.offer_managed(foreign, &toolhost_catalog::Installed::default());
+    assert_eq!(r.outcome, Outcome::Accepted);
+    assert_eq!(r.defects.len(), 50);
+    assert!(
+        r.defects.iter().all(|d| d.reason.contains("not installed")),
+        "{:?}",
+        r.defects
+    );
+    assert_eq!(s.compilations(), 0, "a withheld tool is never compiled");
+
+    // The same tool pushed before its plugin is installed, then again
+    // after: served only then, and compiled then, once.
+    let s = Store::new("kandev");
+    let none = toolhost_catalog::Installed::default();
+    assert_eq!(s.offer_managed(pushed(), &none).defects.len(), 1);
+    assert_eq!(s.compilations(), 0);
+    let installed = toolhost_catalog::Installed::from_manifests([&m]);
+    let mut again = pushed();
+    again.revision = 2;
+    let r = s.offer_managed(again, &installed);
+    assert!(r.defects.is_empty(), "{:?}", r.defects);
+    assert_eq!(s.compilations(), 1, "compiled once it is served");
+    let current = s.current();
+    let entry = current.get("kandev_p_t").expect("served");
+    assert!(entry.is_sound() && entry.input.is_ok());
+
+    // And withheld again when the plugin goes: its compiled schema may
+    // stay, but it is not served.
+    let mut third = pushed();
+    third.revision = 3;
+    let r = s.offer_managed(third, &none);
+    assert_eq!(r.defects.len(), 1);
+    assert!(!s.current().get("kandev_p_t").expect("listed").is_sound());
+}
+
+#[test]
+fn a_pushed_schema_that_differs_from_the_installed_one_is_withheld_without_compiling_it() {
+    let m = installed_manifest("{ type = \"object\" }");
+    let installed = toolhost_catalog::Installed::from_manifests([&m]);
+    let mut snapshot = Snapshot::from_manifests("kandev", "g1", 1, [&m]);
+    // A schema that would not even compile: the judgement comes first and
+    // names what matters to the operator, the difference.
+    snapshot.tools[0].input_schema =
+        json!({ "type": "object", "properties": { "x": { "type": 12 } } });
+    let s = Store::new("kandev");
+    let r = s.offer_managed(snapshot, &installed);
+    assert_eq!(r.defects.len(), 1);
+    assert!(
+        r.defects[0].reason.contains("input schema differs"),
+        "{:?}",
+        r.defects
+    );
+    assert_eq!(s.compilations(), 0);
+}
