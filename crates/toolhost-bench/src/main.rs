@@ -74,6 +74,8 @@ async fn main() -> Result<()> {
     if args.scale {
         println!("## The catalog at scale\n");
         scale::report(if args.quick { 200 } else { 1_000 }).await?;
+        println!("\n| measurement | RSS |\n|---|---|");
+        scale::print_rss_with_tools(if args.quick { 2_000 } else { 10_000 }).await;
         println!("\n## What agents are shown of a large catalog\n");
         return discovery::report(&discovery::examples_dir()).await;
     }
@@ -258,13 +260,7 @@ async fn main() -> Result<()> {
             mib(settled_rss[i])
         );
     }
-    match scale::rss_with_tools(if quick { 2_000 } else { 10_000 }).await {
-        Ok((n, kib)) => println!(
-            "| toolhost with {n} tools in its catalog | {:.1} MiB |",
-            mib(kib)
-        ),
-        Err(e) => println!("| toolhost with many tools | not measured: {e:#} |"),
-    }
+    scale::print_rss_with_tools(if quick { 2_000 } else { 10_000 }).await;
 
     println!("\n## Progress at its maximum rate (plugin protocol 2)\n");
     progress::report(if quick { 300 } else { 3_000 }).await?;
