@@ -327,11 +327,14 @@ mod tests {
     async fn an_error_a_silence_or_no_backend_at_all_denies() {
         let (f, _) = fixed(Err(tonic::Code::Internal));
         assert_eq!(ask(f, Duration::from_secs(5)).await, Err(Denied::Failed));
+        // A silent backend: whichever deadline fires first, ours or the
+        // `grpc-timeout` the server enforces, the call is denied.
         let (mut f, _) = fixed(Err(tonic::Code::Internal));
         f.hang = true;
-        assert_eq!(
-            ask(f, Duration::from_millis(200)).await,
-            Err(Denied::TimedOut)
+        let silent = ask(f, Duration::from_millis(200)).await;
+        assert!(
+            matches!(silent, Err(Denied::TimedOut | Denied::Failed)),
+            "{silent:?}"
         );
 
         let nowhere = AuthorizerAddress::Unix("/nonexistent/toolhost/backend.sock".into());
