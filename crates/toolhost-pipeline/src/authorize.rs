@@ -192,26 +192,7 @@ mod tests {
     }
 
     fn tool() -> Descriptor {
-        Descriptor {
-            plugin_id: "notes".into(),
-            plugin_version: "1.0.0".into(),
-            local_name: "add".into(),
-            exposed_name: "kandev_notes_add".into(),
-            title: None,
-            description: "Adds a note.".into(),
-            instructions: None,
-            surfaces: vec!["chat".into()],
-            input_schema: serde_json::json!({ "type": "object" }),
-            output_schema: None,
-            annotations: Default::default(),
-            timeout_ms: 1000,
-            aliases: Default::default(),
-            unknown_arguments: toolhost_validate::UnknownArguments::Reject,
-            reset_timeout_on_progress: false,
-            task: toolhost_catalog::TaskSupport::Never,
-            task_timeout_ms: None,
-            fingerprint: toolhost_catalog::Fingerprint::UNSEALED,
-        }
+        crate::testing::descriptor(1000, None)
     }
 
     /// Serves `backend` on a fresh Unix socket; the authorizer that asks it.

@@ -186,30 +186,8 @@ impl Caller for Silent {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
 
-    fn tool(timeout_ms: u32, task_timeout_ms: Option<u32>) -> toolhost_catalog::Descriptor {
-        toolhost_catalog::Descriptor {
-            plugin_id: "notes".into(),
-            plugin_version: "1.0.0".into(),
-            local_name: "add".into(),
-            exposed_name: "kandev_notes_add".into(),
-            title: None,
-            description: "Adds a note.".into(),
-            instructions: None,
-            surfaces: vec!["chat".into()],
-            input_schema: serde_json::json!({ "type": "object" }),
-            output_schema: None,
-            annotations: Default::default(),
-            timeout_ms,
-            aliases: BTreeMap::new(),
-            unknown_arguments: toolhost_validate::UnknownArguments::Reject,
-            reset_timeout_on_progress: false,
-            task: toolhost_catalog::TaskSupport::Optional,
-            task_timeout_ms,
-            fingerprint: toolhost_catalog::Fingerprint::UNSEALED,
-        }
-    }
+    use crate::testing::descriptor as tool;
 
     /// A task's caller, with the operator's cap on tasks.
     struct TaskCaller(Duration);

@@ -43,6 +43,8 @@ pub mod port;
 mod question;
 mod result;
 mod stream;
+#[cfg(test)]
+mod testing;
 
 pub use authorize::{Authorizer, AuthorizerAddress, AuthorizerSetupError, Denied};
 pub use binding::{Binding, BindingState};
