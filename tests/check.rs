@@ -160,3 +160,144 @@ input_schema = { type = "object", properties = { a = { type = "strin" }, b = { t
     }
     assert!(!err.contains("five"), "a value shown:\n{err}");
 }
+
+/// `toolhost` with `args` in the workspace: exit code, stdout, stderr.
+fn toolhost(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(bin("toolhost"))
+        .args(args)
+        .current_dir(workspace_root())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The Python tickets example, copied without its tools' declarations or
+/// schema files (a plugin whose author has written only code), launched
+/// on the checkout's virtualenv.
+fn tickets_without_declarations(root: &std::path::Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let example = workspace_root().join("plugins-example/tickets-py");
+    let dir = root.join("tickets");
+    std::fs::create_dir_all(dir.join("bin")).unwrap();
+    std::fs::copy(example.join("plugin.py"), dir.join("plugin.py")).unwrap();
+    let manifest = std::fs::read_to_string(example.join("plugin.toml")).unwrap();
+    let head = manifest.split("[[tools]]").next().unwrap();
+    std::fs::write(dir.join("plugin.toml"), head).unwrap();
+    let launcher = dir.join("bin/tickets-plugin");
+    std::fs::write(
+        &launcher,
+        format!(
+            "#!/bin/sh\nexec {} \"$(dirname \"$0\")/../plugin.py\"\n",
+            workspace_root().join(".venv/bin/python").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+/// The code states each tool's shape in its types; `schema sync` writes
+/// the manifest's schema files and entries from it, keeping what the
+/// author wrote; `check --start` then fails on any drift, naming the tool
+/// and the place, until the next sync.
+#[test]
+fn schema_sync_writes_the_codes_shapes_and_check_start_catches_drift() {
+    let root = toolhost_e2e::Scratch::new("schema-sync");
+    let dir = tickets_without_declarations(root.path());
+    let d = dir.to_str().unwrap();
+    // A configuration that grants the checkout's virtualenv and SDK and a
+    // pyenv Python, as the example's does; the secret the plugin needs to
+    // start comes on the command line.
+    let config = root.path().join("toolhost.toml");
+    let ws = workspace_root();
+    std::fs::write(
+        &config,
+        format!(
+            "[sandbox]\nread = [{:?}, {:?}, \"~/.pyenv\"]\n",
+            ws.join(".venv").display().to_string(),
+            ws.join("sdk").display().to_string()
+        ),
+    )
+    .unwrap();
+    let start = [
+        "--set",
+        "api_token=test",
+        "--config",
+        config.to_str().unwrap(),
+    ];
+
+    let (code, out, err) = toolhost(&[&["schema", "sync", d][..], &start].concat());
+    assert_eq!(code, 0, "{out}{err}");
+    for file in [
+        "schemas/create_ticket.json",
+        "schemas/create_ticket.out.json",
+        "schemas/list_tickets.json",
+        "schemas/close_ticket.json",
+    ] {
+        assert!(dir.join(file).is_file(), "{file} not written: {out}");
+    }
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("schemas/create_ticket.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(schema["required"], serde_json::json!(["title"]));
+    assert_eq!(
+        schema["properties"]["labels"]["items"]["required"],
+        serde_json::json!(["name"]),
+        "a nested dataclass's required fields"
+    );
+
+    // The author's words in the manifest survive every sync.
+    let manifest = std::fs::read_to_string(dir.join("plugin.toml")).unwrap();
+    let authored = manifest.replace(
+        "description = \"Closes a ticket for good, after the user agrees.\"",
+        "description = \"Closes a ticket (the author's words).\"\nannotations = { destructive = true }",
+    );
+    std::fs::write(dir.join("plugin.toml"), &authored).unwrap();
+    let (code, out, err) = toolhost(&[&["check", "--start", d][..], &start].concat());
+    assert_eq!(code, 0, "in step after a sync: {out}{err}");
+
+    // The code drifts: a new parameter, and one made required.
+    let code_text = std::fs::read_to_string(dir.join("plugin.py")).unwrap();
+    std::fs::write(
+        dir.join("plugin.py"),
+        code_text.replace(
+            "def create_ticket(title: str, labels",
+            "def create_ticket(title: str, due: str, labels",
+        ),
+    )
+    .unwrap();
+    let (code, out, err) = toolhost(&[&["check", "--start", d][..], &start].concat());
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("tool create_ticket: plugin.toml and the code disagree")
+            && err.contains("/properties/due (only in the code)")
+            && err.contains("/required (plugin.toml: [\"title\"], code: [\"title\",\"due\"])"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("tool list_tickets"),
+        "only the drifted tool: {err}"
+    );
+
+    let (code, out, err) = toolhost(&[&["schema", "sync", d][..], &start].concat());
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("wrote schemas/create_ticket.json"), "{out}");
+    assert!(
+        !out.contains("list_tickets.json"),
+        "unchanged files are left alone: {out}"
+    );
+    let synced = std::fs::read_to_string(dir.join("plugin.toml")).unwrap();
+    assert!(
+        synced.contains(
+            "Closes a ticket (the author's words).\"\nannotations = { destructive = true }"
+        ),
+        "{synced}"
+    );
+    let (code, out, err) = toolhost(&[&["check", "--start", d][..], &start].concat());
+    assert_eq!(code, 0, "{out}{err}");
+}

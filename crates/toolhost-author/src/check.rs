@@ -35,6 +35,11 @@ pub struct CheckArgs {
     /// undeclared tool a warning.
     #[arg(long)]
     start: bool,
+    /// With --start: a configuration value a plugin needs to start,
+    /// `NAME=VALUE` or `NAME=@FILE` (for secrets), given to every plugin
+    /// that declares the item. Repeatable.
+    #[arg(long = "set", value_name = "NAME=VALUE", requires = "start")]
+    set: Vec<String>,
 }
 
 fn hints(a: &Annotations) -> String {
@@ -97,7 +102,8 @@ pub fn run(args: &CheckArgs) -> Result<ExitCode> {
     if args.start && problems.is_empty() {
         // Read again: checking it consumed it (the file read like `serve`).
         let config = args.config.as_deref().and_then(|f| Config::load(f).ok());
-        config_problems.extend(start_and_describe(&set.plugins, config.as_ref())?);
+        let values = crate::code::parse_sets(&args.set)?;
+        config_problems.extend(start_and_describe(&set.plugins, config.as_ref(), &values)?);
     }
     let valid = problems.is_empty() && config_problems.is_empty();
 
@@ -232,100 +238,25 @@ fn capabilities_json(m: &toolhost_manifest::Manifest) -> serde_json::Value {
     })
 }
 
-/// Starts each plugin as `serve --dev` would (default sandbox, no grants
-/// but its development venv's Python, a scratch data directory), with the
-/// values and grants `config` gives it (`--config`), asks what its code
-/// implements, and stops it.
-/// Returns the problems: a start that fails (a plugin that needs a value
-/// nobody gave it cannot start, and that is one too), declared tools
-/// without a handler.
-///
-/// Kept whole on purpose: the scratch directories, the process and the runtime
-/// it runs on live exactly as long as this function, and every early return
-/// must stop the plugin first.
+/// Starts each plugin as `serve --dev` would and compares what its code
+/// says with its manifest ([`crate::code`]). Returns the problems: a start
+/// that fails, declared tools without a handler, and tools whose code
+/// states a shape the manifest's schemas do not match.
 fn start_and_describe(
     plugins: &[toolhost_manifest::Manifest],
     config: Option<&Config>,
+    values: &std::collections::BTreeMap<String, String>,
 ) -> Result<Vec<String>> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    let scratch = std::env::temp_dir().join(format!(
-        "toolhost-check-{}",
-        toolhost_base::ids::unguessable_id()?
-    ));
-    toolhost_lifecycle::private_dir(&scratch)?;
     let mut problems = Vec::new();
-    for m in plugins {
-        use toolhost_lifecycle::settings;
-        let mut operator = match config.and_then(|c| c.plugin.get(&m.id)) {
-            Some(p) => p.operator(&m.id)?,
-            None => settings::Operator::default(),
+    crate::code::start_each(plugins, config, values, true, |m, started| {
+        let started = match started {
+            Ok(s) => s,
+            Err(problem) => {
+                problems.push(problem);
+                return;
+            }
         };
-        let resolved = settings::resolve(
-            m,
-            &std::collections::BTreeMap::new(),
-            &settings::without_inline_secrets(m, &operator.config),
-        );
-        if !resolved.missing.is_empty() {
-            problems.push(format!(
-                "{}: could not start: it needs {} (give it under [plugin.\"{}\".config] in the file --config names, or with `toolhost plugins config` on a daemon)",
-                m.id,
-                resolved.missing.join(", "),
-                m.id
-            ));
-            continue;
-        }
-        let mut spec = toolhost_lifecycle::plugin_spec(m, &scratch);
-        spec.config = resolved.delivered;
-        // As `serve --dev` runs it: a development venv's Python may be read.
-        operator
-            .read
-            .extend(toolhost_daemon::dev::venv_base(&m.dir));
-        spec.sandbox = toolhost_lifecycle::settings::sandbox_policy(
-            m,
-            &operator,
-            &toolhost_lifecycle::settings::SandboxConfig::default(),
-        );
-        let limit = std::time::Duration::from_millis(m.runtime.startup_timeout_ms)
-            + std::time::Duration::from_secs(2);
-        let outcome = runtime.block_on(async {
-            let handle =
-                toolhost_runtime::supervise(spec, toolhost_runtime::SupervisorConfig::default());
-            let mut rx = handle.subscribe();
-            let waited = tokio::time::timeout(
-                limit,
-                rx.wait_for(|s| {
-                    matches!(
-                        s.phase,
-                        toolhost_runtime::Phase::Ready
-                            | toolhost_runtime::Phase::Restarting
-                            | toolhost_runtime::Phase::Failed
-                    )
-                }),
-            )
-            .await
-            // The state's guard is let go here: holding it would keep
-            // the supervisor from saying it stopped.
-            .is_ok_and(|seen| seen.is_ok());
-            let state = handle.state();
-            let ready = waited && state.phase == toolhost_runtime::Phase::Ready;
-            let differences = handle.tool_differences();
-            handle.stop().await;
-            (ready, state, differences)
-        });
-        let (ready, state, (unimplemented, undeclared)) = outcome;
-        if !ready {
-            problems.push(format!(
-                "{}: did not start: {}",
-                m.id,
-                state
-                    .last_error
-                    .unwrap_or_else(|| "it did not become ready in time".to_owned())
-            ));
-            continue;
-        }
-        match &state.described {
+        match &started.described {
             Some(d) => outln!(
                 "{}: started; its code implements {} ({})",
                 m.id,
@@ -345,22 +276,24 @@ fn start_and_describe(
                 m.id
             ),
         }
-        if !unimplemented.is_empty() {
+        if !started.unimplemented.is_empty() {
             problems.push(format!(
                 "{}: tools declared in plugin.toml but not implemented by its code: {} (add a handler, or remove the declaration)",
                 m.id,
-                unimplemented.join(", ")
+                started.unimplemented.join(", ")
             ));
         }
-        if !undeclared.is_empty() {
+        if !started.undeclared.is_empty() {
             errln!(
                 "warning: {}: its code implements tools plugin.toml does not declare, which no agent can call: {}",
                 m.id,
-                undeclared.join(", ")
+                started.undeclared.join(", ")
             );
         }
-    }
-    let _ = std::fs::remove_dir_all(&scratch);
+        if let Some(d) = &started.described {
+            problems.extend(crate::drift::drift(m, &d.shapes));
+        }
+    })?;
     Ok(problems)
 }
 

@@ -3,7 +3,10 @@
 //! `toolhost pack` (a plugin built and packed into the archive an install
 //! takes, checked as an install would check it), and `toolhost check`
 //! (manifests, schemas and names as one installed set, and with `--start`
-//! the plugin's code against its manifest). `toolhost serve --dev`, the
+//! the plugin's code against its manifest), and `toolhost schema sync` (the
+//! shapes the code states in its own types, written into the manifest's
+//! schema files: the code states a shape once, and the manifest still
+//! carries it, checked, before install). `toolhost serve --dev`, the
 //! daemon for one plugin's author, is the daemon's (`toolhost-daemon`).
 //!
 //! What this crate must not do: accept a plugin an install would refuse,
@@ -12,5 +15,8 @@
 #![forbid(unsafe_code)]
 
 pub mod check;
+pub mod code;
+pub mod drift;
 pub mod new;
 pub mod pack;
+pub mod sync;

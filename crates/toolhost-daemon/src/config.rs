@@ -440,6 +440,7 @@ impl SupervisorFile {
             max_restarts: self.max_restarts.unwrap_or(d.max_restarts),
             restart_window: ms(self.restart_window_ms, d.restart_window),
             stop_grace: ms(self.stop_grace_ms, d.stop_grace),
+            keep_shapes: false,
         }
     }
 }

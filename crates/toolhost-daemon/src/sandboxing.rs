@@ -75,7 +75,8 @@ pub struct SandboxFile {
 }
 
 impl SandboxFile {
-    pub(crate) fn resolve(&self) -> Result<SandboxConfig> {
+    /// The sandbox settings as a daemon reading this file applies them.
+    pub fn resolve(&self) -> Result<SandboxConfig> {
         let d = SandboxConfig::default();
         let c = SandboxConfig {
             enabled: self.enabled.unwrap_or(d.enabled),

@@ -12,6 +12,7 @@ use std::sync::Arc;
 #[derive(Default, Clone)]
 pub struct Plugin {
     pub(crate) tools: HashMap<String, Handler>,
+    shapes: Vec<toolhost_proto::plugin_v2::ToolShape>,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -41,11 +42,35 @@ impl Plugin {
         self
     }
 
+    /// States the shape of the tool `name` as the code sees it: its input
+    /// schema (and output schema), typically derived from the handler's
+    /// argument type. toolhost never serves it: `toolhost schema sync`
+    /// writes it into the manifest's schema files, and `toolhost check
+    /// --start` fails when the manifest says otherwise.
+    #[must_use]
+    pub fn shape(
+        mut self,
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input: &serde_json::Value,
+        output: Option<&serde_json::Value>,
+    ) -> Self {
+        let name = name.into();
+        self.shapes.retain(|s| s.name != name);
+        self.shapes.push(toolhost_proto::plugin_v2::ToolShape {
+            name,
+            input_schema_json: input.to_string(),
+            output_schema_json: output.map(ToString::to_string).unwrap_or_default(),
+            description: description.into(),
+        });
+        self
+    }
+
     /// Serves until SIGTERM or SIGINT. Fails when not started by toolhost
     /// (no magic cookie), when toolhost offers no protocol version this SDK
     /// speaks, or when the socket cannot be served.
     pub async fn serve(self) -> Result<(), ServeError> {
-        crate::serve::serve(self.tools).await
+        crate::serve::serve(self.tools, self.shapes).await
     }
 
     /// Builds a Tokio runtime, serves, and turns the outcome into an exit

@@ -54,6 +54,8 @@ pub enum ServeError {
 
 struct Service {
     tools: Arc<HashMap<String, Handler>>,
+    /// The shapes the code states (`Plugin::shape`), for `Describe`.
+    shapes: Vec<wire::ToolShape>,
     /// The token toolhost presents on every call; `None` under a toolhost
     /// that sends none (before call tokens), when nothing is checked.
     call_token: Option<Arc<str>>,
@@ -281,6 +283,8 @@ impl StreamService for Service {
         Ok(tonic::Response::new(wire::DescribeResponse {
             tools,
             sdk: concat!("toolhost-plugin-sdk ", env!("CARGO_PKG_VERSION")).to_owned(),
+            // Tools registered with their types (schemars) state their shapes.
+            shapes: self.shapes.clone(),
         }))
     }
 
@@ -408,7 +412,10 @@ async fn shutdown_signal() {
     }
 }
 
-pub(crate) async fn serve(tools: HashMap<String, Handler>) -> Result<(), ServeError> {
+pub(crate) async fn serve(
+    tools: HashMap<String, Handler>,
+    shapes: Vec<wire::ToolShape>,
+) -> Result<(), ServeError> {
     if std::env::var(MAGIC_COOKIE_KEY).as_deref() != Ok(MAGIC_COOKIE_VALUE) {
         return Err(ServeError::NotUnderToolhost);
     }
@@ -438,10 +445,12 @@ pub(crate) async fn serve(tools: HashMap<String, Handler>) -> Result<(), ServeEr
     let _ = HEALTH.set(reporter);
     let service = Service {
         tools: Arc::new(tools),
+        shapes: Vec::new(),
         call_token,
     };
     let streaming = StreamServer::new(Service {
         tools: Arc::clone(&service.tools),
+        shapes,
         call_token: service.call_token.clone(),
     });
     let service = PluginServer::new(service);

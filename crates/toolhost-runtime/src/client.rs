@@ -45,6 +45,78 @@ pub struct Described {
     pub tools: Vec<String>,
     /// The SDK and its version, as the plugin tells it (made safe to log).
     pub sdk: String,
+    /// The shapes the code states for its tools, when they were asked for
+    /// (the supervisor's `keep_shapes`); a serving daemon does not keep
+    /// them.
+    pub shapes: std::sync::Arc<[ToolShape]>,
+}
+
+/// One tool's shape as the plugin's code declares it (its types, through
+/// its SDK). The plugin's word: bounded when read, and never served.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolShape {
+    /// The tool's local name.
+    pub name: String,
+    /// The input schema (a JSON object).
+    pub input: serde_json::Value,
+    /// The output schema, when the code declares one.
+    pub output: Option<serde_json::Value>,
+    /// The code's description of the tool (made safe to print).
+    pub description: String,
+}
+
+/// The largest schema read from a `Describe` answer, as JSON text: the
+/// manifest's own cap on a schema file.
+pub const MAX_SHAPE_SCHEMA_BYTES: usize = 256 * 1024;
+
+/// The most schema text read from one `Describe` answer.
+pub const MAX_SHAPES_BYTES: usize = 8 * 1024 * 1024;
+
+/// The shapes of a `Describe` answer that can be read: named tools among
+/// `tools`, schemas that are JSON objects within the caps; the rest are
+/// left out (a later comparison then reports the tool as not stated).
+fn read_shapes(
+    shapes: Vec<toolhost_proto::plugin_v2::ToolShape>,
+    tools: &[String],
+) -> Vec<ToolShape> {
+    let mut budget = MAX_SHAPES_BYTES;
+    let mut out: Vec<ToolShape> = Vec::new();
+    for s in shapes.into_iter().take(1000) {
+        let cost = s.input_schema_json.len() + s.output_schema_json.len();
+        if s.input_schema_json.len() > MAX_SHAPE_SCHEMA_BYTES
+            || s.output_schema_json.len() > MAX_SHAPE_SCHEMA_BYTES
+            || cost > budget
+            || tools.binary_search(&s.name).is_err()
+            || out.iter().any(|o| o.name == s.name)
+        {
+            continue;
+        }
+        budget -= cost;
+        let object = |text: &str| {
+            serde_json::from_str::<serde_json::Value>(text)
+                .ok()
+                .filter(serde_json::Value::is_object)
+        };
+        let Some(input) = object(&s.input_schema_json) else {
+            continue;
+        };
+        let output = if s.output_schema_json.is_empty() {
+            None
+        } else {
+            match object(&s.output_schema_json) {
+                Some(o) => Some(o),
+                None => continue,
+            }
+        };
+        out.push(ToolShape {
+            name: s.name,
+            input,
+            output,
+            description: toolhost_base::log_safe(&s.description, 4096).into_owned(),
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
 }
 
 impl Described {
@@ -380,8 +452,9 @@ impl PluginClient {
     /// `Describe`), within `timeout`. `None` when it does not say: a
     /// protocol-1 plugin, an SDK without `Describe`, or no answer in time.
     /// What it says is the plugin's word, so it is bounded here: at most
-    /// 1,000 names of at most 128 bytes, and an SDK line of 200 bytes.
-    pub async fn describe(&self, timeout: Duration) -> Option<Described> {
+    /// 1,000 names of at most 128 bytes, and an SDK line of 200 bytes;
+    /// the code's shapes only when `with_shapes`, within their caps.
+    pub async fn describe(&self, timeout: Duration, with_shapes: bool) -> Option<Described> {
         if self.protocol != 2 {
             return None;
         }
@@ -403,9 +476,15 @@ impl PluginClient {
             .collect();
         tools.sort();
         tools.dedup();
+        let shapes = if with_shapes {
+            read_shapes(answer.shapes, &tools)
+        } else {
+            Vec::new()
+        };
         Some(Described {
             tools,
             sdk: toolhost_base::log_safe(&answer.sdk, 200).into_owned(),
+            shapes: shapes.into(),
         })
     }
 
@@ -568,10 +647,56 @@ mod tests {
         let d = Described {
             tools: vec!["add".into(), "debug".into(), "search".into()],
             sdk: "toolhost-plugin 1.0".into(),
+            ..Described::default()
         };
         let (missing, undeclared) = d.differences(["add", "search", "export"]);
         assert_eq!(missing, ["export"], "declared without a handler");
         assert_eq!(undeclared, ["debug"], "a handler no agent can reach");
         assert_eq!(d.differences(["add", "debug", "search"]), (vec![], vec![]));
+    }
+
+    #[test]
+    fn only_readable_shapes_of_named_tools_are_kept() {
+        use toolhost_proto::plugin_v2::ToolShape as Wire;
+        let shape = |name: &str, input: &str, output: &str| Wire {
+            name: name.into(),
+            input_schema_json: input.into(),
+            output_schema_json: output.into(),
+            description: "Adds.\u{1b}[31m".into(),
+        };
+        let tools = vec!["add".to_owned(), "list".to_owned(), "search".to_owned()];
+        let huge = format!(
+            "{{\"description\":\"{}\"}}",
+            "x".repeat(MAX_SHAPE_SCHEMA_BYTES)
+        );
+        let kept = read_shapes(
+            vec![
+                shape("search", r#"{"type":"object"}"#, r#"{"type":"object"}"#),
+                shape("add", r#"{"type":"object"}"#, ""),
+                shape("add", r#"{"type":"string"}"#, ""),
+                shape("other", r#"{"type":"object"}"#, ""),
+                shape("list", "[1]", ""),
+                shape("list", &huge, ""),
+                shape("list", r#"{"type":"object"}"#, "not json"),
+            ],
+            &tools,
+        );
+        let names: Vec<&str> = kept.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["add", "search"],
+            "unnamed, non-object, oversized and broken shapes are left out"
+        );
+        assert_eq!(
+            kept[0].input,
+            serde_json::json!({"type": "object"}),
+            "the first shape of a name counts"
+        );
+        assert_eq!(kept[0].output, None);
+        assert!(kept[1].output.is_some());
+        assert!(
+            !kept[0].description.contains('\u{1b}'),
+            "made safe to print"
+        );
     }
 }

@@ -57,7 +57,8 @@ mod spec;
 mod supervisor;
 
 pub use client::{
-    CallSlot, CallSlots, CallStream, DEFAULT_MAX_ANSWER_BYTES, Described, InvokeError, PluginClient,
+    CallSlot, CallSlots, CallStream, DEFAULT_MAX_ANSWER_BYTES, Described, InvokeError,
+    MAX_SHAPE_SCHEMA_BYTES, MAX_SHAPES_BYTES, PluginClient, ToolShape,
 };
 pub use leaders::Leaders;
 

@@ -40,6 +40,10 @@ pub struct SupervisorConfig {
     pub restart_window: Duration,
     /// Between SIGTERM and SIGKILL when stopping.
     pub stop_grace: Duration,
+    /// Keep the shapes the code states for its tools (`Describe`): for
+    /// `check --start` and `schema sync`, never for a serving daemon,
+    /// which would hold every schema twice.
+    pub keep_shapes: bool,
 }
 
 impl Default for SupervisorConfig {
@@ -54,6 +58,7 @@ impl Default for SupervisorConfig {
             max_restarts: 5,
             restart_window: Duration::from_secs(60),
             stop_grace: Duration::from_secs(5),
+            keep_shapes: false,
         }
     }
 }
@@ -441,17 +446,12 @@ impl Supervisor {
 
     /// Serves a ready process until it crashes or a command ends it; the
     /// process is stopped and reaped before this returns.
-    async fn serve(&mut self, mut running: Running) -> Ended {
-        let gone = CancellationToken::new();
-        let client = PluginClient::new(
-            Arc::from(self.spec.id.as_str()),
-            running.pid,
-            running.channel.clone(),
-            gone.clone(),
-            &running.call_token,
-        )
-        .speaking(self.spec.protocol);
-        let described = client.describe(self.config.health_timeout).await;
+    /// Asks a started process what its code implements, and logs where it
+    /// and the manifest disagree.
+    async fn describe(&self, client: &PluginClient) -> Option<crate::client::Described> {
+        let described = client
+            .describe(self.config.health_timeout, self.config.keep_shapes)
+            .await;
         if let Some(d) = &described {
             let (unimplemented, undeclared) =
                 d.differences(self.spec.tools.iter().map(String::as_str));
@@ -464,6 +464,20 @@ impl Supervisor {
                 );
             }
         }
+        described
+    }
+
+    async fn serve(&mut self, mut running: Running) -> Ended {
+        let gone = CancellationToken::new();
+        let client = PluginClient::new(
+            Arc::from(self.spec.id.as_str()),
+            running.pid,
+            running.channel.clone(),
+            gone.clone(),
+            &running.call_token,
+        )
+        .speaking(self.spec.protocol);
+        let described = self.describe(&client).await;
         let disk = running.disk.clone();
         self.state.send_modify(|s| {
             s.described = described;

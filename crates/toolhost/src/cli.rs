@@ -3,7 +3,7 @@
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
-use toolhost_author::{check, new, pack};
+use toolhost_author::{check, new, pack, sync};
 use toolhost_base::errln;
 use toolhost_ctl::{call, catalog, fleet, ops};
 use toolhost_daemon::serve;
@@ -29,6 +29,11 @@ enum Command {
     /// Build a plugin and write an installable .tar.gz of what it needs at
     /// run time (release binary, vendored dependencies, built JavaScript).
     Pack(pack::PackArgs),
+    /// The tools' schemas, between a plugin's code and its manifest.
+    Schema {
+        #[command(subcommand)]
+        command: SchemaCommand,
+    },
     /// Call one tool through a running daemon's MCP endpoint, as an agent
     /// would. Exit 0 on success, 1 when the result is an error.
     Call(call::CallArgs),
@@ -66,6 +71,15 @@ enum Command {
 }
 
 #[derive(Debug, Subcommand)]
+enum SchemaCommand {
+    /// Start the plugin, take the shapes its code states in its own types
+    /// (type hints, zod or TypeBox, schemars), and write them into its
+    /// schema files and plugin.toml, keeping what the author wrote there.
+    /// `check --start` then fails whenever the two drift apart.
+    Sync(sync::SyncArgs),
+}
+
+#[derive(Debug, Subcommand)]
 enum FleetCommand {
     /// One row per daemon of the group: what it applied, flagging those
     /// behind the group's catalog, refusing it (NACK), or silent. Exit 1
@@ -94,6 +108,9 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Check(args) => check::run(&args),
         Command::New(args) => new::run(&args),
         Command::Pack(args) => pack::run(&args),
+        Command::Schema {
+            command: SchemaCommand::Sync(args),
+        } => sync::run(&args),
         Command::Serve(args) => {
             serve_runtime().and_then(|rt| rt.block_on(serve::run(args)).map(|()| ExitCode::SUCCESS))
         }

@@ -36,6 +36,7 @@ from ._gen.kandev.plugin.v1 import plugin_pb2 as v1
 from ._gen.kandev.plugin.v1 import plugin_pb2_grpc as v1_grpc
 from ._gen.toolhost.plugin.v2 import plugin_pb2 as v2
 from ._gen.toolhost.plugin.v2 import plugin_pb2_grpc as v2_grpc
+from . import shapes
 from ._values import integers
 from .call import Link, ToolCall
 from .content import Content, Returned, ToolError, ToolResult, to_result
@@ -79,6 +80,8 @@ class Plugin:
 
     def __init__(self) -> None:
         self.tools: dict[str, Handler] = {}
+        # The shapes typed tools state (for Describe, and so `schema sync`).
+        self.shapes: dict[str, shapes.Shape] = {}
         # The token toolhost presents on every call (None under a toolhost
         # that sends none, when nothing is checked).
         self._call_token: Optional[str] = None
@@ -93,14 +96,30 @@ class Plugin:
             sys.stdout.flush()
             os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
 
-    def tool(self, name: str) -> Callable[[Handler], Handler]:
-        """Registers the decorated function as the tool declared as ``name``
-        in the manifest."""
+    def tool(self, name: Union[str, Callable, None] = None) -> Any:
+        """Registers the decorated function as the tool ``name`` (the
+        function's own name when not given): ``@plugin.tool``,
+        ``@plugin.tool()`` or ``@plugin.tool("name")``.
 
-        def register(fn: Handler) -> Handler:
-            self.tools[name] = fn
+        A function of one unannotated parameter (or one annotated
+        :class:`ToolCall`) reads ``call.arguments`` itself; the manifest
+        alone states its schema. A function with typed parameters states
+        its shape in them (see :mod:`toolhost_plugin.shapes`): it receives
+        its arguments as those types, and ``toolhost schema sync`` writes
+        the shape into the manifest."""
+
+        def register(fn: Callable) -> Callable:
+            local = name if isinstance(name, str) else fn.__name__
+            shape = shapes.shape_of(fn)
+            if shape is None:
+                self.tools[local] = fn
+            else:
+                self.shapes[local] = shape
+                self.tools[local] = _typed_handler(fn, shape)
             return fn
 
+        if callable(name):
+            return register(name)
         return register
 
     @property
@@ -226,6 +245,30 @@ class Plugin:
             return ToolResult([_text(f"{call.name} failed: {type(e).__name__}")], is_error=True)
 
 
+def _typed_handler(fn: Callable, shape: "shapes.Shape") -> Handler:
+    """A typed function as a handler of one call: the checked arguments
+    built into its parameters' types, its return value made JSON (the
+    structured content, when the function declares an output type)."""
+
+    def result(value: Any) -> Any:
+        if isinstance(value, (ToolResult, Content, str)) or value is None:
+            return value
+        dumped = shapes.dump(value)
+        return dumped if isinstance(dumped, dict) else json.dumps(dumped)
+
+    if inspect.iscoroutinefunction(fn):
+
+        async def typed_async(call: ToolCall) -> Any:
+            return result(await fn(**shape.arguments(dict(call.arguments), call)))
+
+        return typed_async
+
+    def typed(call: ToolCall) -> Any:
+        return result(fn(**shape.arguments(dict(call.arguments), call)))
+
+    return typed
+
+
 class HandlerCancelled(BaseException):
     """Raised in a plain handler's thread when its call is cancelled or its
     deadline passes. A ``BaseException``, so ``except Exception`` does not
@@ -341,7 +384,19 @@ class _Streaming(v2_grpc.PluginServicer):
         """The tools this code implements, for toolhost to compare with the
         manifest."""
         await _from_toolhost(self.plugin, context)
-        return v2.DescribeResponse(tools=sorted(self.plugin.tools), sdk=f"toolhost-plugin {SDK_VERSION}")
+        return v2.DescribeResponse(
+            tools=sorted(self.plugin.tools),
+            sdk=f"toolhost-plugin {SDK_VERSION}",
+            shapes=[
+                v2.ToolShape(
+                    name=name,
+                    input_schema_json=json.dumps(shape.input_schema),
+                    output_schema_json=json.dumps(shape.output_schema) if shape.output_schema is not None else "",
+                    description=shape.description,
+                )
+                for name, shape in sorted(self.plugin.shapes.items())
+            ],
+        )
 
     async def Invoke(self, request_iterator, context):
         await _from_toolhost(self.plugin, context)

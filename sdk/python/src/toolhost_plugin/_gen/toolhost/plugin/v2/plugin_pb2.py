@@ -26,53 +26,55 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from toolhost_plugin._gen.kandev.plugin.v1 import plugin_pb2 as kandev_dot_plugin_dot_v1_dot_plugin__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ftoolhost/plugin/v2/plugin.proto\x12\x12toolhost.plugin.v2\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1dkandev/plugin/v1/plugin.proto\"\x11\n\x0f\x44\x65scribeRequest\".\n\x10\x44\x65scribeResponse\x12\r\n\x05tools\x18\x01 \x03(\t\x12\x0b\n\x03sdk\x18\x02 \x01(\t\"n\n\tHostEvent\x12*\n\x05start\x18\x01 \x01(\x0b\x32\x19.toolhost.plugin.v2.StartH\x00\x12,\n\x06\x61nswer\x18\x02 \x01(\x0b\x32\x1a.toolhost.plugin.v2.AnswerH\x00\x42\x07\n\x05\x65vent\"\x96\x01\n\x05Start\x12\x33\n\x07request\x18\x01 \x01(\x0b\x32\".kandev.plugin.v1.AgentToolRequest\x12\x0f\n\x07\x63\x61n_ask\x18\x02 \x01(\x08\x12\x16\n\x0ewants_progress\x18\x03 \x01(\x08\x12/\n\tlog_level\x18\x04 \x01(\x0e\x32\x1c.toolhost.plugin.v2.LogLevel\"\xc1\x01\n\x06\x41nswer\x12\x13\n\x0bquestion_id\x18\x01 \x01(\r\x12\x31\n\x06\x61\x63tion\x18\x02 \x01(\x0e\x32!.toolhost.plugin.v2.Answer.Action\x12(\n\x07\x63ontent\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"E\n\x06\x41\x63tion\x12\x16\n\x12\x41\x43TION_UNSPECIFIED\x10\x00\x12\n\n\x06\x41\x43\x43\x45PT\x10\x01\x12\x0b\n\x07\x44\x45\x43LINE\x10\x02\x12\n\n\x06\x43\x41NCEL\x10\x03\"\xd4\x01\n\x0bPluginEvent\x12\x30\n\x08progress\x18\x01 \x01(\x0b\x32\x1c.toolhost.plugin.v2.ProgressH\x00\x12&\n\x03log\x18\x02 \x01(\x0b\x32\x17.toolhost.plugin.v2.LogH\x00\x12\x30\n\x08question\x18\x03 \x01(\x0b\x32\x1c.toolhost.plugin.v2.QuestionH\x00\x12\x30\n\x06result\x18\x04 \x01(\x0b\x32\x1e.toolhost.plugin.v2.ToolResultH\x00\x42\x07\n\x05\x65vent\"K\n\x08Progress\x12\x10\n\x08progress\x18\x01 \x01(\x01\x12\x12\n\x05total\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x0f\n\x07message\x18\x03 \x01(\tB\x08\n\x06_total\"y\n\x03Log\x12+\n\x05level\x18\x01 \x01(\x0e\x32\x1c.toolhost.plugin.v2.LogLevel\x12\x0f\n\x07message\x18\x02 \x01(\t\x12$\n\x04\x64\x61ta\x18\x03 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x0e\n\x06logger\x18\x04 \x01(\t\"\x86\x01\n\x08Question\x12\n\n\x02id\x18\x01 \x01(\r\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x31\n\x10requested_schema\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x19\n\x0c\x61nswers_seen\x18\x04 \x01(\rH\x00\x88\x01\x01\x42\x0f\n\r_answers_seen\"\x81\x01\n\nToolResult\x12,\n\x07\x63ontent\x18\x01 \x03(\x0b\x32\x1b.toolhost.plugin.v2.Content\x12\x33\n\x12structured_content\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x10\n\x08is_error\x18\x03 \x01(\x08\"\xbf\x02\n\x07\x43ontent\x12(\n\x04text\x18\x01 \x01(\x0b\x32\x18.toolhost.plugin.v2.TextH\x00\x12*\n\x05image\x18\x02 \x01(\x0b\x32\x19.toolhost.plugin.v2.ImageH\x00\x12*\n\x05\x61udio\x18\x03 \x01(\x0b\x32\x19.toolhost.plugin.v2.AudioH\x00\x12\x39\n\rresource_link\x18\x04 \x01(\x0b\x32 .toolhost.plugin.v2.ResourceLinkH\x00\x12\x38\n\x08resource\x18\x05 \x01(\x0b\x32$.toolhost.plugin.v2.EmbeddedResourceH\x00\x12\x34\n\x0b\x61nnotations\x18\x06 \x01(\x0b\x32\x1f.toolhost.plugin.v2.AnnotationsB\x07\n\x05\x62lock\"\x14\n\x04Text\x12\x0c\n\x04text\x18\x01 \x01(\t\"(\n\x05Image\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x11\n\tmime_type\x18\x02 \x01(\t\"(\n\x05\x41udio\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x11\n\tmime_type\x18\x02 \x01(\t\"|\n\x0cResourceLink\x12\x0b\n\x03uri\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x11\n\tmime_type\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\r\n\x05title\x18\x05 \x01(\t\x12\x11\n\x04size\x18\x06 \x01(\x04H\x00\x88\x01\x01\x42\x07\n\x05_size\"^\n\x10\x45mbeddedResource\x12\x0b\n\x03uri\x18\x01 \x01(\t\x12\x11\n\tmime_type\x18\x02 \x01(\t\x12\x0e\n\x04text\x18\x03 \x01(\tH\x00\x12\x0e\n\x04\x62lob\x18\x04 \x01(\x0cH\x00\x42\n\n\x08\x63ontents\"\xa0\x01\n\x0b\x41nnotations\x12\x36\n\x08\x61udience\x18\x01 \x03(\x0e\x32$.toolhost.plugin.v2.Annotations.Role\x12\x15\n\x08priority\x18\x02 \x01(\x01H\x00\x88\x01\x01\"5\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x08\n\x04USER\x10\x01\x12\r\n\tASSISTANT\x10\x02\x42\x0b\n\t_priority*\x86\x01\n\x08LogLevel\x12\x19\n\x15LOG_LEVEL_UNSPECIFIED\x10\x00\x12\t\n\x05\x44\x45\x42UG\x10\x01\x12\x08\n\x04INFO\x10\x02\x12\n\n\x06NOTICE\x10\x03\x12\x0b\n\x07WARNING\x10\x04\x12\t\n\x05\x45RROR\x10\x05\x12\x0c\n\x08\x43RITICAL\x10\x06\x12\t\n\x05\x41LERT\x10\x07\x12\r\n\tEMERGENCY\x10\x08\x32\xad\x01\n\x06Plugin\x12L\n\x06Invoke\x12\x1d.toolhost.plugin.v2.HostEvent\x1a\x1f.toolhost.plugin.v2.PluginEvent(\x01\x30\x01\x12U\n\x08\x44\x65scribe\x12#.toolhost.plugin.v2.DescribeRequest\x1a$.toolhost.plugin.v2.DescribeResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ftoolhost/plugin/v2/plugin.proto\x12\x12toolhost.plugin.v2\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1dkandev/plugin/v1/plugin.proto\"\x11\n\x0f\x44\x65scribeRequest\"]\n\x10\x44\x65scribeResponse\x12\r\n\x05tools\x18\x01 \x03(\t\x12\x0b\n\x03sdk\x18\x02 \x01(\t\x12-\n\x06shapes\x18\x03 \x03(\x0b\x32\x1d.toolhost.plugin.v2.ToolShape\"e\n\tToolShape\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x19\n\x11input_schema_json\x18\x02 \x01(\t\x12\x1a\n\x12output_schema_json\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\"n\n\tHostEvent\x12*\n\x05start\x18\x01 \x01(\x0b\x32\x19.toolhost.plugin.v2.StartH\x00\x12,\n\x06\x61nswer\x18\x02 \x01(\x0b\x32\x1a.toolhost.plugin.v2.AnswerH\x00\x42\x07\n\x05\x65vent\"\x96\x01\n\x05Start\x12\x33\n\x07request\x18\x01 \x01(\x0b\x32\".kandev.plugin.v1.AgentToolRequest\x12\x0f\n\x07\x63\x61n_ask\x18\x02 \x01(\x08\x12\x16\n\x0ewants_progress\x18\x03 \x01(\x08\x12/\n\tlog_level\x18\x04 \x01(\x0e\x32\x1c.toolhost.plugin.v2.LogLevel\"\xc1\x01\n\x06\x41nswer\x12\x13\n\x0bquestion_id\x18\x01 \x01(\r\x12\x31\n\x06\x61\x63tion\x18\x02 \x01(\x0e\x32!.toolhost.plugin.v2.Answer.Action\x12(\n\x07\x63ontent\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"E\n\x06\x41\x63tion\x12\x16\n\x12\x41\x43TION_UNSPECIFIED\x10\x00\x12\n\n\x06\x41\x43\x43\x45PT\x10\x01\x12\x0b\n\x07\x44\x45\x43LINE\x10\x02\x12\n\n\x06\x43\x41NCEL\x10\x03\"\xd4\x01\n\x0bPluginEvent\x12\x30\n\x08progress\x18\x01 \x01(\x0b\x32\x1c.toolhost.plugin.v2.ProgressH\x00\x12&\n\x03log\x18\x02 \x01(\x0b\x32\x17.toolhost.plugin.v2.LogH\x00\x12\x30\n\x08question\x18\x03 \x01(\x0b\x32\x1c.toolhost.plugin.v2.QuestionH\x00\x12\x30\n\x06result\x18\x04 \x01(\x0b\x32\x1e.toolhost.plugin.v2.ToolResultH\x00\x42\x07\n\x05\x65vent\"K\n\x08Progress\x12\x10\n\x08progress\x18\x01 \x01(\x01\x12\x12\n\x05total\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x0f\n\x07message\x18\x03 \x01(\tB\x08\n\x06_total\"y\n\x03Log\x12+\n\x05level\x18\x01 \x01(\x0e\x32\x1c.toolhost.plugin.v2.LogLevel\x12\x0f\n\x07message\x18\x02 \x01(\t\x12$\n\x04\x64\x61ta\x18\x03 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x0e\n\x06logger\x18\x04 \x01(\t\"\x86\x01\n\x08Question\x12\n\n\x02id\x18\x01 \x01(\r\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x31\n\x10requested_schema\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x19\n\x0c\x61nswers_seen\x18\x04 \x01(\rH\x00\x88\x01\x01\x42\x0f\n\r_answers_seen\"\x81\x01\n\nToolResult\x12,\n\x07\x63ontent\x18\x01 \x03(\x0b\x32\x1b.toolhost.plugin.v2.Content\x12\x33\n\x12structured_content\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x10\n\x08is_error\x18\x03 \x01(\x08\"\xbf\x02\n\x07\x43ontent\x12(\n\x04text\x18\x01 \x01(\x0b\x32\x18.toolhost.plugin.v2.TextH\x00\x12*\n\x05image\x18\x02 \x01(\x0b\x32\x19.toolhost.plugin.v2.ImageH\x00\x12*\n\x05\x61udio\x18\x03 \x01(\x0b\x32\x19.toolhost.plugin.v2.AudioH\x00\x12\x39\n\rresource_link\x18\x04 \x01(\x0b\x32 .toolhost.plugin.v2.ResourceLinkH\x00\x12\x38\n\x08resource\x18\x05 \x01(\x0b\x32$.toolhost.plugin.v2.EmbeddedResourceH\x00\x12\x34\n\x0b\x61nnotations\x18\x06 \x01(\x0b\x32\x1f.toolhost.plugin.v2.AnnotationsB\x07\n\x05\x62lock\"\x14\n\x04Text\x12\x0c\n\x04text\x18\x01 \x01(\t\"(\n\x05Image\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x11\n\tmime_type\x18\x02 \x01(\t\"(\n\x05\x41udio\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x11\n\tmime_type\x18\x02 \x01(\t\"|\n\x0cResourceLink\x12\x0b\n\x03uri\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x11\n\tmime_type\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\r\n\x05title\x18\x05 \x01(\t\x12\x11\n\x04size\x18\x06 \x01(\x04H\x00\x88\x01\x01\x42\x07\n\x05_size\"^\n\x10\x45mbeddedResource\x12\x0b\n\x03uri\x18\x01 \x01(\t\x12\x11\n\tmime_type\x18\x02 \x01(\t\x12\x0e\n\x04text\x18\x03 \x01(\tH\x00\x12\x0e\n\x04\x62lob\x18\x04 \x01(\x0cH\x00\x42\n\n\x08\x63ontents\"\xa0\x01\n\x0b\x41nnotations\x12\x36\n\x08\x61udience\x18\x01 \x03(\x0e\x32$.toolhost.plugin.v2.Annotations.Role\x12\x15\n\x08priority\x18\x02 \x01(\x01H\x00\x88\x01\x01\"5\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x08\n\x04USER\x10\x01\x12\r\n\tASSISTANT\x10\x02\x42\x0b\n\t_priority*\x86\x01\n\x08LogLevel\x12\x19\n\x15LOG_LEVEL_UNSPECIFIED\x10\x00\x12\t\n\x05\x44\x45\x42UG\x10\x01\x12\x08\n\x04INFO\x10\x02\x12\n\n\x06NOTICE\x10\x03\x12\x0b\n\x07WARNING\x10\x04\x12\t\n\x05\x45RROR\x10\x05\x12\x0c\n\x08\x43RITICAL\x10\x06\x12\t\n\x05\x41LERT\x10\x07\x12\r\n\tEMERGENCY\x10\x08\x32\xad\x01\n\x06Plugin\x12L\n\x06Invoke\x12\x1d.toolhost.plugin.v2.HostEvent\x1a\x1f.toolhost.plugin.v2.PluginEvent(\x01\x30\x01\x12U\n\x08\x44\x65scribe\x12#.toolhost.plugin.v2.DescribeRequest\x1a$.toolhost.plugin.v2.DescribeResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'toolhost.plugin.v2.plugin_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_LOGLEVEL']._serialized_start=2142
-  _globals['_LOGLEVEL']._serialized_end=2276
+  _globals['_LOGLEVEL']._serialized_start=2292
+  _globals['_LOGLEVEL']._serialized_end=2426
   _globals['_DESCRIBEREQUEST']._serialized_start=116
   _globals['_DESCRIBEREQUEST']._serialized_end=133
   _globals['_DESCRIBERESPONSE']._serialized_start=135
-  _globals['_DESCRIBERESPONSE']._serialized_end=181
-  _globals['_HOSTEVENT']._serialized_start=183
-  _globals['_HOSTEVENT']._serialized_end=293
-  _globals['_START']._serialized_start=296
-  _globals['_START']._serialized_end=446
-  _globals['_ANSWER']._serialized_start=449
-  _globals['_ANSWER']._serialized_end=642
-  _globals['_ANSWER_ACTION']._serialized_start=573
-  _globals['_ANSWER_ACTION']._serialized_end=642
-  _globals['_PLUGINEVENT']._serialized_start=645
-  _globals['_PLUGINEVENT']._serialized_end=857
-  _globals['_PROGRESS']._serialized_start=859
-  _globals['_PROGRESS']._serialized_end=934
-  _globals['_LOG']._serialized_start=936
-  _globals['_LOG']._serialized_end=1057
-  _globals['_QUESTION']._serialized_start=1060
-  _globals['_QUESTION']._serialized_end=1194
-  _globals['_TOOLRESULT']._serialized_start=1197
-  _globals['_TOOLRESULT']._serialized_end=1326
-  _globals['_CONTENT']._serialized_start=1329
-  _globals['_CONTENT']._serialized_end=1648
-  _globals['_TEXT']._serialized_start=1650
-  _globals['_TEXT']._serialized_end=1670
-  _globals['_IMAGE']._serialized_start=1672
-  _globals['_IMAGE']._serialized_end=1712
-  _globals['_AUDIO']._serialized_start=1714
-  _globals['_AUDIO']._serialized_end=1754
-  _globals['_RESOURCELINK']._serialized_start=1756
-  _globals['_RESOURCELINK']._serialized_end=1880
-  _globals['_EMBEDDEDRESOURCE']._serialized_start=1882
-  _globals['_EMBEDDEDRESOURCE']._serialized_end=1976
-  _globals['_ANNOTATIONS']._serialized_start=1979
-  _globals['_ANNOTATIONS']._serialized_end=2139
-  _globals['_ANNOTATIONS_ROLE']._serialized_start=2073
-  _globals['_ANNOTATIONS_ROLE']._serialized_end=2126
-  _globals['_PLUGIN']._serialized_start=2279
-  _globals['_PLUGIN']._serialized_end=2452
+  _globals['_DESCRIBERESPONSE']._serialized_end=228
+  _globals['_TOOLSHAPE']._serialized_start=230
+  _globals['_TOOLSHAPE']._serialized_end=331
+  _globals['_HOSTEVENT']._serialized_start=333
+  _globals['_HOSTEVENT']._serialized_end=443
+  _globals['_START']._serialized_start=446
+  _globals['_START']._serialized_end=596
+  _globals['_ANSWER']._serialized_start=599
+  _globals['_ANSWER']._serialized_end=792
+  _globals['_ANSWER_ACTION']._serialized_start=723
+  _globals['_ANSWER_ACTION']._serialized_end=792
+  _globals['_PLUGINEVENT']._serialized_start=795
+  _globals['_PLUGINEVENT']._serialized_end=1007
+  _globals['_PROGRESS']._serialized_start=1009
+  _globals['_PROGRESS']._serialized_end=1084
+  _globals['_LOG']._serialized_start=1086
+  _globals['_LOG']._serialized_end=1207
+  _globals['_QUESTION']._serialized_start=1210
+  _globals['_QUESTION']._serialized_end=1344
+  _globals['_TOOLRESULT']._serialized_start=1347
+  _globals['_TOOLRESULT']._serialized_end=1476
+  _globals['_CONTENT']._serialized_start=1479
+  _globals['_CONTENT']._serialized_end=1798
+  _globals['_TEXT']._serialized_start=1800
+  _globals['_TEXT']._serialized_end=1820
+  _globals['_IMAGE']._serialized_start=1822
+  _globals['_IMAGE']._serialized_end=1862
+  _globals['_AUDIO']._serialized_start=1864
+  _globals['_AUDIO']._serialized_end=1904
+  _globals['_RESOURCELINK']._serialized_start=1906
+  _globals['_RESOURCELINK']._serialized_end=2030
+  _globals['_EMBEDDEDRESOURCE']._serialized_start=2032
+  _globals['_EMBEDDEDRESOURCE']._serialized_end=2126
+  _globals['_ANNOTATIONS']._serialized_start=2129
+  _globals['_ANNOTATIONS']._serialized_end=2289
+  _globals['_ANNOTATIONS_ROLE']._serialized_start=2223
+  _globals['_ANNOTATIONS_ROLE']._serialized_end=2276
+  _globals['_PLUGIN']._serialized_start=2429
+  _globals['_PLUGIN']._serialized_end=2602
 # @@protoc_insertion_point(module_scope)

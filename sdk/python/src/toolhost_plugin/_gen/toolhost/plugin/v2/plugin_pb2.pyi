@@ -35,12 +35,26 @@ class DescribeRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DescribeResponse(_message.Message):
-    __slots__ = ("tools", "sdk")
+    __slots__ = ("tools", "sdk", "shapes")
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     SDK_FIELD_NUMBER: _ClassVar[int]
+    SHAPES_FIELD_NUMBER: _ClassVar[int]
     tools: _containers.RepeatedScalarFieldContainer[str]
     sdk: str
-    def __init__(self, tools: _Optional[_Iterable[str]] = ..., sdk: _Optional[str] = ...) -> None: ...
+    shapes: _containers.RepeatedCompositeFieldContainer[ToolShape]
+    def __init__(self, tools: _Optional[_Iterable[str]] = ..., sdk: _Optional[str] = ..., shapes: _Optional[_Iterable[_Union[ToolShape, _Mapping]]] = ...) -> None: ...
+
+class ToolShape(_message.Message):
+    __slots__ = ("name", "input_schema_json", "output_schema_json", "description")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    INPUT_SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    input_schema_json: str
+    output_schema_json: str
+    description: str
+    def __init__(self, name: _Optional[str] = ..., input_schema_json: _Optional[str] = ..., output_schema_json: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
 
 class HostEvent(_message.Message):
     __slots__ = ("start", "answer")

@@ -1,0 +1,174 @@
+"""Tools from types: the schemas a handler's annotations state, and the
+arguments built back into those types."""
+
+import dataclasses
+import enum
+import json
+from types import SimpleNamespace
+from dataclasses import dataclass, field
+from typing import Annotated, Literal, Optional, TypedDict
+
+import pytest
+
+from toolhost_plugin import Plugin, ToolCall
+from toolhost_plugin.shapes import build, dump, schema_of, shape_of
+
+
+@dataclass
+class Label:
+    """A label on a ticket."""
+
+    name: str
+    color: Annotated[str, "A CSS colour name."] = "grey"
+
+
+class Priority(enum.Enum):
+    LOW = "low"
+    HIGH = "high"
+
+
+@dataclass
+class Ticket:
+    id: int
+    title: str
+    labels: list[Label] = field(default_factory=list)
+    priority: Priority = Priority.LOW
+
+
+class Page(TypedDict, total=False):
+    cursor: str
+    limit: int
+
+
+def create_ticket(title: str, labels: list[Label], priority: Priority = Priority.LOW, call: ToolCall = None) -> Ticket:
+    """Creates a ticket.
+
+    Longer words for people.
+
+    Args:
+        title: What the ticket is about,
+            in one line.
+        labels: Labels to attach.
+    """
+    return Ticket(1, title, labels, priority)
+
+
+def test_parameters_become_a_closed_object_with_their_docs():
+    shape = shape_of(create_ticket)
+    assert shape is not None
+    assert shape.description == "Creates a ticket."
+    assert shape.input_schema == {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string", "description": "What the ticket is about, in one line."},
+            "labels": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string"},
+                        "color": {"type": "string", "description": "A CSS colour name.", "default": "grey"},
+                    },
+                    "required": ["name"],
+                    "additionalProperties": False,
+                    "description": "A label on a ticket.",
+                },
+                "description": "Labels to attach.",
+            },
+            "priority": {"type": "string", "enum": ["low", "high"]},
+        },
+        "required": ["title", "labels"],
+        "additionalProperties": False,
+    }
+    assert shape.output_schema["required"] == ["id", "title"]
+
+
+def test_arguments_arrive_as_their_types_and_results_leave_as_json():
+    shape = shape_of(create_ticket)
+    kwargs = shape.arguments({"title": "t", "labels": [{"name": "bug"}], "priority": "high"}, "CALL")
+    assert kwargs["labels"] == [Label("bug")]
+    assert kwargs["priority"] is Priority.HIGH
+    assert kwargs["call"] == "CALL"
+    assert dump(create_ticket(**kwargs)) == {
+        "id": 1,
+        "title": "t",
+        "labels": [{"name": "bug", "color": "grey"}],
+        "priority": "high",
+    }
+
+
+def test_optionals_literals_typeddicts_and_maps():
+    assert schema_of(Optional[int]) == {"type": ["integer", "null"]}
+    assert schema_of(Literal["a", "b"]) == {"type": "string", "enum": ["a", "b"]}
+    assert schema_of(dict[str, float]) == {"type": "object", "additionalProperties": {"type": "number"}}
+    page = schema_of(Page)
+    assert page["additionalProperties"] is False and "required" not in page
+    assert build(float, 3) == 3.0 and isinstance(build(float, 3), float)
+
+
+def test_a_whole_object_parameter_is_the_argument_object():
+    def search(args: Page) -> None:
+        """Searches."""
+
+    shape = shape_of(search)
+    assert set(shape.input_schema["properties"]) == {"cursor", "limit"}
+    assert shape.arguments({"limit": 3}, None) == {"args": {"limit": 3}}
+
+
+def test_untyped_handlers_keep_the_manifest_alone():
+    assert shape_of(lambda call: None) is None
+
+    def typed_call(call: ToolCall):
+        return None
+
+    assert shape_of(typed_call) is None
+
+
+def test_what_has_no_json_form_is_refused_by_name():
+    class Opaque:
+        pass
+
+    with pytest.raises(TypeError, match="no JSON Schema form"):
+        schema_of(Opaque)
+    with pytest.raises(TypeError, match="keys are strings"):
+        schema_of(dict[int, str])
+
+    def half_typed(a: int, b):
+        """Half."""
+
+    with pytest.raises(TypeError, match="parameter b has no type annotation"):
+        shape_of(half_typed)
+
+
+def test_pydantic_models_are_inlined_when_pydantic_is_there():
+    pydantic = pytest.importorskip("pydantic")
+
+    class Item(pydantic.BaseModel):
+        name: str = pydantic.Field(description="The item's name.")
+
+    class Order(pydantic.BaseModel):
+        items: list[Item]
+
+    schema = schema_of(Order)
+    assert "$defs" not in json.dumps(schema)
+    assert schema["properties"]["items"]["items"]["properties"]["name"]["description"] == "The item's name."
+    assert build(Order, {"items": [{"name": "x"}]}) == Order(items=[Item(name="x")])
+
+
+async def test_a_typed_tool_is_registered_with_its_shape_and_called_with_types():
+    plugin = Plugin()
+    plugin.tool()(create_ticket)
+
+    @plugin.tool
+    async def count(words: list[str]) -> None:
+        """Counts words."""
+        return str(len(words))
+
+    assert set(plugin.shapes) == {"create_ticket", "count"}
+    context = SimpleNamespace(task_id="", session_id="", workspace_id="", surface="chat")
+    call = ToolCall("i1", "create_ticket", {"title": "t", "labels": [{"name": "bug", "color": "red"}]}, context)
+    result = await plugin.call(call)
+    assert not result.is_error
+    assert result.structured["labels"] == [{"name": "bug", "color": "red"}]
+    counted = await plugin.call(ToolCall("i2", "count", {"words": ["a", "b"]}, context))
+    assert counted.content[0]._block.text.text == "2"
