@@ -179,7 +179,6 @@ fn toolhost(args: &[&str]) -> (i32, String, String) {
 /// schema files (a plugin whose author has written only code), launched
 /// on the checkout's virtualenv.
 fn tickets_without_declarations(root: &std::path::Path) -> std::path::PathBuf {
-    use std::os::unix::fs::PermissionsExt as _;
     let example = workspace_root().join("plugins-example/tickets-py");
     let dir = root.join("tickets");
     std::fs::create_dir_all(dir.join("bin")).unwrap();
@@ -187,16 +186,7 @@ fn tickets_without_declarations(root: &std::path::Path) -> std::path::PathBuf {
     let manifest = std::fs::read_to_string(example.join("plugin.toml")).unwrap();
     let head = manifest.split("[[tools]]").next().unwrap();
     std::fs::write(dir.join("plugin.toml"), head).unwrap();
-    let launcher = dir.join("bin/tickets-plugin");
-    std::fs::write(
-        &launcher,
-        format!(
-            "#!/bin/sh\nexec {} \"$(dirname \"$0\")/../plugin.py\"\n",
-            workspace_root().join(".venv/bin/python").display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
+    toolhost_e2e::venv_launcher(&dir.join("bin/tickets-plugin"), "../plugin.py");
     dir
 }
 

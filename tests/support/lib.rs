@@ -113,6 +113,24 @@ pub async fn eventually<T>(
     }
 }
 
+/// Writes `launcher`, an executable that runs `script` (relative to the
+/// launcher's own directory) on the checkout's virtualenv Python.
+pub fn venv_launcher(launcher: &Path, script: &str) {
+    use std::os::unix::fs::PermissionsExt as _;
+    if let Some(dir) = launcher.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let text = format!(
+        "#!/bin/sh\nexec {} \"$(dirname \"$0\")/{script}\"\n",
+        workspace_root().join(".venv/bin/python").display()
+    );
+    if let Err(e) = std::fs::write(launcher, text)
+        .and_then(|()| std::fs::set_permissions(launcher, std::fs::Permissions::from_mode(0o755)))
+    {
+        panic!("cannot write {}: {e}", launcher.display());
+    }
+}
+
 /// Writes a plugin directory for `testplug` (started with `--mode MODE`)
 /// declaring its tools, and returns the directory.
 #[must_use]

@@ -6,7 +6,7 @@
 //!
 //! Nothing here serves a tool: the process is asked once and stopped.
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use std::collections::BTreeMap;
 use toolhost_daemon::config::Config;
 use toolhost_manifest::Manifest;
@@ -137,38 +137,9 @@ pub fn start_each(
     Ok(())
 }
 
-/// One `--set NAME=VALUE` (or `NAME=@FILE`, the value read from a file, its
-/// one trailing newline dropped): a configuration value given on the
-/// command line, as `plugins config` would store it.
-pub fn parse_set(arg: &str) -> Result<(String, String)> {
-    let Some((name, value)) = arg.split_once('=') else {
-        bail!("--set takes NAME=VALUE or NAME=@FILE, not {arg:?}");
-    };
-    if name.is_empty() {
-        bail!("--set {arg:?}: the item's name is empty");
-    }
-    let value = match value.strip_prefix('@') {
-        Some(file) => {
-            let text = std::fs::read_to_string(file)
-                .with_context(|| format!("--set {name}=@{file}: cannot read {file}"))?;
-            text.strip_suffix('\n').unwrap_or(&text).to_owned()
-        }
-        None => value.to_owned(),
-    };
-    Ok((name.to_owned(), value))
-}
-
-/// Every `--set`, by name; a name given twice is refused.
-pub fn parse_sets(args: &[String]) -> Result<BTreeMap<String, String>> {
-    let mut out = BTreeMap::new();
-    for a in args {
-        let (name, value) = parse_set(a)?;
-        if out.insert(name.clone(), value).is_some() {
-            bail!("--set gives {name} twice");
-        }
-    }
-    Ok(out)
-}
+/// Every `--set NAME=VALUE` (or `NAME=@FILE`), by name, as `serve --dev`
+/// reads them.
+pub use toolhost_daemon::dev::parse_sets;
 
 #[cfg(test)]
 mod tests {
@@ -176,6 +147,7 @@ mod tests {
 
     #[test]
     fn a_value_comes_inline_or_from_a_file() -> Result<()> {
+        use toolhost_daemon::dev::parse_set;
         assert_eq!(parse_set("token=a=b")?, ("token".into(), "a=b".into()));
         let dir = tempfile::tempdir()?;
         let file = dir.path().join("secret");

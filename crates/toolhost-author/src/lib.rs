@@ -6,7 +6,9 @@
 //! the plugin's code against its manifest), and `toolhost schema sync` (the
 //! shapes the code states in its own types, written into the manifest's
 //! schema files: the code states a shape once, and the manifest still
-//! carries it, checked, before install). `toolhost serve --dev`, the
+//! carries it, checked, before install), and `toolhost harness` (the
+//! call pipeline, for an SDK's test harness to run a tool in the test's own
+//! process through the rules an agent's call meets). `toolhost serve --dev`, the
 //! daemon for one plugin's author, is the daemon's (`toolhost-daemon`).
 //!
 //! What this crate must not do: accept a plugin an install would refuse,
@@ -17,6 +19,7 @@
 pub mod check;
 pub mod code;
 pub mod drift;
+pub mod harness;
 pub mod new;
 pub mod pack;
 pub mod sync;

@@ -1,12 +1,24 @@
 //! `toolhost serve --dev DIR`: one plugin directory served for its
-//! author, with no configuration file. The token is made for the run and
-//! printed with a call line that works as printed; the plugin runs under
-//! the default sandbox, with one allowance a development tree needs (the
-//! Python a `.venv` in it is built on, see [`venv_base`]).
+//! author, with no configuration file. The token is the directory's own
+//! (made once, kept in the state directory, so a restarted `serve --dev`
+//! keeps the client's token working) and printed with a call line that
+//! works as printed; the plugin runs under the default sandbox, with one
+//! allowance a development tree needs (the Python a `.venv` in it is built
+//! on, see [`venv_base`]). Values the plugin needs come on the command
+//! line (`--set NAME=VALUE`, `NAME=@FILE`), for the run only.
+//!
+//! While it serves, [`watch`] keeps up with the author: a change to the
+//! code reloads the plugin, a change to the manifest or a schema reloads
+//! its declarations, and a change that does not load (a manifest with a
+//! problem, code that does not start) is said, with the plugin's own
+//! stderr, while the last good version keeps serving.
 
 use crate::config::BindingConfig;
-use anyhow::{Context as _, Result};
+use anyhow::{Context as _, Result, bail};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 use toolhost_base::errln;
 
 /// `serve --dev`: the token made for this run and what it is bound to.
@@ -25,6 +37,8 @@ pub struct DevSession {
     /// The Python installation a `.venv` in the plugin directory is built
     /// on, granted read for this run (see [`venv_base`]).
     pub venv_base: Option<PathBuf>,
+    /// Configuration values from the command line (`--set`), by item.
+    pub values: BTreeMap<String, String>,
 }
 
 /// The Python installation the virtual environment `dir/.venv` is built
@@ -95,16 +109,42 @@ impl DevSession {
             dir: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()),
             id: manifest.as_ref().map(|m| m.id.clone()),
             venv_base: venv_base(dir),
+            // Made for the run here; `settings` puts the directory's own
+            // in its place once the state directory is known.
             token: toolhost_base::ids::unguessable_id().context("no randomness for a token")?,
             surface,
             example_tool,
+            values: BTreeMap::new(),
         })
+    }
+
+    /// The values `--set` gives, each an item the manifest declares.
+    pub fn with_values(mut self, values: BTreeMap<String, String>) -> Result<Self> {
+        if !values.is_empty() {
+            let declared: Vec<String> = toolhost_manifest::Manifest::load(&self.dir)
+                .map(|m| m.config.iter().map(|c| c.name.clone()).collect())
+                .unwrap_or_default();
+            for name in values.keys() {
+                if !declared.contains(name) {
+                    bail!(
+                        "--set {name}: plugin.toml declares no [[config]] item {name:?}{}",
+                        if declared.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" (it declares {})", declared.join(", "))
+                        }
+                    );
+                }
+            }
+        }
+        self.values = values;
+        Ok(self)
     }
 
     /// What a developer needs to call the plugin `serve --dev` serves, on
     /// stderr (stdout stays free): the token, and a call line that works as
     /// printed.
-    pub fn banner(&self, local: std::net::SocketAddr, admin: &std::path::Path) {
+    pub fn banner(&self, local: std::net::SocketAddr, admin: &std::path::Path, state_dir: &Path) {
         let url = format!("http://{local}/mcp");
         let default_url = local.ip().is_loopback() && local.port() == 7010;
         errln!(
@@ -129,6 +169,36 @@ impl DevSession {
             "  MCP clients: {url} with `Authorization: Bearer <the token>`; the plugin's state: toolhost status --admin {}",
             admin.display()
         );
+        if let Some(id) = &self.id {
+            errln!(
+                "  the plugin's data directory: {}",
+                state_dir.join("data").join(id).display()
+            );
+        }
+        errln!(
+            "  a change to its code or plugin.toml reloads it; the token stays the same across runs in this directory"
+        );
+    }
+
+    /// The directory's own token: read from `state_dir`, or made and kept
+    /// there (private) on the first run.
+    pub fn keep_token(&mut self, state_dir: &Path) -> Result<()> {
+        use sha2::Digest as _;
+        let key = sha2::Sha256::digest(self.dir.as_os_str().as_encoded_bytes());
+        let hex: String = key[..12].iter().map(|b| format!("{b:02x}")).collect();
+        let tokens = state_dir.join("dev-tokens");
+        let file = tokens.join(hex);
+        if let Ok(token) = std::fs::read_to_string(&file)
+            && token.trim().len() == 32
+            && token.trim().bytes().all(|b| b.is_ascii_hexdigit())
+        {
+            self.token = token.trim().to_owned();
+            return Ok(());
+        }
+        toolhost_base::files::private_dir(state_dir)
+            .and_then(|()| toolhost_base::files::private_dir(&tokens))
+            .and_then(|()| toolhost_base::files::write_private(&file, self.token.as_bytes()))
+            .with_context(|| format!("cannot keep the development token in {}", file.display()))
     }
 
     /// The binding of the token: one task and session for the whole run.
@@ -138,6 +208,156 @@ impl DevSession {
             task_id: "dev-task".to_owned(),
             session_id: "dev-session".to_owned(),
             workspace_id: None,
+        }
+    }
+}
+
+/// One `--set NAME=VALUE` (or `NAME=@FILE`, the value read from a file, its
+/// one trailing newline dropped): a configuration value given on the
+/// command line.
+pub fn parse_set(arg: &str) -> Result<(String, String)> {
+    let Some((name, value)) = arg.split_once('=') else {
+        bail!("--set takes NAME=VALUE or NAME=@FILE, not {arg:?}");
+    };
+    if name.is_empty() {
+        bail!("--set {arg:?}: the item's name is empty");
+    }
+    let value = match value.strip_prefix('@') {
+        Some(file) => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("--set {name}=@{file}: cannot read {file}"))?;
+            text.strip_suffix('\n').unwrap_or(&text).to_owned()
+        }
+        None => value.to_owned(),
+    };
+    Ok((name.to_owned(), value))
+}
+
+/// Every `--set`, by name; a name given twice is refused.
+pub fn parse_sets(args: &[String]) -> Result<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for a in args {
+        let (name, value) = parse_set(a)?;
+        if out.insert(name.clone(), value).is_some() {
+            bail!("--set gives {name} twice");
+        }
+    }
+    Ok(out)
+}
+
+/// How often the plugin's directory is looked at.
+const WATCH_EVERY: Duration = Duration::from_millis(250);
+
+/// The most files a look reads; a directory with more is watched in part.
+const MAX_WATCHED_FILES: usize = 20_000;
+
+/// Directories that are not the plugin's source: environments, caches,
+/// history. A Rust plugin's build directory is looked at for its binaries
+/// only (`target/debug`, `target/release`).
+const UNWATCHED: [&str; 7] = [
+    ".venv",
+    "node_modules",
+    "__pycache__",
+    ".git",
+    ".pytest_cache",
+    ".mypy_cache",
+    "vendor",
+];
+
+/// What the directory holds, as far as a reload cares: each file's path,
+/// size and modification time.
+fn look(dir: &Path) -> Vec<(PathBuf, u64, SystemTime)> {
+    let mut out = Vec::new();
+    let mut pending = vec![(dir.to_path_buf(), 0usize)];
+    while let Some((d, depth)) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if out.len() >= MAX_WATCHED_FILES {
+                return out;
+            }
+            let Ok(t) = e.file_type() else { continue };
+            let name = e.file_name();
+            let path = e.path();
+            if t.is_dir() {
+                let name = name.to_string_lossy();
+                let in_target = d.file_name().is_some_and(|n| n == "target") && depth == 1;
+                if UNWATCHED.contains(&name.as_ref()) || depth >= 8 {
+                    continue;
+                }
+                if name == "target" && depth == 0 {
+                    pending.push((path, 1));
+                } else if in_target {
+                    if name == "debug" || name == "release" {
+                        // The binaries only, not the build's own files.
+                        if let Ok(bins) = std::fs::read_dir(&path) {
+                            for b in bins.flatten() {
+                                if b.file_type().is_ok_and(|t| t.is_file())
+                                    && let Ok(m) = b.metadata()
+                                {
+                                    out.push((
+                                        b.path(),
+                                        m.len(),
+                                        m.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                                    ));
+                                }
+                            }
+                        }
+                    }
+                } else {
+                    pending.push((path, depth + 1));
+                }
+            } else if t.is_file()
+                && let Ok(m) = e.metadata()
+            {
+                out.push((
+                    path,
+                    m.len(),
+                    m.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                ));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Reloads the plugin `id` served from `dir` whenever what the directory
+/// holds changes and then stays the same for one more look (an editor's
+/// save, a build, is several writes), until `stop`.
+pub async fn watch(
+    dir: PathBuf,
+    id: String,
+    lifecycle: Arc<toolhost_lifecycle::Lifecycle>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let looked = |d: PathBuf| async move {
+        tokio::task::spawn_blocking(move || look(&d))
+            .await
+            .unwrap_or_default()
+    };
+    let mut served = looked(dir.clone()).await;
+    let mut seen = served.clone();
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(WATCH_EVERY) => {}
+        }
+        let now = looked(dir.clone()).await;
+        let settled = now == seen;
+        seen = now;
+        if !settled || seen == served {
+            continue;
+        }
+        served = seen.clone();
+        errln!("toolhost: {} changed; reloading {id}", dir.display());
+        match lifecycle.reload(&id).await {
+            Ok(revision) => errln!("toolhost: reloaded {id} (catalog revision {revision})"),
+            Err(e) => errln!(
+                "toolhost: the change to {id} did not load, and the last good version keeps serving: {}",
+                toolhost_base::text::escaped(&e.to_string(), 8192)
+            ),
         }
     }
 }

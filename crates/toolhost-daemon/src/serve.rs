@@ -299,6 +299,17 @@ impl Daemon {
             Some(h) => Some(self.serve_http(s, h, fd_limit).await?),
             None => None,
         };
+        if let Some(crate::dev::DevSession {
+            dir, id: Some(id), ..
+        }) = &s.dev
+        {
+            tokio::spawn(crate::dev::watch(
+                dir.clone(),
+                id.clone(),
+                Arc::clone(&self.lifecycle),
+                self.shutdown.clone(),
+            ));
+        }
         if let Some(b) = &s.stdio {
             let (stop, hub, b) = (self.shutdown.clone(), Arc::clone(&self.hub), binding(b));
             tokio::spawn(async move {
@@ -423,7 +434,7 @@ impl Daemon {
         // A line for people and scripts (tests wait for it).
         errln!("toolhost: serving MCP on http://{local}/mcp");
         if let Some(dev) = &s.dev {
-            dev.banner(local, &s.admin.socket);
+            dev.banner(local, &s.admin.socket, &s.state_dir);
         }
         tokio::spawn(crate::memory::trim_after_bursts(self.shutdown.clone()));
         Ok(tokio::spawn(serve_http(

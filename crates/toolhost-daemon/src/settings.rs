@@ -25,6 +25,11 @@ pub struct Overrides {
     /// state in `dev/` under the state directory (unless --state-dir).
     #[arg(long, value_name = "DIR", conflicts_with_all = ["plugins", "stdio"])]
     pub dev: Option<PathBuf>,
+    /// With --dev: a configuration value the plugin needs, `NAME=VALUE`, or
+    /// `NAME=@FILE` to read it from a file (for secrets). For this run
+    /// only; repeatable.
+    #[arg(long = "set", value_name = "NAME=VALUE", requires = "dev")]
+    pub set: Vec<String>,
     /// Serve one MCP session on stdin/stdout (logs go to stderr).
     #[arg(long)]
     pub stdio: bool,
@@ -160,12 +165,11 @@ impl Config {
             Some(t) => crate::telemetry::resolve(t)?,
             None => None,
         };
-        let dev = match &o.dev {
-            Some(dir) => Some(crate::dev::DevSession::new(
-                dir,
-                &prefix,
-                o.surface.as_deref(),
-            )?),
+        let mut dev = match &o.dev {
+            Some(dir) => Some(
+                crate::dev::DevSession::new(dir, &prefix, o.surface.as_deref())?
+                    .with_values(crate::dev::parse_sets(&o.set)?)?,
+            ),
             None => None,
         };
         // `--dev` keeps apart from a daemon of the same configuration
@@ -175,6 +179,9 @@ impl Config {
             .state_dir
             .clone()
             .unwrap_or_else(|| apart(self.state_dir.clone().unwrap_or_else(default_state_dir)));
+        if let Some(d) = dev.as_mut() {
+            d.keep_token(&state_dir)?;
+        }
         let stdio = self.stdio_binding(&o)?;
         let http_config = self.http.take().unwrap_or_default();
         // A stdio server is started by an MCP client for itself: it serves
@@ -294,15 +301,22 @@ impl Config {
             .collect::<Result<_>>()?;
         if let Some(crate::dev::DevSession {
             id: Some(id),
-            venv_base: Some(base),
+            venv_base,
+            values,
             ..
         }) = dev
         {
-            operators
-                .entry(id.clone())
-                .or_default()
-                .read
-                .push(base.clone());
+            let op = operators.entry(id.clone()).or_default();
+            op.read.extend(venv_base.iter().cloned());
+            for (name, value) in values {
+                op.config.values.insert(
+                    name.clone(),
+                    (
+                        toolhost_lifecycle::settings::Supplied::Text(value.clone()),
+                        toolhost_lifecycle::settings::Source::CommandLine,
+                    ),
+                );
+            }
         }
         Ok(operators)
     }

@@ -3,7 +3,7 @@
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
-use toolhost_author::{check, new, pack, sync};
+use toolhost_author::{check, harness, new, pack, sync};
 use toolhost_base::errln;
 use toolhost_ctl::{call, catalog, fleet, ops};
 use toolhost_daemon::serve;
@@ -34,6 +34,11 @@ enum Command {
         #[command(subcommand)]
         command: SchemaCommand,
     },
+    /// The call pipeline for an SDK's test harness: JSON lines on stdin and
+    /// stdout, a tool run in the test's own process through every rule an
+    /// agent's call meets (the SDKs start it; see their READMEs).
+    #[command(hide = true)]
+    Harness(harness::HarnessArgs),
     /// Call one tool through a running daemon's MCP endpoint, as an agent
     /// would. Exit 0 on success, 1 when the result is an error.
     Call(call::CallArgs),
@@ -108,6 +113,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Check(args) => check::run(&args),
         Command::New(args) => new::run(&args),
         Command::Pack(args) => pack::run(&args),
+        Command::Harness(args) => harness::run(&args),
         Command::Schema {
             command: SchemaCommand::Sync(args),
         } => sync::run(&args),

@@ -12,6 +12,8 @@
 //! - `start`: start-up ([`Lifecycle::open`]);
 //! - `operations`: install, upgrade, enable, disable, remove and
 //!   configuration changes, one at a time;
+//! - `reload`: a plugin served from its own directory, reloaded in place
+//!   (`serve --dev`);
 //! - `authority`: the embedded catalog authority, which publishes a new
 //!   revision whenever the set of listable plugins changes;
 //! - `disk`: what is known of each plugin's disk use and quota;
@@ -24,6 +26,7 @@ mod disk;
 mod operations;
 mod quota;
 mod records;
+mod reload;
 mod start;
 
 pub use self::core::{Lifecycle, LifecycleConfig, LifecycleError, PluginInfo};

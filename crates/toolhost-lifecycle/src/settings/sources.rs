@@ -67,6 +67,9 @@ pub enum Source {
     Env,
     /// The manifest's default.
     Default,
+    /// The command line of `serve --dev` (`--set NAME=VALUE`): for this
+    /// run only, never stored.
+    CommandLine,
 }
 
 impl Source {
@@ -79,6 +82,7 @@ impl Source {
             Self::SecretFile => "secret file",
             Self::Env => "environment",
             Self::Default => "default",
+            Self::CommandLine => "command line",
         }
     }
 }

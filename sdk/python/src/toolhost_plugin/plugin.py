@@ -261,11 +261,13 @@ def _typed_handler(fn: Callable, shape: "shapes.Shape") -> Handler:
         async def typed_async(call: ToolCall) -> Any:
             return result(await fn(**shape.arguments(dict(call.arguments), call)))
 
+        typed_async._toolhost_fn = fn  # type: ignore[attr-defined]
         return typed_async
 
     def typed(call: ToolCall) -> Any:
         return result(fn(**shape.arguments(dict(call.arguments), call)))
 
+    typed._toolhost_fn = fn  # type: ignore[attr-defined]
     return typed
 
 

@@ -1,0 +1,273 @@
+//! A plugin author's tools against the daemon they stand in for: the
+//! Python SDK's test harness (`toolhost_plugin.testing`, over `toolhost
+//! harness`) answers a call exactly as a daemon answers an agent's.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
+
+use serde_json::json;
+use toolhost_e2e::{Daemon, Scratch, TOKEN, TestConfig, agent, bin, call_tool, workspace_root};
+
+/// What the harness says for `arguments` to the Python tickets example's
+/// `tool`: the text an agent would read.
+fn harness_text(tool: &str, arguments: &serde_json::Value) -> String {
+    let script = format!(
+        "import json\nfrom plugin import plugin\nfrom toolhost_plugin.testing import Harness\n\
+         with Harness(plugin, config={{'api_token': 'test'}}) as h:\n    \
+         print(json.dumps(h.call({tool:?}, json.loads({args:?})).text))\n",
+        args = arguments.to_string()
+    );
+    let out = std::process::Command::new(workspace_root().join(".venv/bin/python"))
+        .args(["-c", &script])
+        .current_dir(workspace_root().join("plugins-example/tickets-py"))
+        .env("TOOLHOST_BIN", bin("toolhost"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn the_harness_answers_as_the_daemon_answers_an_agent() {
+    let root = Scratch::new("authoring");
+    let secret = root.path().join("api-token");
+    std::fs::write(&secret, "test\n").unwrap();
+    let config = TestConfig::new(
+        root.path(),
+        &[workspace_root().join("plugins-example/tickets-py")],
+    )
+    .extra(&format!(
+        "\n[plugin.\"tickets-py\".config]\napi_token_file = {:?}\n",
+        secret.display().to_string()
+    ))
+    .build();
+    let d = Daemon::start(root.path(), &config, &[]);
+    let client = agent(&d.url, TOKEN).await;
+    for (tool, arguments) in [
+        // A nested object missing what its type requires, with a misspelt key.
+        (
+            "create_ticket",
+            json!({"title": "x", "labels": [{"colour": "red"}]}),
+        ),
+        // The wrong type at the root, and an argument the tool lacks.
+        ("list_tickets", json!({"limit": "ten", "page": 2})),
+        // A ticket that does not exist: the tool's own error.
+        ("close_ticket", json!({"id": 7})),
+    ] {
+        let exposed = format!("kandev_tickets_py_{tool}");
+        let daemon = toolhost_e2e::eventually(
+            std::time::Duration::from_secs(30),
+            "the tool to be served",
+            async || {
+                let r = call_tool(&client, &exposed, arguments.clone()).await.ok()?;
+                let text: String = r
+                    .content
+                    .iter()
+                    .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                // Until the plugin is ready, the call says so.
+                (!text.contains("plugin_unavailable")).then_some(text)
+            },
+        )
+        .await;
+        assert_eq!(harness_text(tool, &arguments), daemon, "{tool}");
+    }
+    client.cancel().await.unwrap();
+}
+
+/// The Python tickets example, copied to `root/tickets` with its launcher
+/// on the checkout's virtualenv.
+fn tickets_copy(root: &std::path::Path) -> std::path::PathBuf {
+    let example = workspace_root().join("plugins-example/tickets-py");
+    let dir = root.join("tickets");
+    std::fs::create_dir_all(dir.join("bin")).unwrap();
+    std::fs::create_dir_all(dir.join("schemas")).unwrap();
+    for f in ["plugin.py", "plugin.toml"] {
+        std::fs::copy(example.join(f), dir.join(f)).unwrap();
+    }
+    for e in std::fs::read_dir(example.join("schemas")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir.join("schemas").join(e.file_name())).unwrap();
+    }
+    toolhost_e2e::venv_launcher(&dir.join("bin/tickets-plugin"), "../plugin.py");
+    dir
+}
+
+/// `serve --dev DIR` for the copy in `root`, its secret from a file.
+fn serve_dev(root: &std::path::Path, dir: &std::path::Path) -> Daemon {
+    let secret = root.join("api-token");
+    std::fs::write(&secret, "test\n").unwrap();
+    let read: Vec<String> = toolhost_e2e::sandbox_read_paths()
+        .iter()
+        .map(|p| format!("{:?}", p.display().to_string()))
+        .collect();
+    let state = root.join("state");
+    let set = format!("api_token=@{}", secret.display());
+    Daemon::start(
+        root,
+        &format!("[sandbox]\nread = [{}]\n", read.join(", ")),
+        &[
+            "--dev",
+            dir.to_str().unwrap(),
+            "--set",
+            &set,
+            "--state-dir",
+            state.to_str().unwrap(),
+        ],
+    )
+}
+
+/// The token the banner gives (it follows the line `Daemon::start` waits
+/// for).
+async fn banner_token(d: &Daemon) -> String {
+    toolhost_e2e::eventually(
+        std::time::Duration::from_secs(10),
+        "the banner's token",
+        async || {
+            let logs = d.logs();
+            // The banner's last line: all of it is there.
+            if !logs.contains("a change to its code or plugin.toml reloads it") {
+                return None;
+            }
+            logs.lines()
+                .find_map(|l| l.trim().strip_prefix("export TOOLHOST_TOKEN="))
+                .map(str::to_owned)
+        },
+    )
+    .await
+}
+
+async fn text_of(
+    client: &toolhost_e2e::AgentClient,
+    tool: &str,
+    args: serde_json::Value,
+) -> String {
+    let r = call_tool(client, tool, args).await.unwrap();
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The author's loop: a code change and a manifest change reload the
+/// plugin with the same token; a change that does not load is said, with
+/// the plugin's own stderr, and the last good version keeps serving; the
+/// next run of `serve --dev` in the directory keeps the token.
+#[tokio::test]
+async fn serve_dev_reloads_code_and_manifest_and_keeps_the_last_good_version() {
+    use std::time::Duration;
+    let root = Scratch::new("serve-dev");
+    let dir = tickets_copy(root.path());
+    let mut d = serve_dev(root.path(), &dir);
+    let token = banner_token(&d).await;
+    assert!(
+        d.logs().contains(&format!(
+            "the plugin's data directory: {}",
+            root.path().join("state/data/tickets-py").display()
+        )),
+        "{}",
+        d.logs()
+    );
+    let client = agent(&d.url, &token).await;
+    let close = "kandev_tickets_py_close_ticket";
+    let before =
+        toolhost_e2e::eventually(Duration::from_secs(30), "the plugin to serve", async || {
+            let t = text_of(&client, close, json!({"id": 9})).await;
+            t.contains("there is no ticket 9").then_some(t)
+        })
+        .await;
+    assert!(
+        before.contains("list_tickets shows the open ones"),
+        "{before}"
+    );
+
+    // The code changes: the new text is served, by the same token.
+    let code = std::fs::read_to_string(dir.join("plugin.py")).unwrap();
+    std::fs::write(
+        dir.join("plugin.py"),
+        code.replace("there is no ticket {id}", "ticket {id} was never opened"),
+    )
+    .unwrap();
+    toolhost_e2e::eventually(
+        Duration::from_secs(30),
+        "the code change to load",
+        async || {
+            text_of(&client, close, json!({"id": 9}))
+                .await
+                .contains("ticket 9 was never opened")
+                .then_some(())
+        },
+    )
+    .await;
+
+    // The manifest changes: a title appears in the listing.
+    let manifest = std::fs::read_to_string(dir.join("plugin.toml")).unwrap();
+    let titled = manifest.replace(
+        "name = \"close_ticket\"\n",
+        "name = \"close_ticket\"\ntitle = \"Close a ticket\"\n",
+    );
+    assert_ne!(titled, manifest);
+    std::fs::write(dir.join("plugin.toml"), &titled).unwrap();
+    toolhost_e2e::eventually(
+        Duration::from_secs(30),
+        "the manifest change to load",
+        async || {
+            let tools = client.list_all_tools().await.ok()?;
+            tools
+                .iter()
+                .any(|t| t.name == close && t.title.as_deref() == Some("Close a ticket"))
+                .then_some(())
+        },
+    )
+    .await;
+
+    // A broken manifest, then code that cannot start: each is said, and
+    // the last good version answers all along.
+    std::fs::write(dir.join("plugin.toml"), format!("{titled}\nbroken = [\n")).unwrap();
+    toolhost_e2e::eventually(
+        Duration::from_secs(30),
+        "the broken manifest to be said",
+        async || d.logs().contains("[toml-syntax]").then_some(()),
+    )
+    .await;
+    assert!(
+        text_of(&client, close, json!({"id": 9}))
+            .await
+            .contains("was never opened")
+    );
+    std::fs::write(dir.join("plugin.toml"), &titled).unwrap();
+    let working = std::fs::read_to_string(dir.join("plugin.py")).unwrap();
+    std::fs::write(
+        dir.join("plugin.py"),
+        format!("raise SystemExit('boom: the author slipped')\n{working}"),
+    )
+    .unwrap();
+    toolhost_e2e::eventually(
+        Duration::from_secs(30),
+        "the failed start to be said",
+        async || {
+            d.logs()
+                .contains("did not load, and the last good version keeps serving")
+                .then_some(())
+                .filter(|()| d.logs().contains("boom: the author slipped"))
+        },
+    )
+    .await;
+    assert!(
+        text_of(&client, close, json!({"id": 9}))
+            .await
+            .contains("was never opened")
+    );
+    client.cancel().await.unwrap();
+
+    // The next run in the same directory keeps the token.
+    let _ = d.signal_and_wait(rustix::process::Signal::TERM);
+    std::fs::write(dir.join("plugin.py"), working).unwrap();
+    let again = serve_dev(root.path(), &dir);
+    assert_eq!(banner_token(&again).await, token);
+}
