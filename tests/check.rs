@@ -291,3 +291,67 @@ fn schema_sync_writes_the_codes_shapes_and_check_start_catches_drift() {
     let (code, out, err) = toolhost(&[&["check", "--start", d][..], &start].concat());
     assert_eq!(code, 0, "{out}{err}");
 }
+
+/// The same in TypeScript: the code states its shapes in zod types, and
+/// `check --start` names the tool whose zod type drifted from the manifest.
+#[test]
+fn check_start_catches_a_drifted_zod_type() {
+    let example = workspace_root().join("plugins-example/tickets-ts");
+    let root = toolhost_e2e::Scratch::new("schema-drift-ts");
+    let dir = root.path().join("tickets");
+    std::fs::create_dir_all(dir.join("schemas")).unwrap();
+    std::fs::create_dir_all(dir.join("dist")).unwrap();
+    std::fs::create_dir_all(dir.join("bin")).unwrap();
+    for f in [
+        "plugin.toml",
+        "bin/tickets-plugin",
+        "dist/tickets.js",
+        "dist/plugin.js",
+    ] {
+        std::fs::copy(example.join(f), dir.join(f)).unwrap();
+    }
+    for e in std::fs::read_dir(example.join("schemas")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir.join("schemas").join(e.file_name())).unwrap();
+    }
+    std::os::unix::fs::symlink(example.join("node_modules"), dir.join("node_modules")).unwrap();
+    let config = root.path().join("toolhost.toml");
+    let mut read: Vec<String> = toolhost_e2e::sandbox_read_paths()
+        .iter()
+        .map(|p| format!("{:?}", p.display().to_string()))
+        .collect();
+    read.push(format!(
+        "{:?}",
+        example.join("node_modules").display().to_string()
+    ));
+    std::fs::write(
+        &config,
+        format!("[sandbox]\nread = [{}]\n", read.join(", ")),
+    )
+    .unwrap();
+    let d = dir.to_str().unwrap();
+    let start = [
+        "--set",
+        "api_token=test",
+        "--config",
+        config.to_str().unwrap(),
+    ];
+
+    let (code, out, err) = toolhost(&[&["check", "--start", d][..], &start].concat());
+    assert_eq!(code, 0, "the example agrees with its code: {out}{err}");
+
+    let code_text = std::fs::read_to_string(dir.join("dist/tickets.js")).unwrap();
+    let drifted = code_text.replace(
+        "title: z.string().describe(\"What is wrong or wanted, in one line.\"),",
+        "title: z.string().max(80).describe(\"What is wrong or wanted, in one line.\"),",
+    );
+    assert_ne!(drifted, code_text);
+    std::fs::write(dir.join("dist/tickets.js"), drifted).unwrap();
+    let (code, out, err) = toolhost(&[&["check", "--start", d][..], &start].concat());
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("tool create_ticket: plugin.toml and the code disagree")
+            && err.contains("/properties/title/maxLength (only in the code)"),
+        "{err}"
+    );
+}

@@ -10,17 +10,23 @@
 //! schema, the result's size, the question rules) and, where a daemon
 //! would dispatch to the plugin's process, hands the call back to the
 //! test's process instead (`{"start": BASE64, "deadline_ms": N}`, the
-//! protocol-2 `Start` message, or `{"invoke": ...}`, protocol 1's
-//! request), where the SDK runs the handler in-process. The handler's
+//! protocol-2 `HostEvent` that starts the call, or `{"invoke": ...}`,
+//! protocol 1's request), where the SDK runs the handler in-process. The handler's
 //! events come back as the wire messages they would be (`{"event":
 //! BASE64}` of `PluginEvent`, `{"response": BASE64}`, `{"abort": {"code",
 //! "message"}}`), and a question is answered from the test's `answers`,
 //! checked against the question as a client's answer is, then sent on
-//! (`{"answer": BASE64}`). The call ends with `{"result": RESULT,
+//! (`{"answer": BASE64}`, a `HostEvent`). Every message is the protocol's
+//! own, encoded as on the wire, so an SDK's harness feeds them to the same
+//! code that serves a daemon. The call ends with `{"result": RESULT,
 //! "progress": [...], "logs": [...], "questions": [...]}`: RESULT is the
 //! MCP `CallToolResult` an agent's client receives, and the rest is what
 //! the handler sent to the caller on the way. A name the tool's surface
 //! cannot see ends as `{"unknown_tool": "..."}`, MCP's protocol error.
+//!
+//! Its first line says what a harness needs of the manifest without
+//! reading TOML: `{"manifest": {"id", "protocol", "config": [{"name",
+//! "secret", "default"}]}}`.
 //!
 //! What this must not do: run the plugin's code itself, or apply any rule
 //! of its own: every verdict is the pipeline's.
@@ -180,8 +186,11 @@ impl PluginLink for TestLink {
         max_event_bytes: usize,
     ) -> toolhost_pipeline::port::BoxFuture<'_, Result<Box<dyn EventStream>, InvokeError>> {
         Box::pin(async move {
+            let first = toolhost_proto::plugin_v2::HostEvent {
+                event: Some(toolhost_proto::plugin_v2::host_event::Event::Start(start)),
+            };
             let _ = self.0.out.send(json!({
-                "start": encoded(&start),
+                "start": encoded(&first),
                 "deadline_ms": deadline.as_millis(),
             }));
             Ok(Box::new(TestStream {
@@ -243,7 +252,10 @@ impl EventStream for TestStream {
         answer: WireAnswer,
     ) -> toolhost_pipeline::port::BoxFuture<'_, Result<(), InvokeError>> {
         Box::pin(async move {
-            let _ = self.wire.out.send(json!({ "answer": encoded(&answer) }));
+            let event = toolhost_proto::plugin_v2::HostEvent {
+                event: Some(toolhost_proto::plugin_v2::host_event::Event::Answer(answer)),
+            };
+            let _ = self.wire.out.send(json!({ "answer": encoded(&event) }));
             Ok(())
         })
     }
@@ -405,6 +417,23 @@ async fn serve(m: toolhost_manifest::Manifest) -> Result<()> {
             }
         }
     });
+    // First, what an SDK's harness needs of the manifest without reading
+    // TOML: the plugin's id and its configuration items.
+    let _ = out_tx.send(json!({
+        "manifest": {
+            "id": m.id,
+            "protocol": m.runtime.protocol,
+            "config": m.config.iter().map(|c| json!({
+                "name": c.name,
+                "secret": c.secret,
+                "default": c.default.as_ref().map(|d| match d {
+                    toolhost_manifest::grants::ConfigValue::String(s) => json!(s),
+                    toolhost_manifest::grants::ConfigValue::Integer(n) => json!(n),
+                    toolhost_manifest::grants::ConfigValue::Boolean(b) => json!(b),
+                }),
+            })).collect::<Vec<_>>(),
+        }
+    }));
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let mut running: Option<tokio::task::JoinHandle<()>> = None;
     while let Some(line) = lines

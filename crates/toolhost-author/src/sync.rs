@@ -235,6 +235,10 @@ fn add_entry<'d>(doc: &'d mut DocumentMut, shape: &ToolShape) -> Result<&'d mut 
             chat.push("chat");
             value(chat)
         });
+    let shown = surfaces
+        .as_value()
+        .map(|v| v.to_string())
+        .unwrap_or_default();
     let mut entry = Table::new();
     entry.insert("name", value(shape.name.clone()));
     entry.insert("description", value(shape.description.trim().to_owned()));
@@ -250,8 +254,9 @@ fn add_entry<'d>(doc: &'d mut DocumentMut, shape: &ToolShape) -> Result<&'d mut 
     };
     tools.push(entry);
     outln!(
-        "added tool {} to plugin.toml, on the surfaces of its first tool: review its surfaces and annotations",
-        shape.name
+        "added tool {} to plugin.toml, on surfaces {}: review its surfaces and annotations",
+        shape.name,
+        shown.trim()
     );
     let last = tools.len() - 1;
     tools.get_mut(last).context("the entry just added is gone")

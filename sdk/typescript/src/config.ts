@@ -52,10 +52,17 @@ export class Secret {
 
 /** The configuration values and secrets toolhost gave this process. */
 export class Config {
-  readonly #values: Map<string, ConfigValue>;
-  readonly #secrets: Map<string, Secret>;
+  #values: Map<string, ConfigValue>;
+  #secrets: Map<string, Secret>;
 
   constructor(values: Record<string, ConfigValue> = {}, secrets: Record<string, string> = {}) {
+    this.#values = new Map(Object.entries(values));
+    this.#secrets = new Map(Object.entries(secrets).map(([k, v]) => [k, new Secret(v)]));
+  }
+
+  /** Replaces the values and secrets: for the test harness, which gives a
+   * tool the values a test names. */
+  provide(values: Record<string, ConfigValue>, secrets: Record<string, string>): void {
     this.#values = new Map(Object.entries(values));
     this.#secrets = new Map(Object.entries(secrets).map(([k, v]) => [k, new Secret(v)]));
   }

@@ -28,3 +28,4 @@ export { Config, Secret, config, loadConfig, type ConfigValue } from "./config.j
 export { Content, ToolError, ToolResult, type Audience, type Returned } from "./content.js";
 export { Plugin, services, type Handler } from "./plugin.js";
 export type { Json } from "./struct.js";
+export { type Infer, type Schema, type ToolSpec } from "./shapes.js";

@@ -19,6 +19,7 @@ import { fileURLToPath } from "node:url";
 import { ToolCall, type Link } from "./call.js";
 import { Content, ToolError, ToolResult, toResult, toWire, type Returned } from "./content.js";
 import { jsonToStruct, structToJson, type WireStruct } from "./struct.js";
+import { jsonSchemaOf, parseWith, summary, type Infer, type Schema, type ToolSpec } from "./shapes.js";
 
 export const COOKIE_KEY = "KANDEV_PLUGIN";
 export const COOKIE_VALUE = "kandev-plugin-v1";
@@ -64,6 +65,10 @@ function status(code: grpc.status, details: string): grpc.ServiceError {
  */
 export class Plugin {
   readonly tools = new Map<string, Handler>();
+  /** The typed tools' specs, by name (see `shapes.ts`). */
+  readonly specs = new Map<string, ToolSpec<Schema, Schema | undefined>>();
+  /** Their shapes as Describe tells them, once resolved. */
+  private shapes: Record<string, string>[] = [];
   private readonly handshakeOut: (line: string) => void;
   /** The token toolhost presents on every call; undefined under a toolhost
    * that sends none, when nothing is checked. */
@@ -81,10 +86,51 @@ export class Plugin {
     }
   }
 
-  /** Registers the handler of the tool declared as `name` in the manifest. */
-  tool(name: string, handler: Handler): this {
-    this.tools.set(name, handler);
+  /**
+   * Registers the handler of the tool `name`: a function of the call
+   * (reading `call.arguments`, the manifest alone stating the schema), or,
+   * with a spec, a function of its arguments as the spec's types, whose
+   * shape `toolhost schema sync` writes into the manifest:
+   *
+   * ```ts
+   * plugin.tool("create_ticket", { description: "Opens a ticket.", input: z.object({ title: z.string() }) },
+   *   ({ title }, call) => ({ id: 1, title }));
+   * ```
+   */
+  tool(name: string, handler: Handler): this;
+  tool<I extends Schema, O extends Schema | undefined = undefined>(
+    name: string,
+    spec: ToolSpec<I, O>,
+    handler: (args: Infer<I>, call: ToolCall) => Returned | Infer<O> | Promise<Returned | Infer<O>>,
+  ): this;
+  tool(
+    name: string,
+    specOrHandler: Handler | ToolSpec<Schema, Schema | undefined>,
+    typed?: (args: never, call: ToolCall) => unknown,
+  ): this {
+    if (typeof specOrHandler === "function") {
+      this.tools.set(name, specOrHandler);
+      return this;
+    }
+    const spec = specOrHandler;
+    const handler = typed as unknown as (args: unknown, call: ToolCall) => Returned | Promise<Returned>;
+    this.specs.set(name, spec);
+    this.tools.set(name, (call) => handler(parseWith(spec.input, call.arguments), call));
     return this;
+  }
+
+  /** The typed tools' shapes as JSON Schema, as Describe tells toolhost. */
+  async resolveShapes(): Promise<void> {
+    const shapes: Record<string, string>[] = [];
+    for (const [name, spec] of [...this.specs].sort(([a], [b]) => a.localeCompare(b))) {
+      shapes.push({
+        name,
+        input_schema_json: JSON.stringify(await jsonSchemaOf(spec.input)),
+        output_schema_json: spec.output ? JSON.stringify(await jsonSchemaOf(spec.output)) : "",
+        description: summary(spec.description),
+      });
+    }
+    this.shapes = shapes;
   }
 
   /** The operator's values and secrets (see `config`). */
@@ -153,6 +199,7 @@ export class Plugin {
       return 1;
     }
     this.loadCallToken();
+    await this.resolveShapes();
     await trace.installFromEnv();
     const dir = mkdtempSync(join(process.env[SOCKET_DIR_KEY] ?? tmpdir(), "plugin-"));
     const path = join(dir, "plugin.sock");
@@ -222,10 +269,11 @@ export class Plugin {
       done(status(grpc.status.UNAUTHENTICATED, "this plugin answers only the toolhost that started it"));
       return;
     }
-    done(null, { tools: [...this.tools.keys()].sort(), sdk: `@toolhost/plugin ${SDK_VERSION}` });
+    done(null, { tools: [...this.tools.keys()].sort(), sdk: `@toolhost/plugin ${SDK_VERSION}`, shapes: this.shapes });
   }
 
-  private unary(
+  /** @internal the protocol-1 servicer, for the test harness. */
+  unary(
     call: grpc.ServerUnaryCall<Record<string, any>, unknown>,
     done: grpc.sendUnaryData<unknown>,
   ): void {
@@ -260,7 +308,8 @@ export class Plugin {
     );
   }
 
-  private streaming(stream: grpc.ServerDuplexStream<Record<string, any>, Record<string, unknown>>): void {
+  /** @internal the protocol-2 servicer, for the test harness. */
+  streaming(stream: grpc.ServerDuplexStream<Record<string, any>, Record<string, unknown>>): void {
     const fromToolhost = this.fromToolhost(stream.metadata);
     const abort = new AbortController();
     stream.on("cancelled", () => abort.abort());

@@ -259,6 +259,8 @@ class Harness:
         try:
             while True:
                 line = await self._line()
+                if "manifest" in line:
+                    continue
                 if "result" in line:
                     return Outcome(line["result"], line["progress"], line["logs"], line["questions"])
                 if "unknown_tool" in line:
@@ -266,17 +268,15 @@ class Harness:
                 if "error" in line:
                     raise RuntimeError(f"toolhost harness: {line['error']}")
                 if "start" in line:
-                    start = v2.Start.FromString(base64.b64decode(line["start"]))
                     context = _Context(line["deadline_ms"], self._send)
-                    context._events.put_nowait(v2.HostEvent(start=start))
+                    context._events.put_nowait(v2.HostEvent.FromString(base64.b64decode(line["start"])))
                     handler = asyncio.create_task(self._stream(context))
                 elif "invoke" in line:
                     invoke = v1.AgentToolRequest.FromString(base64.b64decode(line["invoke"]))
                     context = _Context(line["deadline_ms"], self._send)
                     handler = asyncio.create_task(self._unary(invoke, context))
                 elif "answer" in line and context is not None:
-                    answer = v2.Answer.FromString(base64.b64decode(line["answer"]))
-                    context._events.put_nowait(v2.HostEvent(answer=answer))
+                    context._events.put_nowait(v2.HostEvent.FromString(base64.b64decode(line["answer"])))
                 elif "cancel" in line and handler is not None:
                     handler.cancel()
         finally:

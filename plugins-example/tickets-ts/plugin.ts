@@ -1,0 +1,3 @@
+import { plugin } from "./tickets.js";
+
+plugin.run();
