@@ -184,7 +184,7 @@ fn tickets_without_declarations(root: &std::path::Path) -> std::path::PathBuf {
     std::fs::create_dir_all(dir.join("bin")).unwrap();
     std::fs::copy(example.join("plugin.py"), dir.join("plugin.py")).unwrap();
     let manifest = std::fs::read_to_string(example.join("plugin.toml")).unwrap();
-    let head = manifest.split("[[tools]]").next().unwrap();
+    let head = manifest.split("\n[[tools]]").next().unwrap();
     std::fs::write(dir.join("plugin.toml"), head).unwrap();
     toolhost_e2e::venv_launcher(&dir.join("bin/tickets-plugin"), "../plugin.py");
     dir
@@ -352,6 +352,67 @@ fn check_start_catches_a_drifted_zod_type() {
     assert!(
         err.contains("tool create_ticket: plugin.toml and the code disagree")
             && err.contains("/properties/title/maxLength (only in the code)"),
+        "{err}"
+    );
+}
+
+/// The same in Rust: the code states its shapes in schemars types, and
+/// `check --start` names the tool whose manifest schema no longer says
+/// what the code's type does (here the schema file was edited by hand).
+#[test]
+fn check_start_catches_a_schema_file_that_left_its_rust_type() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let example = workspace_root().join("plugins-example/tickets-rs");
+    let root = toolhost_e2e::Scratch::new("schema-drift-rs");
+    let dir = root.path().join("tickets");
+    std::fs::create_dir_all(dir.join("schemas")).unwrap();
+    std::fs::create_dir_all(dir.join("bin")).unwrap();
+    std::fs::copy(example.join("plugin.toml"), dir.join("plugin.toml")).unwrap();
+    for e in std::fs::read_dir(example.join("schemas")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir.join("schemas").join(e.file_name())).unwrap();
+    }
+    let launcher = dir.join("bin/tickets-plugin");
+    std::fs::write(
+        &launcher,
+        format!(
+            "#!/bin/sh\nexec {} \"$@\"\n",
+            toolhost_e2e::bin("tickets-plugin").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let config = root.path().join("toolhost.toml");
+    let read: Vec<String> = toolhost_e2e::sandbox_read_paths()
+        .iter()
+        .map(|p| format!("{:?}", p.display().to_string()))
+        .collect();
+    std::fs::write(
+        &config,
+        format!("[sandbox]\nread = [{}]\n", read.join(", ")),
+    )
+    .unwrap();
+    let d = dir.to_str().unwrap();
+    let start = [
+        "--set",
+        "api_token=test",
+        "--config",
+        config.to_str().unwrap(),
+    ];
+
+    let (code, out, err) = toolhost(&[&["check", "--start", d][..], &start].concat());
+    assert_eq!(code, 0, "the example agrees with its code: {out}{err}");
+
+    let file = dir.join("schemas/close_ticket.json");
+    let mut schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    schema["properties"]["id"]["maximum"] = serde_json::json!(1000);
+    std::fs::write(&file, schema.to_string()).unwrap();
+    let (code, out, err) = toolhost(&[&["check", "--start", d][..], &start].concat());
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("tool close_ticket: plugin.toml and the code disagree")
+            && err.contains("/properties/id/maximum (only in plugin.toml)"),
         "{err}"
     );
 }

@@ -48,10 +48,17 @@ async fn each_example_packs_installs_and_serves_outside_the_checkout_with_no_gra
     use std::os::unix::fs::PermissionsExt as _;
     let root = Scratch::new("examples");
     std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
-    let archives: Vec<(&str, PathBuf)> = ["notes", "textkit", "jsonkit"]
-        .into_iter()
-        .map(|e| (e, pack(e, root.path())))
-        .collect();
+    let archives: Vec<(&str, PathBuf)> = [
+        "notes",
+        "textkit",
+        "jsonkit",
+        "tickets-py",
+        "tickets-ts",
+        "tickets-rs",
+    ]
+    .into_iter()
+    .map(|e| (e, pack(e, root.path())))
+    .collect();
     // A daemon with nothing but its own defaults: no plugin paths, no read
     // grants, the default sandbox.
     let account = if rustix::process::geteuid().is_root() {
@@ -65,11 +72,17 @@ async fn each_example_packs_installs_and_serves_outside_the_checkout_with_no_gra
     );
     let d = Daemon::start(root.path(), &config, &[]);
     let admin = root.path().join("state/admin.sock");
+    let secret = root.path().join("api-token");
+    std::fs::write(&secret, "test\n").unwrap();
+    let token_value = format!("api_token=@{}", secret.display());
     for (example, archive) in &archives {
-        let (ok, out) = cli_at(
-            &admin,
-            &["plugins", "install", &archive.display().to_string()],
-        );
+        let archive = archive.display().to_string();
+        // The tickets examples need their secret to start.
+        let mut args = vec!["plugins", "install", archive.as_str()];
+        if example.starts_with("tickets") {
+            args.push(&token_value);
+        }
+        let (ok, out) = cli_at(&admin, &args);
         assert!(ok, "{example}: {out}");
     }
     let c = agent(&d.url, TOKEN).await;
@@ -84,6 +97,21 @@ async fn each_example_packs_installs_and_serves_outside_the_checkout_with_no_gra
             "kandev_jsonkit_stats",
             json!({"json": "{\"a\": [1, 2]}"}),
             "",
+        ),
+        (
+            "kandev_tickets_py_create_ticket",
+            json!({"title": "from Python"}),
+            "from Python",
+        ),
+        (
+            "kandev_tickets_ts_create_ticket",
+            json!({"title": "from TypeScript"}),
+            "from TypeScript",
+        ),
+        (
+            "kandev_tickets_rs_create_ticket",
+            json!({"title": "from Rust"}),
+            "from Rust",
         ),
     ] {
         let r = eventually(Duration::from_secs(60), tool, async || {

@@ -160,6 +160,31 @@ fn build(dir: &Path, lang: &str) {
     );
 }
 
+/// Runs the test the README gives, when it gives one: the template's tool
+/// through the SDK's harness, with this build's `toolhost` on PATH.
+fn test_with_harness(dir: &Path) {
+    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    let Some(step) = readme
+        .lines()
+        .find_map(|l| l.split_once("Test: `").map(|(_, rest)| rest))
+        .and_then(|l| l.strip_suffix('`'))
+    else {
+        return;
+    };
+    let path = format!(
+        "{}:{}",
+        toolhost_e2e::bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    run_in(
+        dir,
+        std::process::Command::new("sh")
+            .args(["-c", step])
+            .env("PATH", path)
+            .env("PIP_DISABLE_PIP_VERSION_CHECK", "1"),
+    );
+}
+
 /// `toolhost pack DIR`, as the README says; returns the archive.
 fn pack(dir: &Path, id: &str, version: &str) -> PathBuf {
     let out = run_in(
@@ -223,6 +248,7 @@ async fn from_toolhost_new_to_an_installed_plugin_outside_the_checkout_in_each_l
                 .arg(&dir),
         );
         build(&dir, lang);
+        test_with_harness(&dir);
 
         // The code and the manifest are compared: a declared tool without
         // a handler fails `check --start`, naming it.

@@ -1,8 +1,6 @@
-"""tickets: a small ticket tracker, on the Python SDK, with tools from types."""
-
 import json
-import os
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Annotated, Literal
 
 from toolhost_plugin import Plugin, Question, ToolCall, ToolError, config
@@ -32,13 +30,12 @@ class TicketPage:
     next_cursor: int | None = None
 
 
+def store() -> Path:
+    return Path(plugin.data_dir() or ".") / "tickets.json"
+
+
 def load() -> list[dict]:
-    path = os.path.join(plugin.data_dir() or ".", "tickets.json")
-    return json.load(open(path)) if os.path.exists(path) else []
-
-
-def save(tickets: list[dict]) -> None:
-    json.dump(tickets, open(os.path.join(plugin.data_dir() or ".", "tickets.json"), "w"))
+    return json.loads(store().read_text()) if store().exists() else []
 
 
 @plugin.tool
@@ -49,11 +46,10 @@ def create_ticket(title: str, labels: list[Label] = [], priority: Priority = "no
         title: What is wrong or wanted, in one line.
         labels: Tags to file it under.
     """
-    if config.secret("api_token").expose() == "":
+    if not config.secret("api_token").expose():
         raise ToolError("the tracker's api_token is empty; ask the operator to set it")
-    tickets = load()
-    ticket = Ticket(len(tickets) + 1, title, priority, labels)
-    save(tickets + [asdict(ticket)])
+    ticket = Ticket(len(load()) + 1, title, priority, labels)
+    store().write_text(json.dumps(load() + [asdict(ticket)]))
     return ticket
 
 
@@ -65,21 +61,15 @@ def list_tickets(cursor: int = 0, limit: int = 20, call: ToolCall = None) -> Tic
         cursor: Where the previous page ended (0 for the first page).
         limit: The most tickets in one page.
     """
-    tickets = load()
-    for i in range(cursor, min(cursor + limit, len(tickets))):
-        call.progress(i - cursor + 1, min(limit, len(tickets) - cursor))
-    page = [Ticket(**{**t, "labels": [Label(**l) for l in t["labels"]]}) for t in tickets[cursor : cursor + limit]]
-    more = cursor + limit < len(tickets)
-    return TicketPage(page, cursor + limit if more else None)
+    page = [Ticket(**{**t, "labels": [Label(**l) for l in t["labels"]]}) for t in load()[cursor : cursor + limit]]
+    for i in range(len(page)):
+        call.progress(i + 1, len(page))
+    return TicketPage(page, cursor + limit if cursor + limit < len(load()) else None)
 
 
 @plugin.tool
-async def close_ticket(id: int, call: ToolCall) -> str:
-    """Closes a ticket for good, after the user agrees.
-
-    Args:
-        id: The ticket's number.
-    """
+async def close_ticket(id: Annotated[int, "The ticket's number."], call: ToolCall) -> str:
+    """Closes a ticket for good, after the user agrees."""
     tickets = load()
     if not 0 < id <= len(tickets):
         raise ToolError(f"there is no ticket {id}; list_tickets shows the open ones")
@@ -87,7 +77,7 @@ async def close_ticket(id: int, call: ToolCall) -> str:
     if not answer.flag("confirm"):
         return f"ticket {id} stays open"
     tickets[id - 1]["open"] = False
-    save(tickets)
+    store().write_text(json.dumps(tickets))
     return f"closed ticket {id}"
 
 

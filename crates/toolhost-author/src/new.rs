@@ -50,11 +50,18 @@ pub struct NewArgs {
     sdk: Option<PathBuf>,
 }
 
+/// The schema of `hello`'s arguments, as `toolhost schema sync` writes what
+/// each template's code states (the three state the same).
 const SCHEMA: &str = r#"{
-  "type": "object",
+  "additionalProperties": false,
   "properties": {
-    "name": { "type": "string", "maxLength": 100, "description": "Who to greet." }
-  }
+    "name": {
+      "default": "world",
+      "description": "Who to greet.",
+      "type": "string"
+    }
+  },
+  "type": "object"
 }
 "#;
 
@@ -158,21 +165,59 @@ fn files(id: &str, lang: Lang, sdk: &Sdk) -> Vec<(String, String, bool)> {
                 format!(
                     "[package]\nname = \"{crate_name}\"\nversion = \"0.1.0\"\nedition = \"2024\"\npublish = false\n\n\
                      # A workspace of its own, wherever it is put.\n[workspace]\n\n[dependencies]\n\
-                     toolhost-plugin-sdk = \"{SDK_VERSION}\"\n{patch}"
+                     schemars = \"1\"\nserde = {{ version = \"1\", features = [\"derive\"] }}\n\
+                     toolhost-plugin-sdk = \"{SDK_VERSION}\"\n\n\
+                     [dev-dependencies]\nserde_json = \"1\"\n\
+                     tokio = {{ version = \"1\", features = [\"macros\", \"rt-multi-thread\"] }}\n\
+                     toolhost-plugin-sdk = {{ version = \"{SDK_VERSION}\", features = [\"testing\"] }}\n{patch}"
                 ),
                 false,
             ));
             out.push((
                 "src/main.rs".into(),
-                r#"use toolhost_plugin_sdk::{Plugin, ToolCall, ToolError, ToolOutput};
+                r#"use toolhost_plugin_sdk::{Plugin, ToolCall, ToolError};
 
-async fn hello(call: ToolCall) -> Result<ToolOutput, ToolError> {
-    let name = call.arguments.get("name").and_then(|v| v.as_str()).unwrap_or("world");
-    Ok(ToolOutput::text(format!("Hello, {name}!")))
+// The tool's arguments: `toolhost schema sync .` writes their JSON Schema
+// into plugin.toml's schema file, and `toolhost check --start .` fails when
+// the two drift apart.
+/// Greets someone by name.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Hello {
+    /// Who to greet.
+    #[serde(default = "world")]
+    name: String,
+}
+
+fn world() -> String {
+    "world".into()
+}
+
+async fn hello(args: Hello, _call: ToolCall) -> Result<String, ToolError> {
+    Ok(format!("Hello, {}!", args.name))
+}
+
+fn plugin() -> Plugin {
+    Plugin::new().typed("hello", hello)
 }
 
 fn main() -> std::process::ExitCode {
-    Plugin::new().tool("hello", hello).run()
+    plugin().run()
+}
+
+/// The tool through toolhost's own rules, with no daemon (toolhost on PATH).
+#[cfg(test)]
+mod tests {
+    use toolhost_plugin_sdk::testing::Harness;
+
+    #[tokio::test]
+    async fn hello() {
+        let mut h = Harness::start(&super::plugin(), env!("CARGO_MANIFEST_DIR"), &[]).await.unwrap();
+        let ada = h.call("hello", serde_json::json!({"name": "Ada"})).await.unwrap();
+        assert_eq!(ada.text(), "Hello, Ada!");
+        let wrong = h.call("hello", serde_json::json!({"nme": "Ada"})).await.unwrap();
+        assert_eq!(wrong.error_code(), Some("invalid_arguments"), "{}", wrong.text());
+        h.close().await;
+    }
 }
 "#
                 .into(),
@@ -192,7 +237,7 @@ fn main() -> std::process::ExitCode {
             ));
             out.push((
                 "README.md".into(),
-                readme(id, "cargo build --release"),
+                readme(id, "cargo build --release", Some("cargo test --release")),
                 false,
             ));
             out.push((
@@ -204,17 +249,24 @@ fn main() -> std::process::ExitCode {
         Lang::Python => {
             out.push((
                 "plugin.py".into(),
-                r#"from toolhost_plugin import Plugin
+                r#"from typing import Annotated
+
+from toolhost_plugin import Plugin
 
 plugin = Plugin()
 
 
-@plugin.tool("hello")
-async def hello(call):
-    return f"Hello, {call.arguments.get('name', 'world')}!"
+# The parameters are the tool's arguments: `toolhost schema sync .` writes
+# their JSON Schema into plugin.toml's schema file, and `toolhost check
+# --start .` fails when the two drift apart.
+@plugin.tool
+def hello(name: Annotated[str, "Who to greet."] = "world") -> str:
+    """Greets someone by name."""
+    return f"Hello, {name}!"
 
 
-plugin.run()
+if __name__ == "__main__":
+    plugin.run()
 "#
                 .into(),
                 false,
@@ -230,6 +282,22 @@ plugin.run()
                 ),
             };
             out.push(("requirements.txt".into(), requirement, false));
+            out.push((
+                "test_plugin.py".into(),
+                r#"# The tool through toolhost's own rules, with no daemon (toolhost on PATH).
+from plugin import plugin
+from toolhost_plugin.testing import Harness
+
+
+def test_hello():
+    with Harness(plugin) as h:
+        assert h.call("hello", {"name": "Ada"}).text == "Hello, Ada!"
+        wrong = h.call("hello", {"nme": "Ada"})
+        assert wrong.error_code == "invalid_arguments", wrong.text
+"#
+                .into(),
+                false,
+            ));
             out.push((
                 bin.clone(),
                 "#!/bin/sh\n# Packed (toolhost pack): the system Python, with the dependencies in vendor/.\n\
@@ -249,6 +317,7 @@ plugin.run()
                 readme(
                     id,
                     "python3 -m venv .venv && .venv/bin/pip install -r requirements.txt",
+                    Some(".venv/bin/pip install pytest && .venv/bin/python -m pytest -q"),
                 ),
                 false,
             ));
@@ -270,10 +339,18 @@ plugin.run()
             out.push((
                 "plugin.ts".into(),
                 r#"import { Plugin } from "@toolhost/plugin";
+import { z } from "zod";
 
-new Plugin()
-  .tool("hello", (call) => `Hello, ${call.arguments.name ?? "world"}!`)
-  .run();
+// The zod type is the tool's arguments: `toolhost schema sync .` writes its
+// JSON Schema into plugin.toml's schema file, and `toolhost check --start .`
+// fails when the two drift apart.
+export const plugin = new Plugin().tool(
+  "hello",
+  { description: "Greets someone by name.", input: z.object({ name: z.string().default("world").describe("Who to greet.") }) },
+  ({ name }) => `Hello, ${name}!`,
+);
+
+if (process.env.KANDEV_PLUGIN) plugin.run();
 "#
                 .into(),
                 false,
@@ -282,16 +359,38 @@ new Plugin()
                 "package.json".into(),
                 format!(
                     "{{\n  \"name\": \"{crate_name}\",\n  \"version\": \"0.1.0\",\n  \"private\": true,\n  \"type\": \"module\",\n  \
-                     \"scripts\": {{ \"build\": \"tsc -p tsconfig.json\" }},\n  \
-                     \"dependencies\": {{ \"@toolhost/plugin\": {sdk:?} }},\n  \
+                     \"scripts\": {{ \"build\": \"tsc -p tsconfig.json\", \"test\": \"node --test dist/\" }},\n  \
+                     \"dependencies\": {{ \"@toolhost/plugin\": {sdk:?}, \"zod\": \"^4.1.0\" }},\n  \
                      \"devDependencies\": {{ \"@types/node\": \"^20.19.0\", \"typescript\": \"~5.9.3\" }}\n}}\n"
                 ),
                 false,
             ));
             out.push((
+                "plugin.test.ts".into(),
+                r#"// The tool through toolhost's own rules, with no daemon (toolhost on PATH).
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { Harness } from "@toolhost/plugin/testing";
+import { plugin } from "./plugin.js";
+
+test("hello", async () => {
+  const h = await Harness.start(plugin, new URL("..", import.meta.url).pathname);
+  try {
+    assert.equal((await h.call("hello", { name: "Ada" })).text, "Hello, Ada!");
+    const wrong = await h.call("hello", { nme: "Ada" });
+    assert.equal(wrong.errorCode, "invalid_arguments", wrong.text);
+  } finally {
+    await h.close();
+  }
+});
+"#
+                .into(),
+                false,
+            ));
+            out.push((
                 "tsconfig.json".into(),
                 "{\n  \"compilerOptions\": {\n    \"target\": \"ES2022\",\n    \"module\": \"NodeNext\",\n    \"moduleResolution\": \"NodeNext\",\n    \
-                 \"outDir\": \"dist\",\n    \"strict\": true,\n    \"skipLibCheck\": true\n  },\n  \"files\": [\"plugin.ts\"]\n}\n"
+                 \"outDir\": \"dist\",\n    \"strict\": true,\n    \"skipLibCheck\": true\n  },\n  \"files\": [\"plugin.ts\", \"plugin.test.ts\"]\n}\n"
                     .into(),
                 false,
             ));
@@ -305,7 +404,7 @@ new Plugin()
             ));
             out.push((
                 "README.md".into(),
-                readme(id, "npm install && npm run build"),
+                readme(id, "npm install && npm run build", Some("npm test")),
                 false,
             ));
             out.push((
@@ -320,21 +419,45 @@ new Plugin()
 
 /// Every command in it works as written, in this order, from the plugin's
 /// directory (the e2e tests run them).
-fn readme(id: &str, build: &str) -> String {
+fn readme(id: &str, build: &str, test: Option<&str>) -> String {
     let tool = toolhost_manifest::naming::exposed("kandev", id, "hello");
+    let mut steps = vec![
+        format!("Build: `{build}`"),
+        "Check the manifest, its schemas, and the code against them: `toolhost check --start .`\n   \
+         (after changing a tool's types, `toolhost schema sync .` writes them into the manifest)"
+            .to_owned(),
+    ];
+    if let Some(test) = test {
+        steps.push(format!(
+            "Test: `{test}`\n   (each call goes through toolhost's own checks and error texts, with no daemon)"
+        ));
+    }
+    steps.push(
+        "Serve it for development: `toolhost serve --dev .`\n   \
+         (it prints a token to export, the same on every run here; a change to the code or\n   \
+         plugin.toml reloads the plugin; stop it with Ctrl-C)"
+            .to_owned(),
+    );
+    steps.push(format!(
+        "Call it from another terminal, with that token exported:\n   \
+         `toolhost call {tool} '{{\"name\": \"Ada\"}}'`"
+    ));
+    steps.push(format!(
+        "Pack it: `toolhost pack .` writes `{id}-0.1.0.tar.gz`, which a daemon installs with\n   \
+         `toolhost plugins install {id}-0.1.0.tar.gz`."
+    ));
+    let numbered: String = steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| format!("{}. {s}\n", i + 1))
+        .collect();
     format!(
         "# {id}\n\n\
-         A toolhost plugin: `plugin.toml` declares its tools; the code implements them.\n\n\
-         1. Build: `{build}`\n\
-         2. Check the manifest and schemas: `toolhost check .`\n\
-         3. Serve it for development: `toolhost serve --dev .`\n   \
-         (it prints a token to export; stop it with Ctrl-C)\n\
-         4. Call it from another terminal, with that token exported:\n   \
-         `toolhost call {tool} '{{\"name\": \"Ada\"}}'`\n\
-         5. Pack it: `toolhost pack .` writes `{id}-0.1.0.tar.gz`, which a daemon installs with\n   \
-         `toolhost plugins install {id}-0.1.0.tar.gz`.\n\n\
-         The tool's name for agents is `{tool}`. Add a tool by declaring it in\n\
-         `plugin.toml` (with its schema) and implementing it in the code.\n"
+         A toolhost plugin: `plugin.toml` declares its tools; the code implements them,\n\
+         stating each tool's arguments in its own types.\n\n\
+         {numbered}\n\
+         The tool's name for agents is `{tool}`. Add a tool by implementing it in the code\n\
+         and running `toolhost schema sync .`, which adds its declaration to `plugin.toml`.\n"
     )
 }
 
@@ -381,6 +504,18 @@ pub fn run(args: &NewArgs) -> Result<ExitCode> {
         dir.display(),
         args.lang
     );
+    if sdk == Sdk::Published {
+        // The names the project depends on are the registries'; until the
+        // SDKs are published there, a build needs them made locally.
+        outln!(
+            "it depends on the SDK by its published name ({}); if your registry does not have it yet, make the SDK artifacts in a toolhost checkout with `scripts/package-sdks DIR` and write the plugin again with `--sdk DIR` (or TOOLHOST_SDK_DIR=DIR)",
+            match args.lang {
+                Lang::Rust => "toolhost-plugin-sdk on crates.io",
+                Lang::Python => "toolhost-plugin on PyPI",
+                Lang::Typescript => "@toolhost/plugin on npm",
+            }
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -403,11 +538,21 @@ mod tests {
             }
             let readme = &f.iter().find(|(p, _, _)| p == "README.md").unwrap().1;
             for step in [
-                "toolhost check .",
+                "toolhost check --start .",
+                "toolhost schema sync .",
                 "toolhost serve --dev .",
                 "toolhost pack .",
             ] {
                 assert!(readme.contains(step), "{lang:?}: {readme}");
+            }
+            // Python and TypeScript test their tool through the harness.
+            if lang != Lang::Rust {
+                assert!(readme.contains("Test: `"), "{lang:?}: {readme}");
+                assert!(
+                    f.iter()
+                        .any(|(p, t, _)| p.contains("test") && t.contains("Harness")),
+                    "{lang:?}: {names:?}"
+                );
             }
         }
         // The published names by default; local artifacts stand in for them.

@@ -241,6 +241,10 @@ impl Link {
     }
 }
 
+/// The data directory the test harness gives (the environment cannot be
+/// changed safely in a process that runs threads).
+pub(crate) static DATA_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
 /// One tool call, as the handler sees it.
 #[derive(Debug, Clone)]
 pub struct ToolCall {
@@ -275,7 +279,10 @@ impl ToolCall {
     /// The plugin's data directory (from toolhost), if set.
     #[must_use]
     pub fn data_dir() -> Option<PathBuf> {
-        std::env::var_os(DATA_DIR_KEY).map(PathBuf::from)
+        DATA_DIR
+            .get()
+            .cloned()
+            .or_else(|| std::env::var_os(DATA_DIR_KEY).map(PathBuf::from))
     }
 
     /// Whether the caller asked for progress. [`ToolCall::progress`] is

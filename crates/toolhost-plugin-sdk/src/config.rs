@@ -117,10 +117,19 @@ impl Config {
     }
 }
 
+static CONFIG: OnceLock<Config> = OnceLock::new();
+
+/// Gives this process its configuration before anything reads it: the test
+/// harness's values. `false` when it was read (or given) already, and so
+/// stays as it was.
+#[cfg(feature = "testing")]
+pub(crate) fn provide(given: Config) -> bool {
+    CONFIG.set(given).is_ok()
+}
+
 /// This process's configuration, read (and its file deleted) on first use.
 /// Empty when the manifest declares no `[[config]]` items.
 pub fn config() -> &'static Config {
-    static CONFIG: OnceLock<Config> = OnceLock::new();
     CONFIG.get_or_init(|| {
         let Some(path) = std::env::var_os(CONFIG_FILE_KEY) else {
             return Config::default();

@@ -98,11 +98,15 @@ mod config;
 mod output;
 mod plugin;
 mod serve;
+#[cfg(feature = "testing")]
+pub mod testing;
 #[cfg(feature = "otel")]
 mod trace;
 #[cfg(not(feature = "otel"))]
 #[path = "trace_off.rs"]
 mod trace;
+#[cfg(feature = "types")]
+pub mod typed;
 
 pub use call::{Answer, AskError, LogLevel, Question, ToolCall};
 pub use config::{Config, Secret, config};

@@ -66,6 +66,53 @@ impl Plugin {
         self
     }
 
+    /// Registers the tool `name` as a function of its arguments as the type
+    /// `A`, answering the type `O` as its structured content, and states
+    /// both types' JSON Schemas to toolhost (see [`crate::typed`]). The doc
+    /// comment of `A` describes the tool (in a manifest entry `schema sync`
+    /// creates).
+    #[cfg(feature = "types")]
+    #[must_use]
+    pub fn typed<A, O, F, Fut>(self, name: impl Into<String>, handler: F) -> Self
+    where
+        A: serde::de::DeserializeOwned + schemars::JsonSchema + Send + 'static,
+        O: serde::Serialize + schemars::JsonSchema + 'static,
+        F: Fn(A, ToolCall) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, ToolError>> + Send + 'static,
+    {
+        let name = name.into();
+        let input = crate::typed::schema_of::<A>();
+        // An output schema describes structured content, which is an
+        // object: a tool answering a string (or a list) answers text.
+        let output = Some(crate::typed::schema_of::<O>())
+            .filter(|o| o.get("type").and_then(serde_json::Value::as_str) == Some("object"));
+        let structured = output.is_some();
+        let description = crate::typed::description_of::<A>().unwrap_or_default();
+        let handler = Arc::new(handler);
+        self.shape(name.clone(), description, &input, output.as_ref())
+            .tool(name, move |call: ToolCall| {
+                let handler = Arc::clone(&handler);
+                async move {
+                    let args: A = serde_json::from_value(serde_json::Value::Object(call.arguments.clone()))
+                        .map_err(|_| {
+                            // toolhost checked them against the manifest: a
+                            // difference means the two drifted.
+                            ToolError::new(
+                                "the arguments passed toolhost's check but not the tool's own types: its manifest and its code disagree (tell the plugin's author)",
+                            )
+                        })?;
+                    let out = handler(args, call).await?;
+                    let value = serde_json::to_value(out)
+                        .map_err(|e| ToolError::new(format!("the result cannot be JSON: {e}")))?;
+                    Ok(match value {
+                        serde_json::Value::Object(o) if structured => ToolOutput::structured(o),
+                        serde_json::Value::String(s) => ToolOutput::text(s),
+                        other => ToolOutput::text(other.to_string()),
+                    })
+                }
+            })
+    }
+
     /// Serves until SIGTERM or SIGINT. Fails when not started by toolhost
     /// (no magic cookie), when toolhost offers no protocol version this SDK
     /// speaks, or when the socket cannot be served.

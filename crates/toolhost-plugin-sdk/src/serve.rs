@@ -126,7 +126,7 @@ fn deadline_of<T>(request: &tonic::Request<T>) -> Option<tokio::time::Instant> {
 /// Runs a handler on its own task (so it can observe cancellation and
 /// clean up), cancelling `token` when the deadline passes. A panic comes
 /// back as `Err`.
-async fn run_handler(
+pub(crate) async fn run_handler(
     handler: Handler,
     call: ToolCall,
     token: CancellationToken,
@@ -217,7 +217,7 @@ impl Service {
     }
 }
 
-fn tool_call(
+pub(crate) fn tool_call(
     req: AgentToolRequest,
     deadline: Option<tokio::time::Instant>,
     cancelled: CancellationToken,
@@ -256,12 +256,16 @@ impl PluginService for Service {
         let call = tool_call(req, deadline, token.clone(), None);
         let out = run_handler(handler, call, token, span).await;
         drop(guard.disarm());
-        let out = out?;
-        Ok(tonic::Response::new(AgentToolResponse {
-            text: out.v1_text(),
-            structured_content: out.structured.as_ref().map(struct_from_json),
-            is_error: out.is_error,
-        }))
+        Ok(tonic::Response::new(v1_response(&out?)))
+    }
+}
+
+/// A handler's answer as protocol 1 carries it.
+pub(crate) fn v1_response(out: &ToolOutput) -> AgentToolResponse {
+    AgentToolResponse {
+        text: out.v1_text(),
+        structured_content: out.structured.as_ref().map(struct_from_json),
+        is_error: out.is_error,
     }
 }
 
@@ -308,15 +312,11 @@ impl StreamService for Service {
         let req = start.request.clone().unwrap_or_default();
         let handler = self.handler(&req.name)?;
         let span = crate::trace::call_span(&metadata, &req.name, &req.invocation_id);
-        let (tx, rx) = tokio::sync::mpsc::channel(64);
-        let link = Arc::new(Link::new(tx.clone(), &start));
-        let flush = Arc::clone(&link);
-        let token = CancellationToken::new();
-        let call = tool_call(req, deadline, token.clone(), Some(Arc::clone(&link)));
+        let running = run_call(handler, start, deadline, span);
+        let (link, reader_token) = (running.link, running.token);
 
         // toolhost's side: answers to questions; an error means the call
         // was reset (cancelled, or past its deadline).
-        let reader_token = token.clone();
         tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -333,26 +333,57 @@ impl StreamService for Service {
                 }
             }
         });
-        tokio::spawn(async move {
-            let outcome = tokio::select! {
-                r = run_handler(handler, call, token.clone(), span) => r,
-                // toolhost dropped the call: stop the handler.
-                () = tx.closed() => {
-                    token.cancel();
-                    return;
-                }
-            };
-            // The last progress update goes out before the result.
-            flush.flush_progress().await;
-            let event = outcome.map(|out| wire::PluginEvent {
-                event: Some(plugin_event::Event::Result(out.into_wire())),
-            });
-            let _ = tx.send(event).await;
-            token.cancel();
-        });
         Ok(tonic::Response::new(Box::pin(
-            tokio_stream::wrappers::ReceiverStream::new(rx),
+            tokio_stream::wrappers::ReceiverStream::new(running.events),
         )))
+    }
+}
+
+/// One protocol-2 call on its way: the events for toolhost, the link its
+/// answers go through, and the token that cancels it.
+pub(crate) struct RunningCall {
+    pub(crate) events: tokio::sync::mpsc::Receiver<Result<wire::PluginEvent, tonic::Status>>,
+    pub(crate) link: Arc<Link>,
+    pub(crate) token: CancellationToken,
+}
+
+/// Starts one protocol-2 call of `handler`: the served stream and the test
+/// harness run calls the same way, and differ only in where the events go
+/// and the answers come from.
+pub(crate) fn run_call(
+    handler: Handler,
+    start: wire::Start,
+    deadline: Option<tokio::time::Instant>,
+    span: Option<crate::trace::Context>,
+) -> RunningCall {
+    let req = start.request.clone().unwrap_or_default();
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    let link = Arc::new(Link::new(tx.clone(), &start));
+    let flush = Arc::clone(&link);
+    let token = CancellationToken::new();
+    let call = tool_call(req, deadline, token.clone(), Some(Arc::clone(&link)));
+    let running_token = token.clone();
+    tokio::spawn(async move {
+        let outcome = tokio::select! {
+            r = run_handler(handler, call, token.clone(), span) => r,
+            // toolhost dropped the call: stop the handler.
+            () = tx.closed() => {
+                token.cancel();
+                return;
+            }
+        };
+        // The last progress update goes out before the result.
+        flush.flush_progress().await;
+        let event = outcome.map(|out| wire::PluginEvent {
+            event: Some(plugin_event::Event::Result(out.into_wire())),
+        });
+        let _ = tx.send(event).await;
+        token.cancel();
+    });
+    RunningCall {
+        events: rx,
+        link,
+        token: running_token,
     }
 }
 

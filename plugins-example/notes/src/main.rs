@@ -391,7 +391,11 @@ async fn tidy_tags(notes: Arc<Notes>, call: ToolCall) -> Result<ToolOutput, Tool
 }
 
 fn main() -> ExitCode {
-    let dir = ToolCall::data_dir().unwrap_or_else(|| PathBuf::from("."));
+    plugin(ToolCall::data_dir().unwrap_or_else(|| PathBuf::from("."))).run()
+}
+
+/// The plugin, keeping its notes in `dir`.
+fn plugin(dir: PathBuf) -> Plugin {
     let notes = Arc::new(Notes {
         file: dir.join("notes.json"),
         lock: Mutex::new(()),
@@ -414,5 +418,68 @@ fn main() -> ExitCode {
             delete_notes(Arc::clone(&d), call)
         })
         .tool("tidy_tags", move |call| tidy_tags(Arc::clone(&t), call))
-        .run()
+}
+
+#[cfg(test)]
+mod harness {
+    //! The tools through toolhost's own rules, with no daemon: the SDK's
+    //! harness runs each call through `toolhost harness` (built beside this
+    //! test by `cargo build --workspace --bins`, or named by TOOLHOST_BIN).
+
+    #![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
+
+    use toolhost_plugin_sdk::testing::Harness;
+
+    fn toolhost() -> PathBuf {
+        std::env::var_os("TOOLHOST_BIN").map_or_else(
+            || {
+                // target/debug/deps/<this test> -> target/debug/toolhost
+                let exe = std::env::current_exe().unwrap();
+                exe.parent()
+                    .and_then(Path::parent)
+                    .unwrap()
+                    .join("toolhost")
+            },
+            PathBuf::from,
+        )
+    }
+
+    use super::*;
+    use std::path::Path;
+
+    #[tokio::test]
+    async fn a_note_is_added_and_found_and_a_wrong_argument_reads_as_an_agent_reads_it() {
+        let data = std::env::temp_dir().join(format!("notes-harness-{}", std::process::id()));
+        std::fs::create_dir_all(&data).unwrap();
+        let plugin = plugin(data.clone());
+        let mut h = Harness::start_using(&toolhost(), &plugin, env!("CARGO_MANIFEST_DIR"), &[])
+            .await
+            .unwrap();
+        assert_eq!(
+            h.call("ping", serde_json::json!({})).await.unwrap().text(),
+            "pong"
+        );
+        let added = h
+            .call("add_note", serde_json::json!({"text": "buy milk"}))
+            .await
+            .unwrap();
+        assert!(!added.is_error(), "{:?}", added.result);
+        let found = h
+            .call("search_notes", serde_json::json!({"query": "milk"}))
+            .await
+            .unwrap();
+        assert!(found.text().contains("buy milk"), "{}", found.text());
+        let wrong = h
+            .call("add_note", serde_json::json!({"txt": "buy milk"}))
+            .await
+            .unwrap();
+        assert_eq!(wrong.error_code(), Some("invalid_arguments"));
+        assert!(
+            wrong.text().starts_with("Error (invalid_arguments): "),
+            "{}",
+            wrong.text()
+        );
+        h.close().await;
+        let _ = std::fs::remove_dir_all(data);
+    }
 }
