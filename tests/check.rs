@@ -310,25 +310,9 @@ fn check_start_catches_a_drifted_zod_type() {
     ] {
         std::fs::copy(example.join(f), dir.join(f)).unwrap();
     }
-    for e in std::fs::read_dir(example.join("schemas")).unwrap() {
-        let e = e.unwrap();
-        std::fs::copy(e.path(), dir.join("schemas").join(e.file_name())).unwrap();
-    }
+    copy_schemas(&example, &dir);
     std::os::unix::fs::symlink(example.join("node_modules"), dir.join("node_modules")).unwrap();
-    let config = root.path().join("toolhost.toml");
-    let mut read: Vec<String> = toolhost_e2e::sandbox_read_paths()
-        .iter()
-        .map(|p| format!("{:?}", p.display().to_string()))
-        .collect();
-    read.push(format!(
-        "{:?}",
-        example.join("node_modules").display().to_string()
-    ));
-    std::fs::write(
-        &config,
-        format!("[sandbox]\nread = [{}]\n", read.join(", ")),
-    )
-    .unwrap();
+    let config = sandbox_config(root.path(), &[example.join("node_modules")]);
     let d = dir.to_str().unwrap();
     let start = [
         "--set",
@@ -368,10 +352,7 @@ fn check_start_catches_a_schema_file_that_left_its_rust_type() {
     std::fs::create_dir_all(dir.join("schemas")).unwrap();
     std::fs::create_dir_all(dir.join("bin")).unwrap();
     std::fs::copy(example.join("plugin.toml"), dir.join("plugin.toml")).unwrap();
-    for e in std::fs::read_dir(example.join("schemas")).unwrap() {
-        let e = e.unwrap();
-        std::fs::copy(e.path(), dir.join("schemas").join(e.file_name())).unwrap();
-    }
+    copy_schemas(&example, &dir);
     let launcher = dir.join("bin/tickets-plugin");
     std::fs::write(
         &launcher,
@@ -382,16 +363,7 @@ fn check_start_catches_a_schema_file_that_left_its_rust_type() {
     )
     .unwrap();
     std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let config = root.path().join("toolhost.toml");
-    let read: Vec<String> = toolhost_e2e::sandbox_read_paths()
-        .iter()
-        .map(|p| format!("{:?}", p.display().to_string()))
-        .collect();
-    std::fs::write(
-        &config,
-        format!("[sandbox]\nread = [{}]\n", read.join(", ")),
-    )
-    .unwrap();
+    let config = sandbox_config(root.path(), &[]);
     let d = dir.to_str().unwrap();
     let start = [
         "--set",
@@ -415,4 +387,30 @@ fn check_start_catches_a_schema_file_that_left_its_rust_type() {
             && err.contains("/properties/id/maximum (only in plugin.toml)"),
         "{err}"
     );
+}
+
+/// `example`'s schema files, copied into `dir/schemas`.
+fn copy_schemas(example: &std::path::Path, dir: &std::path::Path) {
+    std::fs::create_dir_all(dir.join("schemas")).unwrap();
+    for e in std::fs::read_dir(example.join("schemas")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir.join("schemas").join(e.file_name())).unwrap();
+    }
+}
+
+/// `root/toolhost.toml`: `[sandbox] read` of what the examples run on, and
+/// `more`.
+fn sandbox_config(root: &std::path::Path, more: &[std::path::PathBuf]) -> std::path::PathBuf {
+    let config = root.join("toolhost.toml");
+    let read: Vec<String> = toolhost_e2e::sandbox_read_paths()
+        .iter()
+        .chain(more)
+        .map(|p| format!("{:?}", p.display().to_string()))
+        .collect();
+    std::fs::write(
+        &config,
+        format!("[sandbox]\nread = [{}]\n", read.join(", ")),
+    )
+    .unwrap();
+    config
 }

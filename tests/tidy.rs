@@ -514,7 +514,12 @@ fn layers() -> BTreeMap<String, u32> {
 fn the_layer_picture_holds_every_library_and_dependencies_point_down() {
     let deps = metadata_deps();
     let layers = layers();
-    let beside = ["toolhost-bench", "toolhost-e2e", "notes-plugin", "tickets-plugin"];
+    let beside = [
+        "toolhost-bench",
+        "toolhost-e2e",
+        "notes-plugin",
+        "tickets-plugin",
+    ];
     let mut wrong = Vec::new();
     for (name, uses) in &deps {
         if beside.contains(&name.as_str()) {
