@@ -414,3 +414,54 @@ fn sandbox_config(root: &std::path::Path, more: &[std::path::PathBuf]) -> std::p
     .unwrap();
     config
 }
+
+/// `toolhost pack` starts what it packed once and refuses a package whose
+/// code and manifest disagree: install runs no code, so this is where a
+/// package meets its own code.
+#[test]
+fn pack_refuses_a_package_whose_code_drifted_from_its_manifest() {
+    let example = workspace_root().join("plugins-example/tickets-py");
+    let root = toolhost_e2e::Scratch::new("pack-drift");
+    let dir = root.path().join("tickets");
+    std::fs::create_dir_all(dir.join("bin")).unwrap();
+    for f in [
+        "plugin.toml",
+        "plugin.py",
+        "requirements.txt",
+        "bin/tickets-plugin",
+    ] {
+        std::fs::copy(example.join(f), dir.join(f)).unwrap();
+    }
+    copy_schemas(&example, &dir);
+    // Its requirements name the SDK relative to the example.
+    std::fs::write(
+        dir.join("requirements.txt"),
+        format!("{}\n", workspace_root().join("sdk/python").display()),
+    )
+    .unwrap();
+    let code = std::fs::read_to_string(dir.join("plugin.py")).unwrap();
+    std::fs::write(
+        dir.join("plugin.py"),
+        code.replace(
+            "def list_tickets(cursor: int = 0",
+            "def list_tickets(cursor: int = 1",
+        ),
+    )
+    .unwrap();
+    let archive = root.path().join("tickets.tar.gz");
+    let (code, out, err) = toolhost(&[
+        "pack",
+        dir.to_str().unwrap(),
+        "-o",
+        archive.to_str().unwrap(),
+        "--set",
+        "api_token=test",
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("tool list_tickets: plugin.toml and the code disagree")
+            && err.contains("/properties/cursor/default (plugin.toml: 0, code: 1)")
+            && !archive.exists(),
+        "{err}"
+    );
+}

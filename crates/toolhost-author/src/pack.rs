@@ -41,6 +41,12 @@ pub struct PackArgs {
     /// The archive to write (default: ./ID-VERSION.tar.gz).
     #[arg(long, short)]
     output: Option<PathBuf>,
+    /// A configuration value the packed plugin needs to start (it is
+    /// started once, to compare the shapes its code states with its
+    /// manifest): `NAME=VALUE`, or `NAME=@FILE`. Repeatable; nothing of it
+    /// goes into the archive.
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    set: Vec<String>,
 }
 
 /// How a plugin is built, told by the files at its top.
@@ -180,6 +186,9 @@ pub fn run(args: &PackArgs) -> Result<ExitCode> {
             "the packed plugin is not valid (did .gitignore or .toolhostignore leave out a file it needs?); nothing written"
         );
     }
+    if !code_agrees(&root, &args.set)? {
+        bail!("the packed plugin's code and its manifest disagree; nothing written");
+    }
     let (entries, bytes) = write_archive(&scratch.0, &manifest.id, &output)?;
     outln!(
         "wrote {} ({entries} entries, {:.1} MB unpacked)",
@@ -188,6 +197,59 @@ pub fn run(args: &PackArgs) -> Result<ExitCode> {
     );
     outln!("install it: toolhost plugins install {}", output.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// Starts the packed plugin once, as `check --start` would, and compares
+/// the shapes its code states with its manifest: install runs no code, so
+/// a package is checked against its own code here, on exactly what the
+/// archive holds. A plugin that needs a value nobody gave it to start is
+/// not compared (said, with what to pass); one that does not start, or
+/// whose code and manifest disagree, is not packed.
+fn code_agrees(root: &Path, set: &[String]) -> Result<bool> {
+    let values = crate::code::parse_sets(set)?;
+    let Ok(packed) = Manifest::load(root) else {
+        return Ok(false);
+    };
+    let mut agrees = true;
+    crate::code::start_each(
+        std::slice::from_ref(&packed),
+        None,
+        &values,
+        true,
+        |m, started| match started {
+            Ok(s) => {
+                let drift: Vec<String> = s
+                    .described
+                    .as_ref()
+                    .map(|d| crate::drift::drift(m, &d.shapes))
+                    .unwrap_or_default();
+                for p in &drift {
+                    errln!("error: {p}");
+                }
+                if !s.unimplemented.is_empty() {
+                    errln!(
+                        "error: {}: tools declared in plugin.toml but not implemented by its code: {}",
+                        m.id,
+                        s.unimplemented.join(", ")
+                    );
+                }
+                agrees = drift.is_empty() && s.unimplemented.is_empty();
+                if agrees && s.described.is_some() {
+                    errln!(
+                        "toolhost pack: started the packed plugin; its code agrees with its manifest"
+                    );
+                }
+            }
+            Err(problem) if problem.contains("could not start: it needs") => {
+                errln!("warning: its code was not compared with its manifest: {problem}")
+            }
+            Err(problem) => {
+                errln!("error: the packed plugin does not start: {problem}");
+                agrees = false;
+            }
+        },
+    )?;
+    Ok(agrees)
 }
 
 /// Copies the plugin's sources: its files less the ignore rules, version
