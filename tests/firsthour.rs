@@ -157,7 +157,9 @@ async fn a_crash_loop_is_called_a_crash_loop() {
     let root = Scratch::new("fh-loop");
     let looping = scripted(root.path(), "looping", TRACEBACK, "");
     let config = TestConfig::new(root.path(), &[looping])
-        .supervisor("backoff_first_ms = 20\nbackoff_max_ms = 200\nmax_restarts = 100")
+        // Restarts never run out while the test looks: it is the loop, not
+        // the failure after it, that must be named.
+        .supervisor("backoff_first_ms = 20\nbackoff_max_ms = 200\nmax_restarts = 100000")
         .build();
     let d = Daemon::start(root.path(), &config, &[]);
     let admin = root.path().join("state/admin.sock");
