@@ -299,18 +299,16 @@ fn check_start_catches_a_drifted_zod_type() {
     let example = workspace_root().join("plugins-example/tickets-ts");
     let root = toolhost_e2e::Scratch::new("schema-drift-ts");
     let dir = root.path().join("tickets");
-    std::fs::create_dir_all(dir.join("schemas")).unwrap();
-    std::fs::create_dir_all(dir.join("dist")).unwrap();
-    std::fs::create_dir_all(dir.join("bin")).unwrap();
-    for f in [
-        "plugin.toml",
-        "bin/tickets-plugin",
-        "dist/tickets.js",
-        "dist/plugin.js",
-    ] {
-        std::fs::copy(example.join(f), dir.join(f)).unwrap();
-    }
-    copy_schemas(&example, &dir);
+    copy_example(
+        &example,
+        &dir,
+        &[
+            "plugin.toml",
+            "bin/tickets-plugin",
+            "dist/tickets.js",
+            "dist/plugin.js",
+        ],
+    );
     std::os::unix::fs::symlink(example.join("node_modules"), dir.join("node_modules")).unwrap();
     let config = sandbox_config(root.path(), &[example.join("node_modules")]);
     let d = dir.to_str().unwrap();
@@ -389,6 +387,18 @@ fn check_start_catches_a_schema_file_that_left_its_rust_type() {
     );
 }
 
+/// `files` of `example` (paths inside it) and its schema files, copied
+/// into `dir`.
+fn copy_example(example: &std::path::Path, dir: &std::path::Path, files: &[&str]) {
+    for f in files {
+        if let Some(parent) = dir.join(f).parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        std::fs::copy(example.join(f), dir.join(f)).unwrap();
+    }
+    copy_schemas(example, dir);
+}
+
 /// `example`'s schema files, copied into `dir/schemas`.
 fn copy_schemas(example: &std::path::Path, dir: &std::path::Path) {
     std::fs::create_dir_all(dir.join("schemas")).unwrap();
@@ -423,16 +433,16 @@ fn pack_refuses_a_package_whose_code_drifted_from_its_manifest() {
     let example = workspace_root().join("plugins-example/tickets-py");
     let root = toolhost_e2e::Scratch::new("pack-drift");
     let dir = root.path().join("tickets");
-    std::fs::create_dir_all(dir.join("bin")).unwrap();
-    for f in [
-        "plugin.toml",
-        "plugin.py",
-        "requirements.txt",
-        "bin/tickets-plugin",
-    ] {
-        std::fs::copy(example.join(f), dir.join(f)).unwrap();
-    }
-    copy_schemas(&example, &dir);
+    copy_example(
+        &example,
+        &dir,
+        &[
+            "plugin.toml",
+            "plugin.py",
+            "requirements.txt",
+            "bin/tickets-plugin",
+        ],
+    );
     // Its requirements name the SDK relative to the example.
     std::fs::write(
         dir.join("requirements.txt"),
