@@ -175,13 +175,13 @@ fn files(id: &str, lang: Lang, sdk: &Sdk) -> Vec<(String, String, bool)> {
             ));
             out.push((
                 "src/main.rs".into(),
-                r#"use toolhost_plugin_sdk::{Plugin, ToolCall, ToolError};
+                r#"use toolhost_plugin_sdk::prelude::*;
 
 // The tool's arguments: `toolhost schema sync .` writes their JSON Schema
 // into plugin.toml's schema file, and `toolhost check --start .` fails when
 // the two drift apart.
 /// Greets someone by name.
-#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[derive(Deserialize, JsonSchema)]
 struct Hello {
     /// Who to greet.
     #[serde(default = "world")]

@@ -77,6 +77,11 @@
 //! `[[config]]` items come through [`config()`]: `config().get_str("api_url")`,
 //! `config().secret("token")`.
 //!
+//! With the `types` feature (on by default), a tool's arguments and result
+//! are Rust types ([`typed`]), [`prelude`] brings what such a plugin uses in
+//! one `use`, and [`DataFile`] keeps a JSON document in the data directory
+//! with no update lost.
+//!
 //! Run by hand, without toolhost, the plugin prints "this is a toolhost
 //! plugin, start it with toolhost" and exits with status 1.
 //!
@@ -95,8 +100,12 @@
 
 mod call;
 mod config;
+#[cfg(feature = "types")]
+mod data;
 mod output;
 mod plugin;
+#[cfg(feature = "types")]
+pub mod prelude;
 mod serve;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -110,6 +119,8 @@ pub mod typed;
 
 pub use call::{Answer, AskError, LogLevel, Question, ToolCall};
 pub use config::{Config, Secret, config};
+#[cfg(feature = "types")]
+pub use data::DataFile;
 pub use output::{Audience, Content, ToolError, ToolOutput};
 pub use plugin::Plugin;
 pub use serve::ServeError;

@@ -1,8 +1,6 @@
 //! tickets: a small ticket tracker, on the Rust SDK, with tools from types.
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-use toolhost_plugin_sdk::{Plugin, Question, ToolCall, ToolError, config};
+use toolhost_plugin_sdk::prelude::*;
 
 #[derive(Serialize, Deserialize, JsonSchema, Clone)]
 struct Label {
@@ -63,30 +61,21 @@ struct CloseTicket {
     id: usize,
 }
 
-fn file() -> std::path::PathBuf {
-    ToolCall::data_dir().unwrap_or_else(|| ".".into()).join("tickets.json")
-}
-
-fn load() -> Vec<Ticket> {
-    serde_json::from_str(&std::fs::read_to_string(file()).unwrap_or_default()).unwrap_or_default()
-}
-
-fn save(tickets: &[Ticket]) -> Result<(), ToolError> {
-    let text = serde_json::to_string(tickets).unwrap_or_default();
-    std::fs::write(file(), text).map_err(|e| ToolError::new(format!("cannot save: {e}")))
-}
+static TICKETS: DataFile = DataFile::new("tickets.json");
 
 async fn create_ticket(a: CreateTicket, _: ToolCall) -> Result<Ticket, ToolError> {
     config().secret("api_token").ok_or_else(|| ToolError::new("no api_token; ask the operator"))?;
-    let mut tickets = load();
-    let (id, priority) = (tickets.len() + 1, a.priority);
-    let ticket = Ticket { id, title: a.title, priority, labels: a.labels, open: true };
-    tickets.push(ticket.clone());
-    save(&tickets).map(|()| ticket)
+    TICKETS.update(|tickets: &mut Vec<Ticket>| {
+        let (id, priority) = (tickets.len() + 1, a.priority);
+        let ticket = Ticket { id, title: a.title, priority, labels: a.labels, open: true };
+        tickets.push(ticket.clone());
+        Ok(ticket)
+    })
 }
 
 async fn list_tickets(a: ListTickets, call: ToolCall) -> Result<TicketPage, ToolError> {
-    let (all, cursor, limit) = (load(), a.cursor.unwrap_or(0), a.limit.unwrap_or(20));
+    let all: Vec<Ticket> = TICKETS.load()?;
+    let (cursor, limit) = (a.cursor.unwrap_or(0), a.limit.unwrap_or(20));
     let tickets: Vec<Ticket> = all.iter().skip(cursor).take(limit).cloned().collect();
     for i in 1..=tickets.len() {
         call.progress(i as f64, Some(tickets.len() as f64), "");
@@ -96,19 +85,15 @@ async fn list_tickets(a: ListTickets, call: ToolCall) -> Result<TicketPage, Tool
 }
 
 async fn close_ticket(a: CloseTicket, call: ToolCall) -> Result<String, ToolError> {
-    let mut tickets = load();
-    let Some(ticket) = a.id.checked_sub(1).and_then(|i| tickets.get_mut(i)) else {
-        return Err(ToolError::new(format!(
-            "there is no ticket {}; list_tickets shows the open ones",
-            a.id
-        )));
+    let Some(ticket) = TICKETS.load::<Vec<Ticket>>()?.into_iter().find(|t| t.id == a.id) else {
+        return Err(ToolError::new(format!("no ticket {}; list_tickets shows them", a.id)));
     };
-    let q = Question::new(format!("Close ticket {}?", a.id)).boolean("confirm", "Close it");
-    if !call.ask(q.required("confirm")).await?.flag("confirm") {
+    let q = Question::new(format!("Close ticket {}, {:?}?", a.id, ticket.title));
+    if !call.ask(q.boolean("confirm", "Close it").required("confirm")).await?.flag("confirm") {
         return Ok(format!("ticket {} stays open", a.id));
     }
-    ticket.open = false;
-    save(&tickets).map(|()| format!("closed ticket {}", a.id))
+    TICKETS.update(|all: &mut Vec<Ticket>| Ok(all.get_mut(a.id - 1).map(|t| t.open = false)))?;
+    Ok(format!("closed ticket {}", a.id))
 }
 
 fn plugin() -> Plugin {
