@@ -99,6 +99,11 @@ fn tickets_copy(root: &std::path::Path) -> std::path::PathBuf {
 
 /// `serve --dev DIR` for the copy in `root`, its secret from a file.
 fn serve_dev(root: &std::path::Path, dir: &std::path::Path) -> Daemon {
+    serve_dev_as(root, dir, "")
+}
+
+/// `serve_dev` with more `[sandbox]` lines (`account`).
+fn serve_dev_as(root: &std::path::Path, dir: &std::path::Path, account: &str) -> Daemon {
     let secret = root.join("api-token");
     std::fs::write(&secret, "test\n").unwrap();
     let read: Vec<String> = toolhost_e2e::sandbox_read_paths()
@@ -109,7 +114,7 @@ fn serve_dev(root: &std::path::Path, dir: &std::path::Path) -> Daemon {
     let set = format!("api_token=@{}", secret.display());
     Daemon::start(
         root,
-        &format!("[sandbox]\nread = [{}]\n", read.join(", ")),
+        &format!("[sandbox]\nread = [{}]\n{account}\n", read.join(", ")),
         &[
             "--dev",
             dir.to_str().unwrap(),
@@ -270,4 +275,108 @@ async fn serve_dev_reloads_code_and_manifest_and_keeps_the_last_good_version() {
     std::fs::write(dir.join("plugin.py"), working).unwrap();
     let again = serve_dev(root.path(), &dir);
     assert_eq!(banner_token(&again).await, token);
+}
+
+/// A copy of the Rust tickets example in `root`, its launcher running the
+/// binary `cargo build --workspace --bins` built (a path every account can
+/// reach, unlike an interpreter in root's home).
+fn tickets_rs_copy(root: &std::path::Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let example = workspace_root().join("plugins-example/tickets-rs");
+    let dir = root.join("tickets-rs");
+    std::fs::create_dir_all(dir.join("bin")).unwrap();
+    std::fs::create_dir_all(dir.join("schemas")).unwrap();
+    std::fs::copy(example.join("plugin.toml"), dir.join("plugin.toml")).unwrap();
+    for e in std::fs::read_dir(example.join("schemas")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir.join("schemas").join(e.file_name())).unwrap();
+    }
+    let launcher = dir.join("bin/tickets-plugin");
+    let binary = bin("tickets-plugin");
+    std::fs::write(
+        &launcher,
+        format!(
+            "#!/bin/sh\nexec {:?} \"$@\"\n",
+            binary.display().to_string()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+/// The dev loop where it meets `[sandbox] user`: under a root daemon the
+/// plugin runs as `nobody`, and each reload (a code change, a manifest
+/// change) starts it again under that account with its data directory
+/// handed over, so the tickets written before are still there and the
+/// directory is still writable after.
+#[tokio::test]
+async fn serve_dev_under_a_separate_account_keeps_the_data_across_reloads() {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::time::Duration;
+    let root = Scratch::new("serve-dev-user");
+    std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = tickets_rs_copy(root.path());
+    let account = if rustix::process::geteuid().is_root() {
+        "user = \"nobody\""
+    } else {
+        ""
+    };
+    let d = serve_dev_as(root.path(), &dir, account);
+    let client = agent(&d.url, &banner_token(&d).await).await;
+    let create = "kandev_tickets_rs_create_ticket";
+    let opened = async |title: &str, id: u32| {
+        let t = text_of(&client, create, json!({"title": title})).await;
+        (t.contains(&format!("\"id\":{id}")) || t.contains(&format!("\"id\": {id}"))).then_some(t)
+    };
+    toolhost_e2e::eventually(Duration::from_secs(30), "the first ticket", async || {
+        opened("before", 1).await
+    })
+    .await;
+
+    // A code change: the launcher is rewritten.
+    let launcher = std::fs::read_to_string(dir.join("bin/tickets-plugin")).unwrap();
+    std::fs::write(
+        dir.join("bin/tickets-plugin"),
+        format!("{launcher}# edited\n"),
+    )
+    .unwrap();
+    toolhost_e2e::eventually(Duration::from_secs(30), "the restart", async || {
+        d.logs().contains("reloaded").then_some(())
+    })
+    .await;
+    toolhost_e2e::eventually(
+        Duration::from_secs(30),
+        "a ticket after the restart",
+        async || opened("after the code", 2).await,
+    )
+    .await;
+
+    // A manifest change: a title.
+    let manifest = std::fs::read_to_string(dir.join("plugin.toml")).unwrap();
+    let titled = manifest.replace(
+        "name = \"create_ticket\"\n",
+        "name = \"create_ticket\"\ntitle = \"Open a ticket\"\n",
+    );
+    assert_ne!(titled, manifest);
+    std::fs::write(dir.join("plugin.toml"), &titled).unwrap();
+    toolhost_e2e::eventually(
+        Duration::from_secs(30),
+        "the manifest change to load",
+        async || {
+            let tools = client.list_all_tools().await.ok()?;
+            tools
+                .iter()
+                .any(|t| t.title.as_deref() == Some("Open a ticket"))
+                .then_some(())
+        },
+    )
+    .await;
+    toolhost_e2e::eventually(
+        Duration::from_secs(30),
+        "a ticket after the reload",
+        async || opened("after the manifest", 3).await,
+    )
+    .await;
+    client.cancel().await.unwrap();
 }
