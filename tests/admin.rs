@@ -306,11 +306,12 @@ impl pb::authorizer_server::Authorizer for Backend {
         match r.exposed_name.as_str() {
             "kandev_tp_echo" => Ok(tonic::Response::new(pb::AuthorizeResponse {
                 allowed: true,
-                reason: String::new(),
+                ..Default::default()
             })),
             "kandev_tp_count" => Ok(tonic::Response::new(pb::AuthorizeResponse {
                 allowed: false,
                 reason: "not on weekends".into(),
+                ..Default::default()
             })),
             "kandev_tp_big" => Err(tonic::Status::internal("backend exploded")),
             _ => std::future::pending().await,

@@ -15,7 +15,7 @@
 
 use crate::callers::{Owner, task_owner};
 use crate::deliver::{Delivery, Driven, Stop, drive};
-use crate::parked::{Parked, Waiting};
+use crate::parked::{NotTaken, Parked, Waiting};
 use crate::port::{Builtin, CallPipeline};
 use crate::relay::{Relay, Running, TaskPlan, Wants};
 use crate::tasks::{TaskRefused, TaskState, TaskView, Tasks, ended};
@@ -157,17 +157,26 @@ impl CallHost {
             Mode::Task(lifetime) => self.start_task(request, entry, lifetime, stop).await,
             Mode::Direct => {
                 let (owner, tool) = (request.owner, request.name.clone());
+                let arguments =
+                    toolhost_pipeline::approval::arguments_digest(&request.arguments.as_ref());
                 let running = self.start(request, entry, None);
-                self.drive_call(running, owner, tool, to, stop).await
+                self.drive_call(running, (owner, tool, arguments), to, stop)
+                    .await
             }
         }
     }
 
     /// Takes the call parked under `handle`, if `owner` parked it for
     /// `tool`; anything else looks like an unknown handle.
-    #[must_use]
-    pub fn take_parked(&self, handle: &str, owner: &Owner, tool: &str) -> Option<Waiting> {
-        self.parked.take(handle, owner, tool)
+    pub fn take_parked(
+        &self,
+        handle: &str,
+        owner: &Owner,
+        tool: &str,
+        arguments: Option<&Value>,
+    ) -> Result<Waiting, NotTaken> {
+        let digest = toolhost_pipeline::approval::arguments_digest(&arguments);
+        self.parked.take(handle, owner, tool, &digest)
     }
 
     /// Puts a taken call back under its handle (its answer was
@@ -189,6 +198,7 @@ impl CallHost {
         let Waiting {
             owner,
             tool,
+            arguments,
             running,
             reply,
         } = waiting;
@@ -196,7 +206,8 @@ impl CallHost {
             running.cancel.cancel();
         }
         let _ = reply.send(Ok(answer));
-        self.drive_call(running, owner, tool, to, stop).await
+        self.drive_call(running, (owner, tool, arguments), to, stop)
+            .await
     }
 
     fn mode(&self, entry: &Entry, offer: TaskOffer) -> Mode {
@@ -250,8 +261,7 @@ impl CallHost {
     async fn drive_call(
         &self,
         running: Running,
-        owner: Owner,
-        tool: String,
+        (owner, tool, arguments): (Owner, String, String),
         to: &dyn Delivery,
         stop: Stop<'_>,
     ) -> Hosted {
@@ -273,6 +283,7 @@ impl CallHost {
                     let waiting = Waiting {
                         owner,
                         tool: tool.clone(),
+                        arguments: arguments.clone(),
                         running,
                         reply,
                     };

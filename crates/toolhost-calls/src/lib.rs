@@ -34,7 +34,7 @@ mod tasks;
 pub use callers::{Owner, TokenTable};
 pub use deliver::{BoxFuture, Delivery, PROGRESS_INTERVAL, Route, Stop};
 pub use host::{CallHost, CallRequest, Hosted, TaskOffer};
-pub use parked::{NotParked, Waiting};
+pub use parked::{NotParked, NotTaken, Waiting};
 pub use relay::Wants;
 pub use tasks::{
     Cancelled, Failure, NotAnswered, POLL_INTERVAL, TaskLimits, TaskRefused, TaskState,

@@ -21,6 +21,10 @@ const MAX_PARKED: usize = 4096;
 pub struct Waiting {
     pub(crate) owner: Owner,
     pub(crate) tool: String,
+    /// The digest of the arguments the call was made with: an answer
+    /// belongs to that call, and a retry with other arguments is another
+    /// call.
+    pub(crate) arguments: String,
     pub(crate) running: Running,
     pub(crate) reply: Reply,
 }
@@ -47,6 +51,16 @@ pub enum NotParked {
     NoRandomness,
 }
 
+/// Why no parked call was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotTaken {
+    /// No call of this owner's waits under the handle for this tool.
+    Unknown,
+    /// The call waiting there was made with other arguments: the request
+    /// is a new call, and answers nothing.
+    OtherArguments,
+}
+
 impl Parked {
     /// Parks a call; returns its handle.
     pub(crate) fn park(&self, w: Waiting) -> Result<String, Box<(NotParked, Waiting)>> {
@@ -69,15 +83,26 @@ impl Parked {
     }
 
     /// Takes the call parked under `handle`, if `owner` parked it for
-    /// `tool`. Anything else looks like an unknown handle.
-    pub(crate) fn take(&self, handle: &str, owner: &Owner, tool: &str) -> Option<Waiting> {
+    /// `tool` with these arguments (their digest). A call of `owner`'s with
+    /// other arguments stays parked: the retry is another call. Anything
+    /// else looks like an unknown handle.
+    pub(crate) fn take(
+        &self,
+        handle: &str,
+        owner: &Owner,
+        tool: &str,
+        arguments: &str,
+    ) -> Result<Waiting, NotTaken> {
         let mut calls = self
             .calls
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         match calls.get(handle) {
-            Some(w) if w.owner == *owner && w.tool == tool => calls.remove(handle),
-            _ => None,
+            Some(w) if w.owner == *owner && w.tool == tool && w.arguments == arguments => {
+                calls.remove(handle).ok_or(NotTaken::Unknown)
+            }
+            Some(w) if w.owner == *owner && w.tool == tool => Err(NotTaken::OtherArguments),
+            _ => Err(NotTaken::Unknown),
         }
     }
 

@@ -1,8 +1,9 @@
 //! The operator's client: every command that talks to a running daemon or
 //! a fleet, and `toolhost call`, which talks to one as an agent would.
 //!
-//! - the admin commands (`status`, `tools`, `tasks`, `catalog`, `plugins`)
-//!   over the admin socket ([`ops`], [`show`], [`catalog`]);
+//! - the admin commands (`status`, `tools`, `tasks`, `approvals`, `catalog`,
+//!   `plugins`) over the admin socket ([`ops`], [`show`], [`catalog`],
+//!   [`approvals`]);
 //! - the fleet's commands over NATS (`fleet status`, `fleet push`,
 //!   `catalog push --nats`, `catalog build`) ([`fleet`]);
 //! - `toolhost call` over MCP with rmcp's client, following a task when
@@ -16,6 +17,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod approvals;
 pub mod call;
 mod call_client;
 mod call_task;

@@ -1,6 +1,7 @@
 //! The configuration file (TOML). Flags override it. Unknown keys are
 //! errors: a misspelt setting must not silently fall back to a default.
 
+pub use crate::policy::{ApprovalsFile, RateFile, RateLimitsFile};
 pub use crate::sandboxing::{PluginConfig, SandboxFile};
 use anyhow::{Context as _, Result, bail};
 use serde::Deserialize;
@@ -53,6 +54,12 @@ pub struct Config {
     pub tasks: TasksFile,
     /// OpenTelemetry traces, exported over OTLP; off without it.
     pub telemetry: Option<TelemetryFile>,
+    /// Which calls need a person's approval.
+    #[serde(default)]
+    pub approvals: ApprovalsFile,
+    /// How fast each token and each tool may call.
+    #[serde(default)]
+    pub rate_limits: RateLimitsFile,
 }
 
 /// `[telemetry]`: where toolhost sends its spans. Without this section (or

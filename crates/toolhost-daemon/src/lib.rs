@@ -21,6 +21,7 @@ pub mod config;
 pub mod dev;
 mod memory;
 mod metrics;
+mod policy;
 mod sandboxing;
 pub mod serve;
 pub mod settings;

@@ -108,6 +108,23 @@ pub(crate) fn render(sources: &Sources) -> String {
     );
     family(
         &mut out,
+        "toolhost_approvals_total",
+        "counter",
+        "Approvals by outcome: asked (a question put to the user), pending (waiting for the operator), granted, denied, expired, refused (nobody could be asked).",
+    );
+    let a = pipeline.approvals().stats();
+    for (outcome, n) in [
+        ("asked", a.asked),
+        ("pending", a.pending_created),
+        ("granted", a.granted),
+        ("denied", a.denied),
+        ("expired", a.expired),
+        ("refused", a.refused),
+    ] {
+        let _ = writeln!(out, "toolhost_approvals_total{{outcome=\"{outcome}\"}} {n}");
+    }
+    family(
+        &mut out,
         "toolhost_calls_awaiting_answer",
         "gauge",
         "Calls parked until a 2026-07-28 client answers the plugin's question.",

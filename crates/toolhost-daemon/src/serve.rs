@@ -270,6 +270,7 @@ impl Daemon {
             lifecycle: Arc::clone(&lifecycle),
             tokens: Arc::clone(&tokens),
             tasks: Arc::clone(hub.tasks()),
+            approvals: Arc::clone(pipeline.approvals()),
             sessions,
             fleet: link.clone(),
         }));
@@ -511,7 +512,13 @@ fn plugin_summary(
 
 /// The call pipeline, with the backend's Authorizer when configured.
 fn pipeline(s: &Settings, store: &Arc<Store>, plugins: &Arc<Plugins>) -> Result<Pipeline> {
-    let mut pipeline = Pipeline::new(Arc::clone(store), Arc::clone(plugins) as _, s.limits);
+    let mut pipeline = Pipeline::new(Arc::clone(store), Arc::clone(plugins) as _, s.limits)
+        .with_approvals(Arc::new(toolhost_pipeline::Approvals::new(
+            s.approvals.clone(),
+        )))
+        .with_rate_limits(Arc::new(toolhost_pipeline::RateLimiter::new(
+            s.rate_limits.clone(),
+        )));
     if let Some((addr, timeout)) = &s.authorize {
         let address = AuthorizerAddress::parse(addr)?;
         pipeline = pipeline.with_authorizer(Authorizer::new(&address, *timeout)?);

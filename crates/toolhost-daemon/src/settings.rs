@@ -137,6 +137,10 @@ pub struct Settings {
     pub agent_view: toolhost_listing::AgentView,
     /// The bounds of hosted tasks (`[tasks]`).
     pub tasks: toolhost_calls::TaskLimits,
+    /// Which calls need a person's approval (`[approvals]`).
+    pub approvals: toolhost_pipeline::ApprovalPolicy,
+    /// How fast each token and each tool may call (`[rate_limits]`).
+    pub rate_limits: toolhost_pipeline::RatePolicy,
     /// Where spans go (`[telemetry]`); `None`: nothing is traced.
     pub telemetry: Option<toolhost_telemetry::Export>,
     /// `--dev`: what to tell the developer once HTTP listens.
@@ -161,6 +165,8 @@ impl Config {
         }
         let agent_view = self.mcp.resolve(&prefix)?;
         let tasks = self.tasks.resolve()?;
+        let approvals = self.approvals.resolve()?;
+        let rate_limits = self.rate_limits.resolve()?;
         let telemetry = match &self.telemetry {
             Some(t) => crate::telemetry::resolve(t)?,
             None => None,
@@ -271,6 +277,8 @@ impl Config {
             sandbox: self.sandbox.resolve()?,
             agent_view,
             tasks,
+            approvals,
+            rate_limits,
             telemetry,
             dev,
         })

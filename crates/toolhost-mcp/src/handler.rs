@@ -19,7 +19,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use toolhost_calls::callers::digest;
-use toolhost_calls::{CallRequest, Stop, TaskOffer, TokenTable, Wants};
+use toolhost_calls::{CallRequest, NotTaken, Stop, TaskOffer, TokenTable, Wants};
 use toolhost_net::ClientGone;
 use toolhost_pipeline::Binding;
 
@@ -224,8 +224,15 @@ impl ServerHandler for Handler {
     ) -> Result<CallToolResponse, McpError> {
         match request.request_state {
             Some(handle) => {
-                self.resume_call(&request.name, &handle, request.input_responses, &cx)
-                    .await
+                let arguments = request.arguments.map(serde_json::Value::Object);
+                self.resume_call(
+                    &request.name,
+                    &handle,
+                    arguments,
+                    request.input_responses,
+                    &cx,
+                )
+                .await
             }
             None => {
                 let arguments = request.arguments.map(serde_json::Value::Object);
@@ -409,17 +416,34 @@ impl Handler {
         &self,
         name: &str,
         handle: &str,
+        arguments: Option<serde_json::Value>,
         responses: Option<InputResponses>,
         cx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let b = self.binding(&cx.extensions)?;
         let owner = self.owner(&cx.extensions);
-        let Some(waiting) = self.hub.host.take_parked(handle, &owner, name) else {
-            return Err(McpError::invalid_params(
-                "requestState names no call of this tool waiting for an answer \
-                 (unknown, expired, or already answered)",
-                None,
-            ));
+        let waiting = match self
+            .hub
+            .host
+            .take_parked(handle, &owner, name, arguments.as_ref())
+        {
+            Ok(waiting) => waiting,
+            // The answer belongs to the call that asked, with its
+            // arguments: a retry with others is a new call (and asks its
+            // own questions, an approval among them).
+            Err(NotTaken::OtherArguments) => {
+                let declared = cx.client_capabilities().is_some_and(|c| c.supports_tasks());
+                return self
+                    .run_call(name.into(), arguments, TaskOffer::Offered { declared }, cx)
+                    .await;
+            }
+            Err(NotTaken::Unknown) => {
+                return Err(McpError::invalid_params(
+                    "requestState names no call of this tool waiting for an answer \
+                     (unknown, expired, or already answered)",
+                    None,
+                ));
+            }
         };
         let answer = responses
             .as_ref()

@@ -44,6 +44,16 @@ pub enum Denied {
     TimedOut,
 }
 
+/// The backend's yes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// The call may run.
+    Allowed,
+    /// The call may run once the operator approves it (its reason, cut
+    /// short): pending approvals are decided through the admin API.
+    NeedsApproval(String),
+}
+
 /// A client of the backend's `Authorizer` service.
 #[derive(Debug, Clone)]
 pub struct Authorizer {
@@ -98,14 +108,14 @@ impl Authorizer {
         })
     }
 
-    /// `Ok` when the backend allows the call; otherwise why not, in words for
-    /// the model.
+    /// The backend's yes (maybe once the operator approves); otherwise why
+    /// not, in words for the model.
     pub async fn check(
         &self,
         invocation_id: &str,
         d: &Descriptor,
         b: &Binding,
-    ) -> Result<(), Denied> {
+    ) -> Result<Verdict, Denied> {
         let mut req = tonic::Request::new(AuthorizeRequest {
             invocation_id: invocation_id.to_owned(),
             exposed_name: d.exposed_name.clone(),
@@ -134,7 +144,11 @@ impl Authorizer {
         }
         drop(span);
         match answer {
-            Ok(Ok(r)) if r.get_ref().allowed => Ok(()),
+            Ok(Ok(r)) if r.get_ref().allowed => Ok(Verdict::Allowed),
+            Ok(Ok(r)) if r.get_ref().needs_approval => {
+                let why: String = r.into_inner().reason.chars().take(256).collect();
+                Ok(Verdict::NeedsApproval(why))
+            }
             Ok(Ok(r)) => {
                 // The reason is the backend's text; keep it short.
                 let why: String = r.into_inner().reason.chars().take(256).collect();
@@ -232,7 +246,7 @@ mod tests {
         (f, seen)
     }
 
-    async fn ask(f: Fixed, timeout: Duration) -> Result<(), Denied> {
+    async fn ask(f: Fixed, timeout: Duration) -> Result<Verdict, Denied> {
         let (client, dir, server) = backend(f, timeout).await;
         let binding = Binding::new("chat", "task-1", "session-1", Some("ws-1".into()));
         let answer = client.check("inv-1", &tool(), &binding).await;
@@ -264,8 +278,9 @@ mod tests {
         let (f, seen) = fixed(Ok(AuthorizeResponse {
             allowed: true,
             reason: String::new(),
+            needs_approval: false,
         }));
-        assert_eq!(ask(f, Duration::from_secs(5)).await, Ok(()));
+        assert_eq!(ask(f, Duration::from_secs(5)).await, Ok(Verdict::Allowed));
         let seen = seen.lock().expect("not poisoned");
         let r = seen.first().expect("asked once");
         assert_eq!(seen.len(), 1, "asked once");
@@ -285,10 +300,24 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn needs_approval_is_a_yes_once_the_operator_approves() {
+        let (f, _) = fixed(Ok(AuthorizeResponse {
+            allowed: false,
+            reason: "a person must look at this".into(),
+            needs_approval: true,
+        }));
+        assert_eq!(
+            ask(f, Duration::from_secs(5)).await,
+            Ok(Verdict::NeedsApproval("a person must look at this".into()))
+        );
+    }
+
+    #[tokio::test]
     async fn a_denial_carries_the_backends_reason_cut_to_256_characters() {
         let (f, _) = fixed(Ok(AuthorizeResponse {
             allowed: false,
             reason: "é".repeat(1000),
+            needs_approval: false,
         }));
         match ask(f, Duration::from_secs(5)).await {
             Err(Denied::Refused { reason: Some(r) }) => assert_eq!(r.chars().count(), 256),
@@ -297,6 +326,7 @@ mod tests {
         let (f, _) = fixed(Ok(AuthorizeResponse {
             allowed: false,
             reason: String::new(),
+            needs_approval: false,
         }));
         assert_eq!(
             ask(f, Duration::from_secs(5)).await,

@@ -10,8 +10,10 @@
 //! - 2 to 4: check: bound, aliases, the closed root and the schema
 //!   (`Call::check`);
 //! - 5: authorize against the state now (`Call::authorize`), wait for a
-//!   starting plugin (`Call::plugin`), ask the backend (`Call::ask_backend`)
-//!   and take a place among the plugin's calls in flight (`Call::reserve`);
+//!   starting plugin (`Call::plugin`), ask the backend (`Call::ask_backend`),
+//!   get a person's approval where the policy or the backend wants one
+//!   (`Call::approve`) and take a place among the plugin's calls in flight
+//!   (`Call::reserve`);
 //! - 6: dispatch exactly once (`Call::dispatch`);
 //! - 7: map the answer (`Call::map`);
 //! - 8: audit (`Pipeline::call`).
@@ -26,12 +28,14 @@
 //! each is short; split apart, the order that is the pipeline's whole
 //! point would live nowhere.
 
-use crate::authorize::Authorizer;
+use crate::approval::{self, Approvals, Counted, Decision, OperatorVerdict};
+use crate::authorize::{Authorizer, Verdict};
 use crate::binding::Binding;
-use crate::caller::{Caller, Silent};
+use crate::caller::{Caller, Silent, Unanswered};
 use crate::content::Block;
 use crate::counters::{CallStats, Counters};
 use crate::port::{PluginLink, PluginPort};
+use crate::rate::RateLimiter;
 use crate::result::{CallResult, ErrorCode};
 use serde_json::Value;
 use std::sync::Arc;
@@ -113,6 +117,11 @@ pub struct Pipeline {
     pub(crate) limits: Limits,
     /// The backend's `Authorize`, when configured.
     authorizer: Option<Authorizer>,
+    /// Which calls need a person's approval, and those in flight.
+    approvals: Arc<Approvals>,
+    /// The operator's rate limits; `None` when none is set, so a call pays
+    /// nothing for them.
+    rates: Option<Arc<RateLimiter>>,
     counters: Counters,
 }
 
@@ -126,8 +135,36 @@ impl Pipeline {
             plugins,
             limits,
             authorizer: None,
+            approvals: Arc::default(),
+            rates: None,
             counters: Counters::default(),
         }
+    }
+
+    /// Limits calls per binding and per tool (`limiter`'s policy).
+    #[must_use]
+    pub fn with_rate_limits(mut self, limiter: Arc<RateLimiter>) -> Self {
+        self.rates = (!limiter.policy().is_empty()).then_some(limiter);
+        self
+    }
+
+    /// The rate limits, when any is set.
+    #[must_use]
+    pub fn rate_limits(&self) -> Option<&Arc<RateLimiter>> {
+        self.rates.as_ref()
+    }
+
+    /// Asks for approval of the calls `approvals`' policy names.
+    #[must_use]
+    pub fn with_approvals(mut self, approvals: Arc<Approvals>) -> Self {
+        self.approvals = approvals;
+        self
+    }
+
+    /// The approvals: their policy, those pending and their counts.
+    #[must_use]
+    pub fn approvals(&self) -> &Arc<Approvals> {
+        &self.approvals
     }
 
     /// Asks `authorizer` about every call, after the local checks.
@@ -255,6 +292,9 @@ impl Pipeline {
             cancel,
             authorized_at: None,
             events: crate::caller::EventCounts::default(),
+            approval: None,
+            arguments_digest: None,
+            admitted: false,
         };
         let mut result = match call.run(arguments).instrument(span).await {
             Ok(r) | Err(CallFailure(r)) => r,
@@ -286,6 +326,8 @@ impl Pipeline {
             log_messages = call.events.logs,
             log_messages_dropped = call.events.logs_dropped,
             questions = call.events.questions,
+            approval = call.approval,
+            arguments_digest = call.arguments_digest.as_deref(),
             mcp_task = caller.task_id().as_deref(),
             trace_id = toolhost_telemetry::trace_id().as_deref(),
             duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
@@ -327,6 +369,14 @@ pub(crate) struct Call<'a> {
     authorized_at: Option<CatalogVersion>,
     /// What a protocol-2 call's plugin sent, counted for the audit.
     pub(crate) events: crate::caller::EventCounts,
+    /// Who approved (or denied) the call, when it needed approval.
+    approval: Option<&'static str>,
+    /// The digest of the canonical arguments, when the call needed
+    /// approval (the audit's way to name what was approved).
+    arguments_digest: Option<String>,
+    /// Whether the caller was told the call is admitted (a task is
+    /// created then, before an approval question or at dispatch).
+    admitted: bool,
 }
 
 /// A plugin's answer in either protocol, before step 7 maps it.
@@ -347,8 +397,11 @@ impl Call<'_> {
             let step = Traced::start("toolhost.authorize");
             traced(&step, self.authorize())?;
         }
+        self.within_rate()?;
         let (client, deadline) = self.plugin().await?;
-        self.ask_backend().await?;
+        let backend_wants_approval = self.ask_backend().await?;
+        self.approve(&checked, backend_wants_approval, deadline)
+            .await?;
         let step = Traced::start("toolhost.dispatch");
         step.attribute(
             toolhost_telemetry::semconv::TOOLHOST_PLUGIN_PROTOCOL,
@@ -369,13 +422,9 @@ impl Call<'_> {
     ) -> Step<CallResult> {
         let slot = self.reserve(client)?;
         // Admitted: a task is created here, after every check and with its
-        // place held, so a task that exists is one attempt under way.
-        self.caller.admitted().map_err(|why| {
-            CallFailure::new(
-                ErrorCode::Internal,
-                format!("{why}; nothing reached the plugin, so the call may be repeated"),
-            )
-        })?;
+        // place held, so a task that exists is one attempt under way
+        // (unless it was created earlier, to carry an approval question).
+        self.admit()?;
         let answered = if client.protocol() >= 2 {
             self.dispatch_stream(client, slot, &checked, deadline)
                 .await?
@@ -495,7 +544,254 @@ impl Call<'_> {
                 ));
             }
         };
-        let now = p.store.current();
+        self.still_authorized("its plugin was starting")?;
+        Ok((client, deadline.saturating_sub(waiting.elapsed())))
+    }
+
+    /// Step 5: the operator's rate limits, before the call waits for
+    /// anything or anyone (a plugin, the backend, a person). Over a limit,
+    /// the call is told when to try again.
+    fn within_rate(&self) -> Step<()> {
+        let Some(rates) = &self.pipeline.rates else {
+            return Ok(());
+        };
+        let d = &self.entry.descriptor;
+        rates.take(self.binding, &d.exposed_name).map_err(|l| {
+            let whose = match l.scope {
+                "binding" => "this session's token",
+                _ => "this tool, across all callers,",
+            };
+            CallFailure::new(
+                ErrorCode::RateLimited,
+                format!(
+                    "{} was not run: {whose} is over its rate limit of {} calls a minute (bursts of {}). \
+                     Try again in {:.1} s.",
+                    d.exposed_name,
+                    l.rate.per_minute,
+                    l.rate.burst,
+                    l.retry_after.as_secs_f64().max(0.1)
+                ),
+            )
+        })
+    }
+
+    /// Tells the caller, once, that the call is admitted: a task is created
+    /// then. An error stops the call before anything reached the plugin.
+    fn admit(&mut self) -> Step<()> {
+        if self.admitted {
+            return Ok(());
+        }
+        self.admitted = true;
+        self.caller.admitted().map_err(|why| {
+            CallFailure::new(
+                ErrorCode::Internal,
+                format!("{why}; nothing reached the plugin, so the call may be repeated"),
+            )
+        })
+    }
+
+    /// Step 5: the backend's `Authorize`, when configured. `Some(reason)`
+    /// when the backend allows the call only once the operator approves it.
+    async fn ask_backend(&self) -> Step<Option<String>> {
+        let Some(a) = &self.pipeline.authorizer else {
+            return Ok(None);
+        };
+        let step = Traced::start("toolhost.backend_authorize");
+        let r = step
+            .within(a.check(self.invocation_id, &self.entry.descriptor, self.binding))
+            .await
+            .map(|v| match v {
+                Verdict::Allowed => None,
+                Verdict::NeedsApproval(reason) => Some(reason),
+            })
+            .map_err(|e| CallFailure::new(ErrorCode::NotAuthorized, e.to_string()));
+        traced(&step, r)
+    }
+
+    /// Step 5: a person's approval, when the backend or the operator's
+    /// policy wants one. The plugin has seen nothing yet, and sees nothing
+    /// unless the answer is yes.
+    async fn approve(
+        &mut self,
+        checked: &Checked,
+        backend: Option<String>,
+        deadline: Duration,
+    ) -> Step<()> {
+        let approvals = Arc::clone(&self.pipeline.approvals);
+        let d = &self.entry.descriptor;
+        if let Some(reason) = backend {
+            return self.approve_by_operator(&approvals, checked, &reason);
+        }
+        let Some(why) = approvals.policy().requires(d) else {
+            return Ok(());
+        };
+        self.arguments_digest = Some(approval::arguments_digest(&checked.arguments));
+        if approvals.session_granted(self.binding, d) {
+            approvals.count(Counted::Granted);
+            self.approval = Some("session");
+            return Ok(());
+        }
+        if !self.caller.can_ask() {
+            return Err(cannot_ask(&approvals, d, why));
+        }
+        // A task is created before it asks: its question is the task's
+        // `input_required`, and the task must exist to carry it.
+        if self.caller.task_lifetime_cap().is_some() {
+            self.admit()?;
+        }
+        let session = approvals.policy().allows_session(&d.exposed_name);
+        for _ in 0..3 {
+            let Some(decision) = self
+                .ask_person(&approvals, checked, why, session, deadline)
+                .await?
+            else {
+                // Approvals hold for a bounded time: a late yes asks again.
+                approvals.count(Counted::Expired);
+                continue;
+            };
+            match decision {
+                Decision::Denied => {
+                    approvals.count(Counted::Denied);
+                    self.approval = Some("user");
+                    return Err(CallFailure::new(
+                        ErrorCode::ApprovalDenied,
+                        format!(
+                            "the user did not approve this call of {}; it did not run. Do not repeat it unless the user asks for it.",
+                            d.exposed_name
+                        ),
+                    ));
+                }
+                Decision::Once => self.approval = Some("user"),
+                Decision::Session => {
+                    approvals.grant_session(self.binding, d);
+                    self.approval = Some("user_session");
+                }
+            }
+            approvals.count(Counted::Granted);
+            // The person took time: the tool and the binding are checked
+            // again against the state now.
+            return self.still_authorized("it was being approved");
+        }
+        Err(CallFailure::new(
+            ErrorCode::ApprovalRequired,
+            format!(
+                "the approval of {} expired before it was answered, three times; nothing ran",
+                d.exposed_name
+            ),
+        ))
+    }
+
+    /// Puts the approval question to the person behind the client, within
+    /// the call's deadline: their decision, or `None` when the answer came
+    /// after the approval's lifetime.
+    async fn ask_person(
+        &self,
+        approvals: &Approvals,
+        checked: &Checked,
+        why: &str,
+        session: bool,
+        deadline: Duration,
+    ) -> Step<Option<Decision>> {
+        let d = &self.entry.descriptor;
+        let question = approval::question(d, why, &checked.arguments, session);
+        approvals.count(Counted::Asked);
+        let asked = Instant::now();
+        let answer = tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => {
+                return Err(CallFailure::new(ErrorCode::Cancelled, "the call was cancelled by the client"));
+            }
+            r = tokio::time::timeout(deadline, self.caller.ask(question)) => r,
+        };
+        let answer = match answer {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(Unanswered::CannotAsk)) => return Err(cannot_ask(approvals, d, why)),
+            Ok(Err(Unanswered::Failed(failed))) => {
+                approvals.count(Counted::Refused);
+                return Err(CallFailure::new(
+                    ErrorCode::ApprovalRequired,
+                    format!(
+                        "{} needs a person's approval, and the question could not be asked: {failed}; nothing ran",
+                        d.exposed_name
+                    ),
+                ));
+            }
+            Err(_) => {
+                approvals.count(Counted::Expired);
+                return Err(CallFailure::new(
+                    ErrorCode::ApprovalRequired,
+                    format!(
+                        "nobody answered the approval question for {} within the call's deadline; nothing ran",
+                        d.exposed_name
+                    ),
+                ));
+            }
+        };
+        if asked.elapsed() > approvals.policy().lifetime {
+            return Ok(None);
+        }
+        Ok(Some(approval::decision(&answer, session)))
+    }
+
+    /// The backend wants the operator's approval: used if granted for
+    /// exactly this call, else pending under an id the agent is told.
+    fn approve_by_operator(
+        &mut self,
+        approvals: &Approvals,
+        checked: &Checked,
+        reason: &str,
+    ) -> Step<()> {
+        let d = &self.entry.descriptor;
+        let digest = approval::arguments_digest(&checked.arguments);
+        let version = self.authorized_at.clone().unwrap_or_default();
+        let verdict = approvals.with_operator(self.binding, d, &version, &digest, reason);
+        self.arguments_digest = Some(digest);
+        self.approval = Some("operator");
+        let tool = &d.exposed_name;
+        match verdict {
+            OperatorVerdict::Approved => Ok(()),
+            OperatorVerdict::Denied => Err(CallFailure::new(
+                ErrorCode::ApprovalDenied,
+                format!(
+                    "the operator denied this call of {tool}; it did not run. Do not repeat it."
+                ),
+            )),
+            OperatorVerdict::Waiting { id, expires_in } => {
+                self.approval = None;
+                Err(CallFailure::new(
+                    ErrorCode::ApprovalRequired,
+                    format!(
+                        "{tool} needs an operator's approval before it runs (the backend asked for one); \
+                         approval {id} is pending. Nothing ran. Once the operator approves it, repeat this \
+                         exact call, with the same arguments, within {expires_in} s; other arguments need \
+                         an approval of their own."
+                    ),
+                ))
+            }
+            OperatorVerdict::Full => {
+                self.approval = None;
+                Err(CallFailure::new(
+                    ErrorCode::ApprovalRequired,
+                    format!(
+                        "{tool} needs an operator's approval, and too many approvals are pending already; nothing ran"
+                    ),
+                ))
+            }
+            OperatorVerdict::NoRandomness => {
+                self.approval = None;
+                Err(CallFailure::new(
+                    ErrorCode::Internal,
+                    "toolhost could not make an approval id (the system's random number generator failed); nothing ran",
+                ))
+            }
+        }
+    }
+
+    /// The tool is still declared as it was and the binding still active
+    /// and allowed, now; `while_what` says what took the time.
+    fn still_authorized(&mut self, while_what: &str) -> Step<()> {
+        let d = &self.entry.descriptor;
+        let now = self.pipeline.store.current();
         if !self.still_declared(&now)
             || !self.binding.is_active()
             || !d.on_surface(&self.binding.surface)
@@ -503,26 +799,13 @@ impl Call<'_> {
             return Err(CallFailure::new(
                 ErrorCode::ToolUnavailable,
                 format!(
-                    "{} was withdrawn or changed while its plugin was starting; list the tools again",
+                    "{} was withdrawn or changed while {while_what}; list the tools again",
                     d.exposed_name
                 ),
             ));
         }
         self.authorized_at = Some((now.generation().to_owned(), now.revision()));
-        Ok((client, deadline.saturating_sub(waiting.elapsed())))
-    }
-
-    /// Step 5, last: the backend's `Authorize`, when configured.
-    async fn ask_backend(&self) -> Step<()> {
-        let Some(a) = &self.pipeline.authorizer else {
-            return Ok(());
-        };
-        let step = Traced::start("toolhost.backend_authorize");
-        let r = step
-            .within(a.check(self.invocation_id, &self.entry.descriptor, self.binding))
-            .await
-            .map_err(|e| CallFailure::new(ErrorCode::NotAuthorized, e.to_string()));
-        traced(&step, r)
+        Ok(())
     }
 
     /// A place among the plugin's calls in flight: exact under any
@@ -754,6 +1037,20 @@ fn traced<T>(step: &Traced, r: Step<T>) -> Step<T> {
 /// Names from agents are echoed only in `Unknown tool`, and only so long;
 /// in a log line, control characters are escaped, so a name cannot forge
 /// a line.
+/// The refusal when a call needs approval and its client cannot be asked.
+fn cannot_ask(approvals: &Approvals, d: &toolhost_catalog::Descriptor, why: &str) -> CallFailure {
+    approvals.count(Counted::Refused);
+    CallFailure::new(
+        ErrorCode::ApprovalRequired,
+        format!(
+            "{} needs a person's approval before it runs ({why}), and this client cannot ask \
+             for one (it did not declare the elicitation capability); nothing ran. Ask the user \
+             to run it from a client that shows approval questions.",
+            d.exposed_name
+        ),
+    )
+}
+
 fn truncate(name: &str) -> String {
     log_safe(name, 128).into_owned()
 }

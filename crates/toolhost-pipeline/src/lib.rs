@@ -6,9 +6,11 @@
 //! 2. to 4. **Bound, normalize aliases, validate** (`toolhost-validate`).
 //! 5. **Authorize** against the state *now*: the tool is still in the current
 //!    catalog with the same declaration and on the session's surface, the
-//!    session's binding is still active, and its plugin is ready (and runs
-//!    the declared version); then the backend's `Authorize`, when
-//!    configured; and last, a place among the plugin's calls in flight.
+//!    session's binding is still active; the operator's [`rate`] limits;
+//!    its plugin is ready (and runs the declared version); then the
+//!    backend's `Authorize`, when configured; a person's [`approval`] where
+//!    the operator's policy or the backend wants one; and last, a place
+//!    among the plugin's calls in flight.
 //!    Discovery is never authorization.
 //! 6. **Dispatch** exactly one gRPC call with the tool's deadline (capped),
 //!    an invocation id and the binding's context; the agent's cancellation
@@ -33,6 +35,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod approval;
 mod authorize;
 mod binding;
 mod call;
@@ -41,12 +44,14 @@ pub mod content;
 mod counters;
 pub mod port;
 mod question;
+pub mod rate;
 mod result;
 mod stream;
 #[cfg(test)]
 mod testing;
 
-pub use authorize::{Authorizer, AuthorizerAddress, AuthorizerSetupError, Denied};
+pub use approval::{ApprovalPolicy, ApprovalStats, Approvals};
+pub use authorize::{Authorizer, AuthorizerAddress, AuthorizerSetupError, Denied, Verdict};
 pub use binding::{Binding, BindingState};
 pub use call::{Limits, Pipeline, Resolution, UnknownTool};
 pub use caller::{
@@ -58,4 +63,5 @@ pub use port::{EventStream, PluginLink, PluginPort};
 pub use question::{
     CheckedQuestion, MAX_QUESTION_FIELDS, MAX_QUESTION_MESSAGE, check_answer, check_question,
 };
+pub use rate::{Rate, RateLimiter, RatePolicy};
 pub use result::{CallResult, ErrorCode};

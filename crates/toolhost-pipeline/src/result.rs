@@ -30,6 +30,14 @@ pub enum ErrorCode {
     /// The tool asked the user a question and this client cannot answer
     /// questions (it declared no elicitation capability).
     CannotAsk,
+    /// The call needs a person's approval, and none could be had: the
+    /// client cannot be asked, the question failed or expired, or the
+    /// operator has not decided yet.
+    ApprovalRequired,
+    /// The person asked (the user, or the operator) said no.
+    ApprovalDenied,
+    /// Over the operator's rate limit for the binding or the tool.
+    RateLimited,
     /// A bug in toolhost.
     Internal,
 }
@@ -48,6 +56,9 @@ impl ErrorCode {
             Self::PluginError => "plugin_error",
             Self::ResultTooLarge => "result_too_large",
             Self::CannotAsk => "cannot_ask",
+            Self::ApprovalRequired => "approval_required",
+            Self::ApprovalDenied => "approval_denied",
+            Self::RateLimited => "rate_limited",
             Self::Internal => "internal",
         }
     }

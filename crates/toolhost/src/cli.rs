@@ -5,7 +5,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use toolhost_author::{check, harness, new, pack, sync};
 use toolhost_base::errln;
-use toolhost_ctl::{call, catalog, fleet, ops};
+use toolhost_ctl::{approvals, call, catalog, fleet, ops};
 use toolhost_daemon::serve;
 
 /// Runs plugin processes and serves their tools to AI agents over MCP.
@@ -66,6 +66,14 @@ enum Command {
         #[command(subcommand)]
         command: Option<ops::TasksCommand>,
     },
+    /// The calls waiting for the operator's approval (the backend asked
+    /// for one); `approvals approve ID` or `approvals deny ID` decides one.
+    Approvals {
+        #[command(flatten)]
+        target: ops::Target,
+        #[command(subcommand)]
+        command: Option<approvals::ApprovalsCommand>,
+    },
     /// Control the running daemon's plugins.
     Plugins {
         #[command(flatten)]
@@ -125,6 +133,9 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Tools(t) => runtime().and_then(|rt| rt.block_on(ops::tools(&t))),
         Command::Tasks { target, command } => {
             runtime().and_then(|rt| rt.block_on(ops::tasks(&target, command)))
+        }
+        Command::Approvals { target, command } => {
+            runtime().and_then(|rt| rt.block_on(approvals::approvals(&target, command)))
         }
         Command::Catalog {
             command:

@@ -326,13 +326,21 @@ async fn a_parked_question_waits_for_a_later_request_which_drives_the_call_on() 
     };
     assert_eq!(question.message, "Sure?");
     assert_eq!(host.parked_len(), 1);
-    assert!(
-        host.take_parked(&handle, &[8; 32], "kandev_t_plain")
-            .is_none(),
+    assert_eq!(
+        host.take_parked(&handle, &[8; 32], "kandev_t_plain", None)
+            .err(),
+        Some(NotTaken::Unknown),
         "another owner's handle is unknown"
     );
+    let other = serde_json::json!({"other": true});
+    assert_eq!(
+        host.take_parked(&handle, &[7; 32], "kandev_t_plain", Some(&other))
+            .err(),
+        Some(NotTaken::OtherArguments),
+        "a retry with other arguments is another call, and the call stays parked"
+    );
     let waiting = host
-        .take_parked(&handle, &[7; 32], "kandev_t_plain")
+        .take_parked(&handle, &[7; 32], "kandev_t_plain", None)
         .unwrap();
     let answer = Answer {
         action: AnswerAction::Decline,

@@ -319,6 +319,9 @@ async fn authorization_reads_the_catalog_as_it_is_now() {
             cancel: CancellationToken::new(),
             authorized_at: None,
             events: crate::caller::EventCounts::default(),
+            approval: None,
+            arguments_digest: None,
+            admitted: false,
         };
         c.authorize().map(|()| c.authorized_at.clone())
     };
@@ -439,6 +442,7 @@ impl toolhost_proto::admin::authorizer_server::Authorizer for Backend {
                 } else {
                     "not today".into()
                 },
+                needs_approval: false,
             },
         ))
     }

@@ -1,0 +1,670 @@
+//! Approvals: a person says yes to one call, with its arguments, before the
+//! call reaches its plugin.
+//!
+//! The operator's [`ApprovalPolicy`] says which tools need one (by name, by
+//! plugin, or every tool annotated `destructive`). The pipeline asks after
+//! validation and authorization and before it takes a place among the
+//! plugin's calls, so the plugin never sees an unapproved call.
+//!
+//! An approval is bound to what was approved, and used once:
+//!
+//! - asked through the client (elicitation, input-required, a task's
+//!   `input_required`), it is the answer of the call that asked, so it
+//!   covers that call's arguments and nothing else; an answer that arrives
+//!   after the approval's lifetime is expired, and the call asks again;
+//! - approved "for this session", it covers the same binding and the same
+//!   tool declaration (its fingerprint) until it expires;
+//! - asked of the operator, because the backend's `Authorize` answered
+//!   "needs approval", it is a [`Pending`] approval keyed by the binding,
+//!   the tool, the catalog version that authorized the call and a digest of
+//!   the canonical arguments. Approved, it lets exactly one repeat of that
+//!   call through; any other arguments, binding or catalog version asks
+//!   again.
+//!
+//! The question shows the arguments to the person deciding (bounded and
+//! escaped): approving a call one cannot see would be approving a name.
+//! They are never logged, counted or echoed to the model; the audit line
+//! carries their digest.
+//!
+//! What this module must not do: keep a value in a log, a metric or an
+//! error, or hold unbounded state (both maps are capped).
+
+use crate::binding::Binding;
+use crate::caller::{Answer, AnswerAction, Question};
+use serde_json::{Map, Value, json};
+use sha2::{Digest as _, Sha256};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+use toolhost_catalog::{Descriptor, Fingerprint};
+
+/// Most approvals waiting for the operator at once, and per binding.
+const MAX_PENDING: usize = 1024;
+const MAX_PENDING_PER_BINDING: usize = 32;
+/// Most "for this session" grants kept at once.
+const MAX_SESSION_GRANTS: usize = 4096;
+/// The arguments shown in a question, at most (bytes of escaped JSON).
+const MAX_SHOWN_ARGUMENTS: usize = 2048;
+
+/// Which calls need a person's approval, and for how long one holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalPolicy {
+    /// Every tool whose declaration says `destructive`.
+    pub destructive: bool,
+    /// These tools (exposed names).
+    pub tools: BTreeSet<String>,
+    /// Every tool of these plugins (ids).
+    pub plugins: BTreeSet<String>,
+    /// Tools a person may approve for the rest of the session (exposed
+    /// names; `*` for every tool that needs approval).
+    pub session: BTreeSet<String>,
+    /// How long an answer or a pending approval holds.
+    pub lifetime: Duration,
+    /// How long a "for this session" approval holds.
+    pub session_lifetime: Duration,
+}
+
+impl Default for ApprovalPolicy {
+    /// No call needs approval: see docs/CONTRACT.md §5 for why that is the
+    /// default.
+    fn default() -> Self {
+        Self {
+            destructive: false,
+            tools: BTreeSet::new(),
+            plugins: BTreeSet::new(),
+            session: BTreeSet::new(),
+            lifetime: Duration::from_secs(300),
+            session_lifetime: Duration::from_secs(3600),
+        }
+    }
+}
+
+impl ApprovalPolicy {
+    /// Why `d` needs approval under this policy, in words for the model and
+    /// the person asked; `None` when it does not.
+    #[must_use]
+    pub fn requires(&self, d: &Descriptor) -> Option<&'static str> {
+        if self.tools.contains(&d.exposed_name) {
+            Some("the operator requires approval for this tool")
+        } else if self.plugins.contains(&d.plugin_id) {
+            Some("the operator requires approval for every tool of its plugin")
+        } else if self.destructive && d.annotations.destructive && !d.annotations.read_only {
+            Some("the operator requires approval for tools that may destroy data")
+        } else {
+            None
+        }
+    }
+
+    /// Whether a person may approve `tool` for the rest of the session.
+    #[must_use]
+    pub fn allows_session(&self, tool: &str) -> bool {
+        self.session.contains("*") || self.session.contains(tool)
+    }
+
+    /// What the operator sees for `d` in `status` and `plugins show`.
+    #[must_use]
+    pub fn describe(&self, d: &Descriptor) -> String {
+        match self.requires(d) {
+            None => "no approval".to_owned(),
+            Some(_) if self.allows_session(&d.exposed_name) => {
+                "approval per call (or for the session)".to_owned()
+            }
+            Some(_) => "approval per call".to_owned(),
+        }
+    }
+}
+
+/// A digest of the canonical arguments: SHA-256 of their JSON with keys
+/// sorted, first 16 bytes in hex. Two calls with the same digest had the
+/// same arguments.
+#[must_use]
+pub fn arguments_digest<A: serde::Serialize + ?Sized>(arguments: &A) -> String {
+    // serde_json's map keeps keys sorted: the serialization is canonical.
+    let bytes = serde_json::to_vec(arguments).unwrap_or_default();
+    let d = Sha256::digest(&bytes);
+    d[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The question that asks a person to approve one call: the tool, its
+/// plugin, why, and the exact arguments, bounded and escaped.
+#[must_use]
+pub fn question<A: serde::Serialize + ?Sized>(
+    d: &Descriptor,
+    why: &str,
+    arguments: &A,
+    session: bool,
+) -> Question {
+    let shown = shown_arguments(arguments);
+    let message = format!(
+        "Approve this call?\n\nTool: {} (plugin {})\nWhy you are asked: {why}.\nArguments:\n{shown}",
+        d.exposed_name, d.plugin_id
+    );
+    let mut properties = Map::new();
+    properties.insert(
+        "approve".into(),
+        json!({"type": "boolean", "title": "Approve",
+               "description": "Run this call once, with exactly these arguments."}),
+    );
+    if session {
+        properties.insert(
+            "for_session".into(),
+            json!({"type": "boolean", "title": "Approve for this session",
+                   "description": "Also run later calls of this tool in this session without asking.",
+                   "default": false}),
+        );
+    }
+    let mut schema = Map::new();
+    schema.insert("type".into(), json!("object"));
+    schema.insert("properties".into(), Value::Object(properties));
+    schema.insert("required".into(), json!(["approve"]));
+    Question {
+        message,
+        requested_schema: schema,
+    }
+}
+
+/// The arguments as a person reads them: pretty JSON (whose strings have
+/// their control characters escaped), with invisible and direction-changing
+/// characters escaped too, cut at [`MAX_SHOWN_ARGUMENTS`] on a character
+/// boundary.
+fn shown_arguments<A: serde::Serialize + ?Sized>(arguments: &A) -> String {
+    let pretty = serde_json::to_string_pretty(arguments).unwrap_or_default();
+    let mut out = String::with_capacity(pretty.len().min(MAX_SHOWN_ARGUMENTS + 64));
+    for c in pretty.chars() {
+        if out.len() >= MAX_SHOWN_ARGUMENTS {
+            out.push_str("\n… (cut: the arguments are longer than this question may show)");
+            break;
+        }
+        if is_invisible(c) {
+            use std::fmt::Write as _;
+            let _ = write!(out, "\\u{{{:04x}}}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Characters that change how text around them reads without showing
+/// themselves: format characters (bidirectional overrides, zero-width
+/// joiners and spaces, the byte order mark) and controls other than the
+/// newlines pretty JSON writes.
+fn is_invisible(c: char) -> bool {
+    (c.is_control() && c != '\n')
+        || matches!(u32::from(c),
+            0x00ad | 0x061c | 0x180e | 0x200b..=0x200f | 0x2028..=0x202e
+            | 0x2060..=0x206f | 0xfeff | 0xfff9..=0xfffb | 0xe0000..=0xe007f)
+}
+
+/// What a person answered, read from the answer to [`question`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Run this call.
+    Once,
+    /// Run this call, and later calls of the tool in this session.
+    Session,
+    /// Do not.
+    Denied,
+}
+
+/// Reads an answer to [`question`]: accepted with `approve: true` is a yes
+/// (for the session too when asked for and allowed); anything else is no.
+#[must_use]
+pub fn decision(answer: &Answer, session_allowed: bool) -> Decision {
+    if answer.action != AnswerAction::Accept {
+        return Decision::Denied;
+    }
+    let field = |name: &str| {
+        answer
+            .content
+            .as_ref()
+            .and_then(|c| c.get(name))
+            .and_then(Value::as_bool)
+    };
+    match (field("approve"), field("for_session")) {
+        (Some(true), Some(true)) if session_allowed => Decision::Session,
+        (Some(true), _) => Decision::Once,
+        _ => Decision::Denied,
+    }
+}
+
+/// An approval waiting for the operator (the backend asked for one).
+#[derive(Debug, Clone)]
+pub struct Pending {
+    /// Its id: 128 random bits.
+    pub id: String,
+    /// The tool's exposed name.
+    pub tool: String,
+    /// Its plugin.
+    pub plugin: String,
+    /// The binding's surface, task and session ids.
+    pub surface: String,
+    /// The task the binding works on.
+    pub task_id: String,
+    /// The agent session.
+    pub session_id: String,
+    /// The digest of the call's canonical arguments.
+    pub arguments_digest: String,
+    /// The catalog version (generation, revision) that authorized the call.
+    pub catalog: (String, u64),
+    /// The backend's reason, cut short.
+    pub reason: String,
+    /// When it was asked for (seconds since the Unix epoch).
+    pub requested_at: u64,
+    /// Seconds left before it expires.
+    pub expires_in: u64,
+    /// `None` while undecided; then whether it was approved.
+    pub decision: Option<bool>,
+    binding: u64,
+    expires: Instant,
+}
+
+/// Why a decision on a pending approval was not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotDecided {
+    /// No pending approval has this id (never, decided and used, or
+    /// expired).
+    #[error("no approval {0} is pending (it may have expired or been decided)")]
+    Unknown(String),
+}
+
+/// How a call stands with the operator, when the backend wants approval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OperatorVerdict {
+    /// Approved, and now used.
+    Approved,
+    /// Denied by the operator (and forgotten).
+    Denied,
+    /// Waiting, under this id, for this many more seconds.
+    Waiting {
+        /// The pending approval's id.
+        id: String,
+        /// Seconds before it expires.
+        expires_in: u64,
+    },
+    /// Too many approvals wait already.
+    Full,
+    /// No id could be made (the random number generator failed).
+    NoRandomness,
+}
+
+/// Approvals asked, granted, denied and expired, for `/metrics`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ApprovalStats {
+    /// Questions put to a person through the client.
+    pub asked: u64,
+    /// Approvals pending for the operator that were created.
+    pub pending_created: u64,
+    /// Calls approved (by the user, a session grant or the operator).
+    pub granted: u64,
+    /// Calls denied.
+    pub denied: u64,
+    /// Approvals that expired before they were used.
+    pub expired: u64,
+    /// Calls refused because nobody could be asked.
+    pub refused: u64,
+}
+
+/// The policy and the approvals in flight, shared by every call.
+#[derive(Debug, Default)]
+pub struct Approvals {
+    policy: ApprovalPolicy,
+    state: Mutex<State>,
+    asked: AtomicU64,
+    pending_created: AtomicU64,
+    granted: AtomicU64,
+    denied: AtomicU64,
+    expired: AtomicU64,
+    refused: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// (binding identity, tool, declaration) -> until when.
+    session: HashMap<(u64, String, Fingerprint), Instant>,
+    /// By id.
+    pending: HashMap<String, Pending>,
+}
+
+/// Which counter an event goes to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Counted {
+    Asked,
+    Granted,
+    Denied,
+    Expired,
+    Refused,
+}
+
+impl Approvals {
+    /// Approvals under `policy`.
+    #[must_use]
+    pub fn new(policy: ApprovalPolicy) -> Self {
+        Self {
+            policy,
+            ..Self::default()
+        }
+    }
+
+    /// The policy.
+    #[must_use]
+    pub fn policy(&self) -> &ApprovalPolicy {
+        &self.policy
+    }
+
+    pub(crate) fn count(&self, what: Counted) {
+        let c = match what {
+            Counted::Asked => &self.asked,
+            Counted::Granted => &self.granted,
+            Counted::Denied => &self.denied,
+            Counted::Expired => &self.expired,
+            Counted::Refused => &self.refused,
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counts so far.
+    #[must_use]
+    pub fn stats(&self) -> ApprovalStats {
+        let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        ApprovalStats {
+            asked: r(&self.asked),
+            pending_created: r(&self.pending_created),
+            granted: r(&self.granted),
+            denied: r(&self.denied),
+            expired: r(&self.expired),
+            refused: r(&self.refused),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether `binding` holds an unexpired "for this session" approval of
+    /// this tool declaration.
+    pub(crate) fn session_granted(&self, binding: &Binding, d: &Descriptor) -> bool {
+        let key = (binding.identity(), d.exposed_name.clone(), d.fingerprint);
+        let mut s = self.lock();
+        match s.session.get(&key) {
+            Some(until) if *until > Instant::now() => true,
+            Some(_) => {
+                s.session.remove(&key);
+                self.count(Counted::Expired);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Remembers a "for this session" approval. When the map is full (after
+    /// forgetting expired grants), the call is still approved, once.
+    pub(crate) fn grant_session(&self, binding: &Binding, d: &Descriptor) {
+        let now = Instant::now();
+        let mut s = self.lock();
+        if s.session.len() >= MAX_SESSION_GRANTS {
+            s.session.retain(|_, until| *until > now);
+        }
+        if s.session.len() < MAX_SESSION_GRANTS {
+            s.session.insert(
+                (binding.identity(), d.exposed_name.clone(), d.fingerprint),
+                now + self.policy.session_lifetime,
+            );
+        }
+    }
+
+    /// The call's standing with the operator: its approval used if one was
+    /// granted for exactly this binding, tool, catalog version and
+    /// arguments; otherwise pending under an id (created if need be).
+    pub(crate) fn with_operator(
+        &self,
+        binding: &Binding,
+        d: &Descriptor,
+        catalog: &(String, u64),
+        digest: &str,
+        reason: &str,
+    ) -> OperatorVerdict {
+        let now = Instant::now();
+        let mut s = self.lock();
+        self.forget_expired(&mut s, now);
+        let same = s.pending.values().find(|p| {
+            p.binding == binding.identity()
+                && p.tool == d.exposed_name
+                && p.catalog == *catalog
+                && p.arguments_digest == digest
+        });
+        if let Some(p) = same {
+            let id = p.id.clone();
+            return match p.decision {
+                Some(true) => {
+                    s.pending.remove(&id);
+                    self.count(Counted::Granted);
+                    OperatorVerdict::Approved
+                }
+                Some(false) => {
+                    s.pending.remove(&id);
+                    self.count(Counted::Denied);
+                    OperatorVerdict::Denied
+                }
+                None => OperatorVerdict::Waiting {
+                    expires_in: p.expires.saturating_duration_since(now).as_secs(),
+                    id,
+                },
+            };
+        }
+        let mine = s
+            .pending
+            .values()
+            .filter(|p| p.binding == binding.identity())
+            .count();
+        if s.pending.len() >= MAX_PENDING || mine >= MAX_PENDING_PER_BINDING {
+            return OperatorVerdict::Full;
+        }
+        let Ok(id) = toolhost_base::ids::unguessable_id() else {
+            return OperatorVerdict::NoRandomness;
+        };
+        let lifetime = self.policy.lifetime;
+        let pending = Pending {
+            id: id.clone(),
+            tool: d.exposed_name.clone(),
+            plugin: d.plugin_id.clone(),
+            surface: binding.surface.clone(),
+            task_id: binding.task_id.clone(),
+            session_id: binding.session_id.clone(),
+            arguments_digest: digest.to_owned(),
+            catalog: catalog.clone(),
+            reason: reason.chars().take(256).collect(),
+            requested_at: SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            expires_in: lifetime.as_secs(),
+            decision: None,
+            binding: binding.identity(),
+            expires: now + lifetime,
+        };
+        s.pending.insert(id.clone(), pending);
+        self.pending_created.fetch_add(1, Ordering::Relaxed);
+        OperatorVerdict::Waiting {
+            id,
+            expires_in: lifetime.as_secs(),
+        }
+    }
+
+    /// Forgets pending approvals past their lifetime, counting each.
+    fn forget_expired(&self, s: &mut State, now: Instant) {
+        let before = s.pending.len();
+        s.pending.retain(|_, p| p.expires > now);
+        for _ in s.pending.len()..before {
+            self.count(Counted::Expired);
+        }
+    }
+
+    /// The approvals waiting for the operator (or decided and not yet
+    /// used), oldest first.
+    #[must_use]
+    pub fn pending(&self) -> Vec<Pending> {
+        let now = Instant::now();
+        let s = self.lock();
+        let mut all: Vec<Pending> = s
+            .pending
+            .values()
+            .filter(|p| p.expires > now)
+            .map(|p| Pending {
+                expires_in: p.expires.saturating_duration_since(now).as_secs(),
+                ..p.clone()
+            })
+            .collect();
+        all.sort_by(|a, b| (a.requested_at, &a.id).cmp(&(b.requested_at, &b.id)));
+        all
+    }
+
+    /// The operator's decision on a pending approval. Approved, it lets the
+    /// same call through once when the agent repeats it; denied, the
+    /// repeat is refused once.
+    pub fn decide(&self, id: &str, approve: bool) -> Result<Pending, NotDecided> {
+        let now = Instant::now();
+        let mut s = self.lock();
+        match s.pending.get_mut(id) {
+            Some(p) if p.expires > now && p.decision.is_none() => {
+                p.decision = Some(approve);
+                Ok(p.clone())
+            }
+            _ => Err(NotDecided::Unknown(id.chars().take(64).collect())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn descriptor(destructive: bool) -> Descriptor {
+        let mut d = crate::testing::descriptor(1000, None);
+        d.annotations.destructive = destructive;
+        d.annotations.read_only = false;
+        d.seal();
+        d
+    }
+
+    #[test]
+    fn the_policy_names_why_a_tool_needs_approval() {
+        let d = descriptor(true);
+        assert_eq!(ApprovalPolicy::default().requires(&d), None);
+        let by_annotation = ApprovalPolicy {
+            destructive: true,
+            ..ApprovalPolicy::default()
+        };
+        assert!(by_annotation.requires(&d).is_some());
+        assert_eq!(by_annotation.requires(&descriptor(false)), None);
+        let by_plugin = ApprovalPolicy {
+            plugins: ["notes".to_owned()].into(),
+            ..ApprovalPolicy::default()
+        };
+        assert!(by_plugin.requires(&descriptor(false)).is_some());
+    }
+
+    #[test]
+    fn the_digest_is_of_the_canonical_arguments() {
+        let a = serde_json::json!({"b": 1, "a": [1, 2]});
+        let b: Value = serde_json::from_str(r#"{"a":[1,2],"b":1}"#).unwrap_or_default();
+        assert_eq!(arguments_digest(&a), arguments_digest(&b));
+        assert_ne!(
+            arguments_digest(&a),
+            arguments_digest(&serde_json::json!({"b": 2, "a": [1, 2]}))
+        );
+        assert_eq!(arguments_digest(&a).len(), 32);
+    }
+
+    #[test]
+    fn the_question_shows_the_arguments_escaped_and_bounded() {
+        let d = descriptor(true);
+        let args = serde_json::json!({"a": "a\u{202e}b\u{0007}", "big": "x".repeat(10_000)});
+        let q = question(&d, "why", &args, false);
+        assert!(q.message.contains("kandev_notes_add"));
+        assert!(q.message.contains("\\u{202e}"), "{}", q.message);
+        assert!(!q.message.contains('\u{202e}'));
+        assert!(q.message.len() < crate::question::MAX_QUESTION_MESSAGE);
+        let q = question(&d, "why", &args, false);
+        assert!(q.message.contains("cut"));
+        assert!(crate::question::check_question(q.message, q.requested_schema).is_ok());
+    }
+
+    #[test]
+    fn only_an_explicit_yes_approves() {
+        let yes = |content: Value| Answer {
+            action: AnswerAction::Accept,
+            content: Some(content),
+        };
+        assert_eq!(
+            decision(&yes(json!({"approve": true})), false),
+            Decision::Once
+        );
+        assert_eq!(
+            decision(&yes(json!({"approve": true, "for_session": true})), true),
+            Decision::Session
+        );
+        assert_eq!(
+            decision(&yes(json!({"approve": true, "for_session": true})), false),
+            Decision::Once
+        );
+        assert_eq!(
+            decision(&yes(json!({"approve": "yes"})), false),
+            Decision::Denied
+        );
+        let declined = Answer {
+            action: AnswerAction::Decline,
+            content: Some(json!({"approve": true})),
+        };
+        assert_eq!(decision(&declined, true), Decision::Denied);
+    }
+
+    #[test]
+    fn an_operator_approval_lets_exactly_one_identical_call_through() {
+        let a = Approvals::new(ApprovalPolicy::default());
+        let b = Binding::new("chat", "t", "s", None);
+        let d = descriptor(true);
+        let v = ("g".to_owned(), 1);
+        let OperatorVerdict::Waiting { id, .. } = a.with_operator(&b, &d, &v, "d1", "why") else {
+            panic!("a first call waits")
+        };
+        assert!(matches!(
+            a.with_operator(&b, &d, &v, "d1", "why"),
+            OperatorVerdict::Waiting { id: ref again, .. } if *again == id
+        ));
+        assert_eq!(a.pending().len(), 1);
+        assert!(a.decide(&id, true).is_ok());
+        assert!(a.decide(&id, false).is_err(), "decided once");
+        // Other arguments, another binding, another revision: asked anew.
+        for (b2, v2, d2) in [
+            (&b, &v, "d2"),
+            (&Binding::new("chat", "t", "s", None), &v, "d1"),
+            (&b, &("g".to_owned(), 2), "d1"),
+        ] {
+            assert!(matches!(
+                a.with_operator(b2, &d, v2, d2, "why"),
+                OperatorVerdict::Waiting { id: ref other, .. } if *other != id
+            ));
+        }
+        assert_eq!(
+            a.with_operator(&b, &d, &v, "d1", "why"),
+            OperatorVerdict::Approved
+        );
+        assert!(matches!(
+            a.with_operator(&b, &d, &v, "d1", "why"),
+            OperatorVerdict::Waiting { .. }
+        ));
+    }
+
+    #[test]
+    fn a_session_grant_covers_one_binding_and_one_declaration() {
+        let a = Approvals::new(ApprovalPolicy::default());
+        let b = Binding::new("chat", "t", "s", None);
+        let d = descriptor(true);
+        assert!(!a.session_granted(&b, &d));
+        a.grant_session(&b, &d);
+        assert!(a.session_granted(&b, &d));
+        assert!(!a.session_granted(&Binding::new("chat", "t", "s", None), &d));
+        assert!(!a.session_granted(&b, &descriptor(false)));
+    }
+}

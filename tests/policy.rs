@@ -1,0 +1,462 @@
+//! The operator's word over each call, end to end: approvals (the real
+//! daemon, `testplug` speaking plugin protocol 2, and the official MCP
+//! Python SDK as the agent's client, `support/approvals_client.py`, in both
+//! protocol eras and in a task) and rate limits (rmcp's client, two
+//! tokens).
+//!
+//! What the plugin really ran is read from its `events.log`: a policy test
+//! is a test of what did *not* reach the plugin.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
+
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use toolhost_e2e::{
+    Daemon, Scratch, TOKEN, TestConfig, agent as rmcp_agent, bin, call_tool, cli_at, error_of,
+    events, outcome_code, workspace_root,
+};
+use toolhost_proto::admin as pb;
+
+const TOOL: &str = "kandev_ap_echo_report";
+/// An argument value the logs must never hold.
+const SECRET: &str = "sekrit-value-42";
+const ERAS: [&str; 2] = ["legacy", "2026-07-28"];
+
+/// A protocol-2 `testplug` with a destructive tool that echoes its
+/// arguments (and may run as a task) and a read-only one.
+fn approvplug_dir(root: &Path) -> PathBuf {
+    let dir = root.join("ap");
+    let toml = format!(
+        "id = \"ap\"\nversion = \"1.0.0\"\nname = \"Approval test plugin\"\n\n[runtime]\n\
+         command = \"{}\"\nargs = [\"--mode\", \"normal\"]\nstartup_timeout_ms = 5000\nprotocol = 2\n\n\
+         [[tools]]\nname = \"echo_report\"\ndescription = \"Deletes what q names.\"\nsurfaces = [\"chat\"]\n\
+         timeout_ms = 30000\ninput_schema = {{ type = \"object\", properties = {{ q = {{ type = \"string\" }} }} }}\n\
+         annotations = {{ destructive = true, read_only = false }}\ntask = \"optional\"\n\n\
+         [[tools]]\nname = \"count\"\ndescription = \"Counts.\"\nsurfaces = [\"chat\"]\n\
+         input_schema = {{ type = \"object\" }}\nannotations = {{ read_only = true }}\n",
+        bin("testplug").display()
+    );
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("plugin.toml"), toml).unwrap();
+    dir
+}
+
+async fn daemon(root: &Path, extra: &str) -> Daemon {
+    let ap = approvplug_dir(root);
+    let config = TestConfig::new(root, &[ap]).extra(extra).build();
+    let d = Daemon::start(root, &config, &[]);
+    d.wait_metric("toolhost_plugin_state{plugin=\"ap\",state=\"ready\"}", 1.0)
+        .await;
+    d
+}
+
+/// Every destructive tool needs approval; the echo tool may be approved
+/// for the session.
+fn policy(extra: &str) -> String {
+    format!("\n[approvals]\ndestructive = true\nsession = [\"{TOOL}\"]\n{extra}\n")
+}
+
+/// Runs the Python SDK client's `steps` in `era`: what each step got.
+async fn agent(d: &Daemon, era: &str, steps: Value) -> Vec<Value> {
+    let python = workspace_root().join(".venv/bin/python");
+    let script = workspace_root().join("tests/support/approvals_client.py");
+    let out = tokio::process::Command::new(&python)
+        .arg(&script)
+        .args([&d.url, TOKEN, era, &steps.to_string()])
+        .output()
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run {} (scripts/setup-python): {e}",
+                python.display()
+            )
+        });
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the Python client failed ({era}):\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+fn invoked(root: &Path) -> usize {
+    events(&root.join("state/data/ap"), "invoked echo_report ").len()
+}
+
+fn questions(step: &Value) -> usize {
+    step["questions"].as_array().map_or(0, Vec::len)
+}
+
+fn code(step: &Value) -> &str {
+    step["code"].as_str().unwrap_or("")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_destructive_call_runs_once_approved_and_never_when_denied_in_both_eras() {
+    for era in ERAS {
+        let root = Scratch::new(&format!("approve-{era}"));
+        let d = daemon(root.path(), &policy("")).await;
+        let steps = json!([
+            {"call": TOOL, "args": {"q": SECRET}, "answer": ["approve"]},
+            {"call": TOOL, "args": {"q": SECRET}, "answer": ["decline"]},
+            {"call": TOOL, "args": {"q": SECRET}, "answer": ["cancel"]},
+            {"call": TOOL, "args": {"q": SECRET}, "answer": ["wrong"]},
+            {"call": TOOL, "args": {"q": "other"}, "answer": ["approve"]},
+            {"call": "kandev_ap_count", "args": {}, "answer": ["decline"]},
+        ]);
+        let got = agent(&d, era, steps).await;
+        let approved = &got[0];
+        assert!(
+            !approved["is_error"].as_bool().unwrap(),
+            "{era}: {approved}"
+        );
+        assert_eq!(questions(approved), 1, "{era}");
+        let q = &approved["questions"][0];
+        let message = q["message"].as_str().unwrap();
+        assert!(
+            message.contains(TOOL) && message.contains("plugin ap") && message.contains(SECRET),
+            "the question names the tool, its plugin and the exact arguments: {message}"
+        );
+        assert_eq!(q["schema"]["properties"]["approve"]["type"], "boolean");
+        assert_eq!(
+            q["schema"]["properties"]["for_session"]["type"], "boolean",
+            "the operator allows approving this tool for the session"
+        );
+        for (i, how) in [(1, "declined"), (2, "dismissed"), (3, "said no")] {
+            assert_eq!(code(&got[i]), "approval_denied", "{era}: {how}: {}", got[i]);
+            assert!(
+                !got[i]["text"].as_str().unwrap().contains(SECRET),
+                "no value is echoed"
+            );
+        }
+        assert_eq!(
+            questions(&got[4]),
+            1,
+            "{era}: an approval covers one call: other arguments ask again"
+        );
+        assert!(!got[4]["is_error"].as_bool().unwrap());
+        assert_eq!(
+            questions(&got[5]),
+            0,
+            "{era}: a read-only tool is not asked"
+        );
+        assert_eq!(
+            invoked(root.path()),
+            2,
+            "{era}: the approved calls ran once each, the denied ones never"
+        );
+        let logs = d.logs();
+        assert!(!logs.contains(SECRET), "an argument value reached the log");
+        assert!(
+            logs.contains("approval=\"user\"") || logs.contains("approval=user"),
+            "{logs}"
+        );
+        assert!(logs.contains("arguments_digest="), "{logs}");
+        let asked = d
+            .metric("toolhost_approvals_total{outcome=\"asked\"}")
+            .await;
+        assert_eq!(asked, Some(5.0), "{era}");
+        let denied = d
+            .metric("toolhost_approvals_total{outcome=\"denied\"}")
+            .await;
+        assert_eq!(denied, Some(3.0), "{era}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_late_answer_expires_and_the_call_asks_again_in_both_eras() {
+    for era in ERAS {
+        let root = Scratch::new(&format!("expire-{era}"));
+        let d = daemon(root.path(), &policy("expires_ms = 300")).await;
+        let got = agent(
+            &d,
+            era,
+            json!([{"call": TOOL, "args": {"q": "x"}, "answer": ["late:900", "approve"]}]),
+        )
+        .await;
+        assert!(!got[0]["is_error"].as_bool().unwrap(), "{era}: {}", got[0]);
+        assert_eq!(questions(&got[0]), 2, "{era}: the late yes asked again");
+        assert_eq!(invoked(root.path()), 1, "{era}: dispatched once");
+        let expired = d
+            .metric("toolhost_approvals_total{outcome=\"expired\"}")
+            .await;
+        assert_eq!(expired, Some(1.0), "{era}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_cannot_be_asked_gets_a_refusal_that_says_why_in_both_eras() {
+    for era in ERAS {
+        let root = Scratch::new(&format!("cannot-{era}"));
+        let d = daemon(root.path(), &policy("")).await;
+        let got = agent(
+            &d,
+            era,
+            json!([{"call": TOOL, "args": {"q": SECRET}, "no_elicitation": true}]),
+        )
+        .await;
+        assert_eq!(code(&got[0]), "approval_required", "{era}: {}", got[0]);
+        let text = got[0]["text"].as_str().unwrap();
+        assert!(
+            text.contains("needs a person's approval") && text.contains("cannot ask"),
+            "{text}"
+        );
+        assert!(!text.contains(SECRET));
+        assert_eq!(invoked(root.path()), 0, "{era}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn approving_for_the_session_covers_later_calls_of_that_tool_only() {
+    for era in ERAS {
+        let root = Scratch::new(&format!("session-{era}"));
+        let d = daemon(root.path(), &policy("")).await;
+        let got = agent(
+            &d,
+            era,
+            json!([
+                {"call": TOOL, "args": {"q": "a"}, "answer": ["session"]},
+                {"call": TOOL, "args": {"q": "b"}, "answer": ["decline"]},
+            ]),
+        )
+        .await;
+        assert!(!got[0]["is_error"].as_bool().unwrap(), "{era}: {}", got[0]);
+        assert!(!got[1]["is_error"].as_bool().unwrap(), "{era}: {}", got[1]);
+        assert_eq!(questions(&got[1]), 0, "{era}: approved for the session");
+        assert_eq!(invoked(root.path()), 2);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_that_swaps_the_arguments_under_an_answer_is_a_new_call_that_asks_again() {
+    let root = Scratch::new("forge");
+    let d = daemon(root.path(), &policy("")).await;
+    let got = agent(
+        &d,
+        "2026-07-28",
+        json!([{"call": TOOL, "args": {"q": "old"}, "forge_args": {"q": ""}}]),
+    )
+    .await;
+    assert_eq!(
+        got[0]["input_required"], true,
+        "the yes to {{q: old}} did not carry {{q: \"\"}} through: {}",
+        got[0]
+    );
+    assert_eq!(invoked(root.path()), 0, "nothing ran");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_asks_through_input_required_and_runs_only_when_approved() {
+    let root = Scratch::new("task");
+    let d = daemon(root.path(), &policy("")).await;
+    let got = agent(
+        &d,
+        "2026-07-28",
+        json!([
+            {"task": TOOL, "args": {"q": "t1"}, "answer": ["approve"]},
+            {"task": TOOL, "args": {"q": "t2"}, "answer": ["decline"]},
+        ]),
+    )
+    .await;
+    assert!(!got[0]["is_error"].as_bool().unwrap(), "{}", got[0]);
+    assert_eq!(questions(&got[0]), 1);
+    assert!(
+        got[0]["questions"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("t1")
+    );
+    assert_eq!(code(&got[1]), "approval_denied", "{}", got[1]);
+    assert_eq!(invoked(root.path()), 1, "only the approved task ran");
+}
+
+/// The test backend: every call of the echo tool needs the operator's
+/// approval; anything else is allowed.
+struct Backend;
+
+#[tonic::async_trait]
+impl pb::authorizer_server::Authorizer for Backend {
+    async fn authorize(
+        &self,
+        req: tonic::Request<pb::AuthorizeRequest>,
+    ) -> Result<tonic::Response<pb::AuthorizeResponse>, tonic::Status> {
+        let needs = req.into_inner().exposed_name == TOOL;
+        Ok(tonic::Response::new(pb::AuthorizeResponse {
+            allowed: !needs,
+            reason: if needs {
+                "deletions are reviewed".into()
+            } else {
+                String::new()
+            },
+            needs_approval: needs,
+        }))
+    }
+}
+
+/// The pending approval's id, from the refusal's text.
+fn pending_id(step: &Value) -> String {
+    let text = step["text"].as_str().unwrap();
+    let after = text.split("; approval ").nth(1).unwrap_or_default();
+    after
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_backend_asks_for_approval_and_the_operator_decides_with_toolhost_approvals() {
+    let root = Scratch::new("backend");
+    let sock = root.path().join("backend.sock");
+    let listener = tokio::net::UnixListener::bind(&sock).unwrap();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(pb::authorizer_server::AuthorizerServer::new(Backend))
+            .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener)),
+    );
+    let d = daemon(
+        root.path(),
+        &format!("[backend]\nauthorize = \"unix:{}\"\n", sock.display()),
+    )
+    .await;
+    let admin = root.path().join("state/admin.sock");
+    let call = json!([{"call": TOOL, "args": {"q": SECRET}}]);
+    let first = agent(&d, "legacy", call.clone()).await;
+    assert_eq!(code(&first[0]), "approval_required", "{}", first[0]);
+    assert_eq!(
+        questions(&first[0]),
+        0,
+        "the operator decides, not the user"
+    );
+    let id = pending_id(&first[0]);
+    assert_eq!(id.len(), 32, "{}", first[0]);
+    let (ok, listed) = cli_at(&admin, &["approvals"]);
+    assert!(
+        ok && listed.contains(&id) && listed.contains(TOOL),
+        "{listed}"
+    );
+    assert!(!listed.contains(SECRET), "{listed}");
+    // Repeated before the decision: the same approval, still pending.
+    let again = agent(&d, "legacy", call.clone()).await;
+    assert_eq!(pending_id(&again[0]), id);
+    let (ok, out) = cli_at(&admin, &["approvals", "approve", &id]);
+    assert!(ok, "{out}");
+    // Other arguments are not covered.
+    let other = agent(&d, "legacy", json!([{"call": TOOL, "args": {"q": "else"}}])).await;
+    assert_eq!(code(&other[0]), "approval_required");
+    assert_ne!(pending_id(&other[0]), id);
+    assert_eq!(invoked(root.path()), 0);
+    // The same call, repeated: runs once.
+    let approved = agent(&d, "2026-07-28", call.clone()).await;
+    assert!(
+        !approved[0]["is_error"].as_bool().unwrap(),
+        "{}",
+        approved[0]
+    );
+    assert_eq!(invoked(root.path()), 1);
+    // Used once: the next identical call waits for an approval of its own.
+    let used = agent(&d, "legacy", call.clone()).await;
+    assert_eq!(code(&used[0]), "approval_required");
+    let next = pending_id(&used[0]);
+    assert_ne!(next, id);
+    let (ok, out) = cli_at(&admin, &["approvals", "deny", &next]);
+    assert!(ok, "{out}");
+    let denied = agent(&d, "legacy", call).await;
+    assert_eq!(code(&denied[0]), "approval_denied", "{}", denied[0]);
+    assert_eq!(invoked(root.path()), 1, "the denied call never ran");
+    let (ok, out) = cli_at(&admin, &["approvals", "approve", &next]);
+    assert!(!ok && out.contains("no approval"), "{out}");
+    assert!(!d.logs().contains(SECRET));
+}
+
+/// A second token, bound on the same surface: another caller.
+const OTHER: &str = "other-token-0123456789";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rate_limits_hold_per_token_and_per_tool_and_a_limited_call_never_runs() {
+    let root = Scratch::new("rate");
+    let d = daemon(
+        root.path(),
+        &format!(
+            "\n[[http.tokens]]\ntoken = \"{OTHER}\"\nsurface = \"chat\"\ntask_id = \"t2\"\nsession_id = \"s2\"\n\n\
+             [rate_limits]\nbinding = {{ per_minute = 1, burst = 4 }}\n\n\
+             [rate_limits.tools]\nkandev_ap_count = {{ per_minute = 1, burst = 2 }}\n"
+        ),
+    )
+    .await;
+    let (a, b) = (
+        rmcp_agent(&d.url, TOKEN).await,
+        rmcp_agent(&d.url, OTHER).await,
+    );
+    let counted = || events(&root.path().join("state/data/ap"), "invoked count ").len();
+    for _ in 0..2 {
+        let r = call_tool(&a, "kandev_ap_count", json!({})).await.unwrap();
+        assert_eq!(outcome_code(&r), "ok");
+    }
+    // The tool's bucket is every caller's: B is refused too.
+    let r = call_tool(&b, "kandev_ap_count", json!({})).await.unwrap();
+    assert_eq!(outcome_code(&r), "rate_limited");
+    let message = error_of(&r)["message"].as_str().unwrap().to_owned();
+    assert!(
+        message.contains("this tool") && message.contains("Try again in"),
+        "{message}"
+    );
+    assert_eq!(counted(), 2, "the limited call never reached the plugin");
+    // A's own bucket: 2 taken by count, 2 more pass, the fifth is refused.
+    for q in ["a", "b"] {
+        let r = call_tool(&a, TOOL, json!({ "q": q })).await.unwrap();
+        assert_eq!(outcome_code(&r), "ok");
+    }
+    let r = call_tool(&a, TOOL, json!({ "q": SECRET })).await.unwrap();
+    assert_eq!(outcome_code(&r), "rate_limited");
+    let message = error_of(&r)["message"].as_str().unwrap().to_owned();
+    assert!(message.contains("this session's token"), "{message}");
+    assert!(!message.contains(SECRET));
+    // B's bucket is its own.
+    let r = call_tool(&b, TOOL, json!({ "q": "c" })).await.unwrap();
+    assert_eq!(outcome_code(&r), "ok");
+    assert_eq!(invoked(root.path()), 3);
+    let limited = d
+        .metric("toolhost_tool_calls_total{tool=\"kandev_ap_count\",outcome=\"rate_limited\"}")
+        .await;
+    assert_eq!(limited, Some(1.0));
+    let _ = a.cancel().await;
+    let _ = b.cancel().await;
+}
+
+#[test]
+fn a_bad_limit_or_approval_setting_is_reported_by_check_with_its_place() {
+    let root = Scratch::new("policy-check");
+    let ap = approvplug_dir(root.path());
+    for (extra, says) in [
+        (
+            "[rate_limits.tools]\nkandev_ap_count = { per_minute = 0 }\n",
+            "[rate_limits] tools.kandev_ap_count: per_minute",
+        ),
+        (
+            "[rate_limits]\nbinding = { per_minute = 5, burst = 0.5 }\n",
+            "[rate_limits] binding: burst",
+        ),
+        ("[approvals]\nexpires_ms = 0\n", "[approvals] expires_ms"),
+        (
+            "[approvals]\nsession = [\"kandev_ap_count\"]\n",
+            "needs no approval",
+        ),
+    ] {
+        let config = root.path().join("bad.toml");
+        std::fs::write(
+            &config,
+            TestConfig::new(root.path(), std::slice::from_ref(&ap))
+                .extra(&format!("\n{extra}"))
+                .build(),
+        )
+        .unwrap();
+        let ap_s = ap.display().to_string();
+        let config_s = config.display().to_string();
+        let (ok, out) = toolhost_e2e::cli(&["check", &ap_s, "--config", &config_s]);
+        assert!(!ok, "{extra}: {out}");
+        assert!(out.contains(says), "{extra}: {out}");
+    }
+}
