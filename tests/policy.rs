@@ -460,3 +460,50 @@ fn a_bad_limit_or_approval_setting_is_reported_by_check_with_its_place() {
         assert!(out.contains(says), "{extra}: {out}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_argument_rule_allows_and_refuses_with_the_operators_message() {
+    let root = Scratch::new("rules");
+    let d = daemon(
+        root.path(),
+        &format!(
+            "\n[[rules]]\ntool = \"{TOOL}\"\n\
+             when = 'args.q.startsWith(\"/workspace/\") && !args.q.contains(\"..\") || binding.surface == \"admin\"'\n\
+             message = \"q must name a path under /workspace\"\n"
+        ),
+    )
+    .await;
+    let a = rmcp_agent(&d.url, TOKEN).await;
+    let r = call_tool(&a, TOOL, json!({ "q": "/workspace/notes" }))
+        .await
+        .unwrap();
+    assert_eq!(outcome_code(&r), "ok");
+    for q in ["/etc/passwd", "/workspace/../etc/passwd"] {
+        let r = call_tool(&a, TOOL, json!({ "q": q })).await.unwrap();
+        assert_eq!(outcome_code(&r), "refused_by_rule", "{q}");
+        let message = error_of(&r)["message"].as_str().unwrap().to_owned();
+        assert!(
+            message.contains("q must name a path under /workspace"),
+            "{message}"
+        );
+        assert!(!message.contains("passwd"), "no value is echoed: {message}");
+    }
+    // An argument the rule reads is absent: refused, naming the rule.
+    let r = call_tool(&a, TOOL, json!({})).await.unwrap();
+    assert_eq!(outcome_code(&r), "refused_by_rule");
+    let message = error_of(&r)["message"].as_str().unwrap().to_owned();
+    assert!(message.contains("[[rules]] #1"), "{message}");
+    assert_eq!(
+        invoked(root.path()),
+        1,
+        "only the call the rule allowed ran"
+    );
+    let refused = d
+        .metric(&format!(
+            "toolhost_tool_calls_total{{tool=\"{TOOL}\",outcome=\"refused_by_rule\"}}"
+        ))
+        .await;
+    assert_eq!(refused, Some(3.0));
+    assert!(!d.logs().contains("passwd"));
+    let _ = a.cancel().await;
+}

@@ -1,7 +1,7 @@
 //! The configuration file (TOML). Flags override it. Unknown keys are
 //! errors: a misspelt setting must not silently fall back to a default.
 
-pub use crate::policy::{ApprovalsFile, RateFile, RateLimitsFile};
+pub use crate::policy::{ApprovalsFile, RateFile, RateLimitsFile, RuleFile};
 pub use crate::sandboxing::{PluginConfig, SandboxFile};
 use anyhow::{Context as _, Result, bail};
 use serde::Deserialize;
@@ -60,6 +60,9 @@ pub struct Config {
     /// How fast each token and each tool may call.
     #[serde(default)]
     pub rate_limits: RateLimitsFile,
+    /// What a call's arguments must satisfy, per tool or per plugin.
+    #[serde(default)]
+    pub rules: Vec<RuleFile>,
 }
 
 /// `[telemetry]`: where toolhost sends its spans. Without this section (or

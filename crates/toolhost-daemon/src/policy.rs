@@ -1,7 +1,8 @@
 //! The operator's word over each call, as the configuration file says it:
 //! `[approvals]`, which calls a person must approve before they run, and
-//! `[rate_limits]`, how fast each token and each tool may call
-//! (docs/CONTRACT.md §5). Read and checked here; the pipeline applies them.
+//! `[rate_limits]`, how fast each token and each tool may call, and
+//! `[[rules]]`, what a call's arguments must satisfy (docs/CONTRACT.md §5).
+//! Read, compiled and checked here; the pipeline applies them.
 
 use anyhow::bail;
 use serde::Deserialize;
@@ -117,4 +118,46 @@ impl RateLimitsFile {
                 .collect::<anyhow::Result<_>>()?,
         })
     }
+}
+
+/// One `[[rules]]` entry: a CEL expression over a call's arguments that
+/// must be true for the call to run.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleFile {
+    /// The tool it applies to (exposed name).
+    pub tool: Option<String>,
+    /// Or every tool of this plugin (id).
+    pub plugin: Option<String>,
+    /// The expression: it sees `args`, `binding` and `tool`.
+    pub when: String,
+    /// What the agent is told when it is false.
+    pub message: String,
+}
+
+/// Compiles the `[[rules]]`; a bad one is an error naming its place.
+pub fn compile_rules(rules: &[RuleFile]) -> anyhow::Result<toolhost_pipeline::rules::Rules> {
+    use toolhost_pipeline::rules::{RuleSpec, Rules, Scope};
+    let mut specs = Vec::with_capacity(rules.len());
+    for (i, r) in rules.iter().enumerate() {
+        let scope = match (&r.tool, &r.plugin) {
+            (Some(t), None) => Scope::Tool(t.clone()),
+            (None, Some(p)) => Scope::Plugin(p.clone()),
+            _ => bail!(
+                "[[rules]] #{}: name exactly one of tool (an exposed name) or plugin (an id)",
+                i + 1
+            ),
+        };
+        let target = match &scope {
+            Scope::Tool(t) => format!("tool {t}"),
+            Scope::Plugin(p) => format!("plugin {p}"),
+        };
+        specs.push(RuleSpec {
+            place: format!("[[rules]] #{} ({target})", i + 1),
+            scope,
+            expression: r.when.clone(),
+            message: r.message.clone(),
+        });
+    }
+    Ok(Rules::compile(&specs)?)
 }

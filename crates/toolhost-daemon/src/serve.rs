@@ -518,7 +518,8 @@ fn pipeline(s: &Settings, store: &Arc<Store>, plugins: &Arc<Plugins>) -> Result<
         )))
         .with_rate_limits(Arc::new(toolhost_pipeline::RateLimiter::new(
             s.rate_limits.clone(),
-        )));
+        )))
+        .with_rules(Arc::clone(&s.rules));
     if let Some((addr, timeout)) = &s.authorize {
         let address = AuthorizerAddress::parse(addr)?;
         pipeline = pipeline.with_authorizer(Authorizer::new(&address, *timeout)?);

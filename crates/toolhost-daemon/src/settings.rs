@@ -141,6 +141,8 @@ pub struct Settings {
     pub approvals: toolhost_pipeline::ApprovalPolicy,
     /// How fast each token and each tool may call (`[rate_limits]`).
     pub rate_limits: toolhost_pipeline::RatePolicy,
+    /// The argument rules (`[[rules]]`), compiled.
+    pub rules: std::sync::Arc<toolhost_pipeline::rules::Rules>,
     /// Where spans go (`[telemetry]`); `None`: nothing is traced.
     pub telemetry: Option<toolhost_telemetry::Export>,
     /// `--dev`: what to tell the developer once HTTP listens.
@@ -167,6 +169,7 @@ impl Config {
         let tasks = self.tasks.resolve()?;
         let approvals = self.approvals.resolve()?;
         let rate_limits = self.rate_limits.resolve()?;
+        let rules = std::sync::Arc::new(crate::policy::compile_rules(&self.rules)?);
         let telemetry = match &self.telemetry {
             Some(t) => crate::telemetry::resolve(t)?,
             None => None,
@@ -279,6 +282,7 @@ impl Config {
             tasks,
             approvals,
             rate_limits,
+            rules,
             telemetry,
             dev,
         })

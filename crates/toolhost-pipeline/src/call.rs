@@ -37,6 +37,7 @@ use crate::counters::{CallStats, Counters};
 use crate::port::{PluginLink, PluginPort};
 use crate::rate::RateLimiter;
 use crate::result::{CallResult, ErrorCode};
+use crate::rules::Rules;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -122,6 +123,8 @@ pub struct Pipeline {
     /// The operator's rate limits; `None` when none is set, so a call pays
     /// nothing for them.
     rates: Option<Arc<RateLimiter>>,
+    /// The operator's argument rules; `None` when there are none.
+    rules: Option<Arc<Rules>>,
     counters: Counters,
 }
 
@@ -137,6 +140,7 @@ impl Pipeline {
             authorizer: None,
             approvals: Arc::default(),
             rates: None,
+            rules: None,
             counters: Counters::default(),
         }
     }
@@ -146,6 +150,19 @@ impl Pipeline {
     pub fn with_rate_limits(mut self, limiter: Arc<RateLimiter>) -> Self {
         self.rates = (!limiter.policy().is_empty()).then_some(limiter);
         self
+    }
+
+    /// Checks the arguments of the calls `rules` name against them.
+    #[must_use]
+    pub fn with_rules(mut self, rules: Arc<Rules>) -> Self {
+        self.rules = (!rules.is_empty()).then_some(rules);
+        self
+    }
+
+    /// The argument rules, when there are any.
+    #[must_use]
+    pub fn rules(&self) -> Option<&Arc<Rules>> {
+        self.rules.as_ref()
     }
 
     /// The rate limits, when any is set.
@@ -398,6 +415,7 @@ impl Call<'_> {
             traced(&step, self.authorize())?;
         }
         self.within_rate()?;
+        self.within_rules(&checked)?;
         let (client, deadline) = self.plugin().await?;
         let backend_wants_approval = self.ask_backend().await?;
         self.approve(&checked, backend_wants_approval, deadline)
@@ -573,6 +591,26 @@ impl Call<'_> {
                 ),
             )
         })
+    }
+
+    /// Step 5: the operator's argument rules, over the validated
+    /// arguments. A refusal's message is the rule's own, or names the rule;
+    /// never a value.
+    fn within_rules(&self, checked: &Checked) -> Step<()> {
+        let Some(rules) = &self.pipeline.rules else {
+            return Ok(());
+        };
+        rules
+            .check(&self.entry.descriptor, self.binding, &checked.arguments)
+            .map_err(|r| {
+                CallFailure::new(
+                    ErrorCode::RefusedByRule,
+                    format!(
+                        "{} was not run: {} (the operator's rule)",
+                        self.entry.descriptor.exposed_name, r.0
+                    ),
+                )
+            })
     }
 
     /// Tells the caller, once, that the call is admitted: a task is created

@@ -6,7 +6,8 @@
 //! 2. to 4. **Bound, normalize aliases, validate** (`toolhost-validate`).
 //! 5. **Authorize** against the state *now*: the tool is still in the current
 //!    catalog with the same declaration and on the session's surface, the
-//!    session's binding is still active; the operator's [`rate`] limits;
+//!    session's binding is still active; the operator's [`rate`] limits
+//!    and argument [`rules`];
 //!    its plugin is ready (and runs the declared version); then the
 //!    backend's `Authorize`, when configured; a person's [`approval`] where
 //!    the operator's policy or the backend wants one; and last, a place
@@ -46,6 +47,7 @@ pub mod port;
 mod question;
 pub mod rate;
 mod result;
+pub mod rules;
 mod stream;
 #[cfg(test)]
 mod testing;

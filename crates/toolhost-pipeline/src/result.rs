@@ -38,6 +38,8 @@ pub enum ErrorCode {
     ApprovalDenied,
     /// Over the operator's rate limit for the binding or the tool.
     RateLimited,
+    /// One of the operator's argument rules did not hold.
+    RefusedByRule,
     /// A bug in toolhost.
     Internal,
 }
@@ -59,6 +61,7 @@ impl ErrorCode {
             Self::ApprovalRequired => "approval_required",
             Self::ApprovalDenied => "approval_denied",
             Self::RateLimited => "rate_limited",
+            Self::RefusedByRule => "refused_by_rule",
             Self::Internal => "internal",
         }
     }
