@@ -162,6 +162,19 @@ async fn a_destructive_call_runs_once_approved_and_never_when_denied_in_both_era
             .metric("toolhost_approvals_total{outcome=\"denied\"}")
             .await;
         assert_eq!(denied, Some(3.0), "{era}");
+        let admin = root.path().join("state/admin.sock");
+        let (ok, status) = cli_at(&admin, &["status"]);
+        assert!(
+            ok && status.contains("policy    approvals: tools annotated destructive"),
+            "{status}"
+        );
+        let (ok, show) = cli_at(&admin, &["plugins", "show", "ap"]);
+        assert!(
+            ok && show.contains(&format!(
+                "policy  {TOOL}: approval per call, or for the session"
+            )) && show.contains("policy  kandev_ap_count: approval none"),
+            "{show}"
+        );
     }
 }
 
@@ -422,6 +435,23 @@ async fn rate_limits_hold_per_token_and_per_tool_and_a_limited_call_never_runs()
         .metric("toolhost_tool_calls_total{tool=\"kandev_ap_count\",outcome=\"rate_limited\"}")
         .await;
     assert_eq!(limited, Some(1.0));
+    let admin = root.path().join("state/admin.sock");
+    let (ok, status) = cli_at(&admin, &["status"]);
+    assert!(ok, "{status}");
+    assert!(
+        status.contains(
+            "rate limits: per token 1 calls a minute, bursts of 4; 1 tool(s) with their own"
+        ),
+        "{status}"
+    );
+    let (ok, show) = cli_at(&admin, &["plugins", "show", "ap"]);
+    assert!(ok, "{show}");
+    assert!(
+        show.contains(
+            "policy  kandev_ap_count: approval none; 1 calls a minute, bursts of 2; 0 rule(s)"
+        ),
+        "{show}"
+    );
     let _ = a.cancel().await;
     let _ = b.cancel().await;
 }
@@ -505,5 +535,15 @@ async fn an_argument_rule_allows_and_refuses_with_the_operators_message() {
         .await;
     assert_eq!(refused, Some(3.0));
     assert!(!d.logs().contains("passwd"));
+    let (ok, show) = cli_at(
+        &root.path().join("state/admin.sock"),
+        &["plugins", "show", "ap"],
+    );
+    assert!(
+        ok && show.contains(&format!(
+            "policy  {TOOL}: approval none; no limit of its own; 1 rule(s)"
+        )),
+        "{show}"
+    );
     let _ = a.cancel().await;
 }

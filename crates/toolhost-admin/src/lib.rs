@@ -28,6 +28,7 @@
 #![forbid(unsafe_code)]
 
 mod authority;
+mod policy;
 mod server;
 mod service;
 pub mod token;

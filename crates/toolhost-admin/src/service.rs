@@ -36,8 +36,9 @@ pub struct AdminState {
     pub tokens: Arc<TokenTable>,
     /// The tool calls run as MCP tasks.
     pub tasks: Arc<Tasks>,
-    /// The approvals waiting for the operator.
-    pub approvals: Arc<toolhost_pipeline::Approvals>,
+    /// The call pipeline: the operator's policy over calls, and the
+    /// approvals waiting for the operator.
+    pub pipeline: Arc<toolhost_pipeline::Pipeline>,
     /// How many MCP sessions and subscriptions listen for list changes.
     pub sessions: Arc<dyn Fn() -> usize + Send + Sync>,
     /// The fleet link, when the catalog comes through NATS.
@@ -300,6 +301,7 @@ impl Admin for AdminService {
                     reason: d.reason.clone(),
                 })
                 .collect();
+            st.policies = crate::policy::tool_policies(&self.state.pipeline, &catalog, &id);
             plugins.push(st);
         }
         Ok(Response::new(pb::ListPluginsResponse { plugins }))
@@ -509,6 +511,7 @@ impl Admin for AdminService {
                 .into_iter()
                 .map(|(state, count)| (state.to_owned(), n(count)))
                 .collect(),
+            policy: Some(crate::policy::summary(&self.state.pipeline)),
         }))
     }
 
@@ -558,10 +561,11 @@ impl Admin for AdminService {
     ) -> Result<Response<pb::ListApprovalsResponse>, Status> {
         let approvals = self
             .state
-            .approvals
+            .pipeline
+            .approvals()
             .pending()
             .into_iter()
-            .map(approval_entry)
+            .map(crate::policy::approval_entry)
             .collect();
         Ok(Response::new(pb::ListApprovalsResponse { approvals }))
     }
@@ -571,47 +575,19 @@ impl Admin for AdminService {
         request: Request<pb::DecideApprovalRequest>,
     ) -> Result<Response<pb::DecideApprovalResponse>, Status> {
         let r = request.into_inner();
-        match self.state.approvals.decide(&r.id, r.approve) {
+        match self.state.pipeline.approvals().decide(&r.id, r.approve) {
             Ok(p) => {
                 tracing::info!(target: "toolhost::audit", approval = %toolhost_base::log_safe(&p.id, 64),
                     tool = %p.tool, arguments_digest = %p.arguments_digest, approved = r.approve,
                     decided_by = "operator", "approval decided");
                 Ok(Response::new(pb::DecideApprovalResponse {
-                    approval: Some(approval_entry(p)),
+                    approval: Some(crate::policy::approval_entry(p)),
                 }))
             }
             Err(e) => Err(Status::not_found(format!(
                 "{e}; toolhost approvals list shows those pending"
             ))),
         }
-    }
-}
-
-/// A pending approval as the admin API shows it: ids and a digest, never
-/// the arguments.
-fn approval_entry(p: toolhost_pipeline::approval::Pending) -> pb::ApprovalEntry {
-    pb::ApprovalEntry {
-        binding: Some(pb::SessionBinding {
-            surface: p.surface,
-            task_id: p.task_id,
-            session_id: p.session_id,
-            workspace_id: String::new(),
-        }),
-        state: match p.decision {
-            None => "pending",
-            Some(true) => "approved",
-            Some(false) => "denied",
-        }
-        .to_owned(),
-        id: p.id,
-        tool: p.tool,
-        plugin_id: p.plugin,
-        arguments_digest: p.arguments_digest,
-        catalog_generation: p.catalog.0,
-        catalog_revision: p.catalog.1,
-        reason: p.reason,
-        requested_at_unix_s: p.requested_at,
-        expires_in_s: p.expires_in,
     }
 }
 

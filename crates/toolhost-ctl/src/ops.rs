@@ -277,6 +277,10 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
                 "withheld": st.withheld.iter().map(|d| serde_json::json!({ "tool": d.tool, "reason": d.reason })).collect::<Vec<_>>() },
             "sessions": st.sessions, "bound_tokens": st.bound_tokens, "admin_socket": st.admin_socket, "plugins": plugins,
             "tasks": st.tasks,
+            "policy": st.policy.as_ref().map(|p| serde_json::json!({
+                "approvals": p.approvals, "approvals_pending": p.approvals_pending,
+                "token_rate_limit": p.token_rate_limit, "tool_rate_limits": p.tool_rate_limits, "rules": p.rules,
+            })),
             "fleet": st.fleet.as_ref().map(|f| serde_json::json!({
                 "server": f.server, "bucket": f.bucket, "daemon": f.daemon, "connected": f.connected,
                 "last_error": f.last_error, "applied_kv_revision": f.applied_kv_revision,
@@ -314,6 +318,9 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
         st.bound_tokens
     );
     outln!("tasks     {}", task_counts(&st.tasks));
+    if let Some(p) = &st.policy {
+        policy_lines(p);
+    }
     if !st.admin_socket.is_empty() {
         outln!("admin     {}", st.admin_socket);
     }
@@ -501,6 +508,27 @@ async fn list(t: &Target, c: &mut toolhost_admin::Client) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The operator's word over calls, as `status` shows it.
+fn policy_lines(p: &pb::PolicySummary) {
+    outln!("policy    approvals: {}", p.approvals);
+    if p.approvals_pending > 0 {
+        outln!(
+            "          {} approval(s) waiting for the operator (toolhost approvals)",
+            p.approvals_pending
+        );
+    }
+    let token = if p.token_rate_limit.is_empty() {
+        "none".to_owned()
+    } else {
+        p.token_rate_limit.clone()
+    };
+    outln!(
+        "          rate limits: per token {token}; {} tool(s) with their own",
+        p.tool_rate_limits
+    );
+    outln!("          argument rules: {}", p.rules);
+}
+
 /// `toolhost plugins show ID`.
 async fn show_plugin(t: &Target, c: &mut toolhost_admin::Client, id: &str) -> Result<ExitCode> {
     let plugins = installed_plugins(c).await?;
@@ -522,6 +550,7 @@ async fn show_plugin(t: &Target, c: &mut toolhost_admin::Client, id: &str) -> Re
     print_grants(p);
     print_config(&p.config);
     print_sandbox(p);
+    crate::show::print_policies(&p.policies);
     Ok(ExitCode::SUCCESS)
 }
 

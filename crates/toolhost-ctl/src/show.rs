@@ -55,6 +55,16 @@ pub(crate) fn one_line_status(p: &pb::PluginStatus) -> pb::PluginStatus {
         undeclared_tools: lines(&p.undeclared_tools),
         sdk: line(&p.sdk),
         config_file_problems: lines(&p.config_file_problems),
+        policies: p
+            .policies
+            .iter()
+            .map(|t| pb::ToolPolicy {
+                tool: line(&t.tool),
+                approval: line(&t.approval),
+                rate_limit: line(&t.rate_limit),
+                rules: t.rules,
+            })
+            .collect(),
         ..p.clone()
     }
 }
@@ -154,6 +164,23 @@ pub(crate) fn print_sandbox(p: &pb::PluginStatus) {
     }
 }
 
+/// Each tool's policy: approval, its own rate limit, its rules.
+pub(crate) fn print_policies(policies: &[pb::ToolPolicy]) {
+    for t in policies {
+        let rate = if t.rate_limit.is_empty() {
+            "no limit of its own"
+        } else {
+            &t.rate_limit
+        };
+        outln!(
+            "    policy  {}: approval {}; {rate}; {} rule(s)",
+            t.tool,
+            t.approval,
+            t.rules
+        );
+    }
+}
+
 pub(crate) fn plugin_json(p: &pb::PluginStatus) -> serde_json::Value {
     serde_json::json!({
         "id": p.id, "version": p.version, "origin": p.origin, "enabled": p.enabled, "state": p.state,
@@ -168,6 +195,7 @@ pub(crate) fn plugin_json(p: &pb::PluginStatus) -> serde_json::Value {
         "asks": p.asks,
         "ungranted": p.ungranted,
         "sandbox": p.sandbox.iter().map(|r| serde_json::json!({ "rule": r.rule, "state": r.state, "detail": r.detail })).collect::<Vec<_>>(),
+        "policies": p.policies.iter().map(|t| serde_json::json!({ "tool": t.tool, "approval": t.approval, "rate_limit": t.rate_limit, "rules": t.rules })).collect::<Vec<_>>(),
         "disk": p.disk.as_ref().map(|d| serde_json::json!({ "used_bytes": d.measured.then_some(d.used_bytes), "limit_bytes": d.limit_bytes, "kernel": d.kernel, "over": d.over })),
     })
 }

@@ -270,7 +270,7 @@ impl Daemon {
             lifecycle: Arc::clone(&lifecycle),
             tokens: Arc::clone(&tokens),
             tasks: Arc::clone(hub.tasks()),
-            approvals: Arc::clone(pipeline.approvals()),
+            pipeline: Arc::clone(&pipeline),
             sessions,
             fleet: link.clone(),
         }));

@@ -102,15 +102,24 @@ impl ApprovalPolicy {
         self.session.contains("*") || self.session.contains(tool)
     }
 
-    /// What the operator sees for `d` in `status` and `plugins show`.
+    /// Which calls need approval, in words for `status`.
     #[must_use]
-    pub fn describe(&self, d: &Descriptor) -> String {
-        match self.requires(d) {
-            None => "no approval".to_owned(),
-            Some(_) if self.allows_session(&d.exposed_name) => {
-                "approval per call (or for the session)".to_owned()
-            }
-            Some(_) => "approval per call".to_owned(),
+    pub fn summary(&self) -> String {
+        let mut parts = Vec::new();
+        if self.destructive {
+            parts.push("tools annotated destructive".to_owned());
+        }
+        if !self.tools.is_empty() {
+            parts.push(format!("{} named tool(s)", self.tools.len()));
+        }
+        if !self.plugins.is_empty() {
+            let ids: Vec<&str> = self.plugins.iter().map(String::as_str).collect();
+            parts.push(format!("every tool of {}", ids.join(", ")));
+        }
+        if parts.is_empty() {
+            "none (the backend may still ask for one)".to_owned()
+        } else {
+            parts.join("; ")
         }
     }
 }

@@ -165,6 +165,27 @@ impl Pipeline {
         self.rules.as_ref()
     }
 
+    /// What the operator's policy decides over `d`'s calls: (approval,
+    /// the tool's own rate limit, how many rules apply), in words for
+    /// `status` and `plugins show`.
+    #[must_use]
+    pub fn policy_of(&self, d: &toolhost_catalog::Descriptor) -> (String, Option<String>, usize) {
+        let approval = match self.approvals.policy().requires(d) {
+            None => "none".to_owned(),
+            Some(why) if self.approvals.policy().allows_session(&d.exposed_name) => {
+                format!("per call, or for the session ({why})")
+            }
+            Some(why) => format!("per call ({why})"),
+        };
+        (
+            approval,
+            self.rates
+                .as_ref()
+                .and_then(|r| r.policy().describe(&d.exposed_name)),
+            self.rules.as_ref().map_or(0, |r| r.for_tool(d)),
+        )
+    }
+
     /// The rate limits, when any is set.
     #[must_use]
     pub fn rate_limits(&self) -> Option<&Arc<RateLimiter>> {

@@ -1,0 +1,69 @@
+//! What the admin API shows of the operator's word over calls: each
+//! tool's policy (`plugins show`), the daemon-wide summary (`status`) and
+//! the approvals waiting for the operator, by ids and digests, never
+//! arguments.
+
+use toolhost_catalog::Catalog;
+use toolhost_pipeline::Pipeline;
+use toolhost_proto::admin as pb;
+
+/// The policy over each tool of `plugin` in `catalog`.
+pub(crate) fn tool_policies(p: &Pipeline, catalog: &Catalog, plugin: &str) -> Vec<pb::ToolPolicy> {
+    catalog
+        .entries()
+        .filter(|e| e.descriptor.plugin_id == plugin)
+        .map(|e| {
+            let (approval, rate, rules) = p.policy_of(&e.descriptor);
+            pb::ToolPolicy {
+                tool: e.descriptor.exposed_name.clone(),
+                approval,
+                rate_limit: rate.unwrap_or_default(),
+                rules: u32::try_from(rules).unwrap_or(u32::MAX),
+            }
+        })
+        .collect()
+}
+
+/// The operator's word over calls, daemon-wide, for `status`.
+pub(crate) fn summary(p: &Pipeline) -> pb::PolicySummary {
+    let rates = p.rate_limits().map(|r| r.policy());
+    let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+    pb::PolicySummary {
+        approvals: p.approvals().policy().summary(),
+        token_rate_limit: rates
+            .and_then(|r| r.binding)
+            .map(|b| format!("{} calls a minute, bursts of {}", b.per_minute, b.burst))
+            .unwrap_or_default(),
+        tool_rate_limits: n(rates.map_or(0, |r| r.tools.len())),
+        rules: n(p.rules().map_or(0, |r| r.len())),
+        approvals_pending: n(p.approvals().pending().len()),
+    }
+}
+
+/// A pending approval as the admin API shows it: ids and a digest, never
+/// the arguments.
+pub(crate) fn approval_entry(p: toolhost_pipeline::approval::Pending) -> pb::ApprovalEntry {
+    pb::ApprovalEntry {
+        binding: Some(pb::SessionBinding {
+            surface: p.surface,
+            task_id: p.task_id,
+            session_id: p.session_id,
+            workspace_id: String::new(),
+        }),
+        state: match p.decision {
+            None => "pending",
+            Some(true) => "approved",
+            Some(false) => "denied",
+        }
+        .to_owned(),
+        id: p.id,
+        tool: p.tool,
+        plugin_id: p.plugin,
+        arguments_digest: p.arguments_digest,
+        catalog_generation: p.catalog.0,
+        catalog_revision: p.catalog.1,
+        reason: p.reason,
+        requested_at_unix_s: p.requested_at,
+        expires_in_s: p.expires_in,
+    }
+}
