@@ -547,3 +547,152 @@ async fn an_argument_rule_allows_and_refuses_with_the_operators_message() {
     );
     let _ = a.cancel().await;
 }
+
+/// Pushes `s` through the admin API of the daemon under `root`.
+async fn push(root: &Path, s: &toolhost_catalog::Snapshot) -> pb::PushCatalogResponse {
+    let sock = root.join("state/admin.sock");
+    let mut admin = toolhost_e2e::eventually(
+        std::time::Duration::from_secs(20),
+        "the admin socket",
+        async || toolhost_admin::connect_unix(&sock).await.ok(),
+    )
+    .await;
+    let req = pb::PushCatalogRequest {
+        snapshot: Some(toolhost_managed::snapshot_to_proto(s)),
+    };
+    admin.push_catalog(req).await.expect("push").into_inner()
+}
+
+/// The catalog a backend would push for `ap`, revision `revision`.
+fn pushed(ap: &Path, revision: u64) -> toolhost_catalog::Snapshot {
+    let m = toolhost_manifest::Manifest::load(ap).unwrap();
+    toolhost_catalog::Snapshot::from_manifests("kandev", "g1", revision, [&m])
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pushed_catalog_may_ask_for_more_approval_and_tighter_limits_and_never_less() {
+    use toolhost_catalog::{CallPolicy, CallRate};
+    for era in ERAS {
+        let root = Scratch::new(&format!("pushed-{era}"));
+        let ap = approvplug_dir(root.path());
+        // The operator: destructive tools need approval; the echo tool is
+        // limited to bursts of 3.
+        let config = TestConfig::new(root.path(), std::slice::from_ref(&ap))
+            .extra(
+                "[backend]\nmanaged = true\n\n[approvals]\ndestructive = true\n\n\
+                 [rate_limits.tools]\nkandev_ap_echo_report = { per_minute = 1, burst = 3 }\n",
+            )
+            .build();
+        let d = Daemon::start(root.path(), &config, &[]);
+        let mut s = pushed(&ap, 1);
+        for t in &mut s.tools {
+            t.call_policy = if t.local_name == "count" {
+                // More: the read-only tool needs approval and a limit.
+                CallPolicy {
+                    requires_approval: true,
+                    rate: Some(CallRate {
+                        per_minute: 1,
+                        burst: 2,
+                    }),
+                }
+            } else {
+                // Less, tried: no approval and a far looser limit.
+                CallPolicy {
+                    requires_approval: false,
+                    rate: Some(CallRate {
+                        per_minute: 6000,
+                        burst: 1000,
+                    }),
+                }
+            };
+        }
+        let r = push(root.path(), &s).await;
+        assert!(r.defects.is_empty() && r.reasons.is_empty(), "{r:?}");
+        d.wait_metric("toolhost_plugin_state{plugin=\"ap\",state=\"ready\"}", 1.0)
+            .await;
+        let approve = |tool: &str, q: &str| json!({"call": tool, "args": if q.is_empty() { json!({}) } else { json!({"q": q}) }, "answer": ["approve"]});
+        let got = agent(
+            &d,
+            era,
+            json!([
+                approve("kandev_ap_count", ""),
+                approve("kandev_ap_count", ""),
+                approve("kandev_ap_count", ""),
+                approve(TOOL, "a"),
+                approve(TOOL, "b"),
+                approve(TOOL, "c"),
+                approve(TOOL, "d"),
+            ]),
+        )
+        .await;
+        for i in [0, 1] {
+            assert!(!got[i]["is_error"].as_bool().unwrap(), "{era}: {}", got[i]);
+            assert_eq!(
+                questions(&got[i]),
+                1,
+                "{era}: the catalog asks for approval"
+            );
+            let message = got[i]["questions"][0]["message"].as_str().unwrap();
+            assert!(
+                message.contains("the backend requires approval"),
+                "{message}"
+            );
+        }
+        assert_eq!(code(&got[2]), "rate_limited", "{era}: the catalog's limit");
+        assert_eq!(
+            questions(&got[2]),
+            0,
+            "{era}: limited before anyone is asked"
+        );
+        for i in [3, 4, 5] {
+            assert!(!got[i]["is_error"].as_bool().unwrap(), "{era}: {}", got[i]);
+            assert_eq!(
+                questions(&got[i]),
+                1,
+                "{era}: a pushed `false` does not lift the operator's approval"
+            );
+        }
+        assert_eq!(
+            code(&got[6]),
+            "rate_limited",
+            "{era}: a looser pushed limit does not lift the operator's"
+        );
+        assert_eq!(invoked(root.path()), 3, "{era}");
+        let admin = root.path().join("state/admin.sock");
+        let (ok, show) = cli_at(&admin, &["plugins", "show", "ap"]);
+        assert!(ok, "{show}");
+        assert!(
+            show.contains("policy  kandev_ap_count: approval per call (the backend requires approval for this tool); 1 calls a minute, bursts of 2 (the catalog's)"),
+            "{show}"
+        );
+        assert!(
+            show.contains(&format!("policy  {TOOL}: approval per call (the operator requires approval for tools that may destroy data); 1 calls a minute, bursts of 3 (the operator's and the catalog's")),
+            "{show}"
+        );
+
+        // A push that drops the destructive annotation, which would take
+        // the tool out of the operator's approval policy, is withheld: the
+        // call fails closed and nobody is asked.
+        let mut s = pushed(&ap, 2);
+        for t in &mut s.tools {
+            if t.local_name == "echo_report" {
+                t.annotations.destructive = false;
+            }
+        }
+        let r = push(root.path(), &s).await;
+        assert!(
+            r.defects
+                .iter()
+                .any(|w| w.tool == TOOL && w.reason.contains("annotations")),
+            "{r:?}"
+        );
+        let got = agent(&d, era, json!([approve(TOOL, "e")])).await;
+        assert!(got[0]["is_error"].as_bool().unwrap(), "{era}: {}", got[0]);
+        assert_eq!(questions(&got[0]), 0, "{era}");
+        assert_eq!(
+            invoked(root.path()),
+            3,
+            "{era}: the withheld tool never ran"
+        );
+    }
+}

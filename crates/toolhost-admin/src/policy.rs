@@ -26,15 +26,15 @@ pub(crate) fn tool_policies(p: &Pipeline, catalog: &Catalog, plugin: &str) -> Ve
 
 /// The operator's word over calls, daemon-wide, for `status`.
 pub(crate) fn summary(p: &Pipeline) -> pb::PolicySummary {
-    let rates = p.rate_limits().map(|r| r.policy());
+    let rates = p.rate_limits().policy();
     let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
     pb::PolicySummary {
         approvals: p.approvals().policy().summary(),
         token_rate_limit: rates
-            .and_then(|r| r.binding)
+            .binding
             .map(|b| format!("{} calls a minute, bursts of {}", b.per_minute, b.burst))
             .unwrap_or_default(),
-        tool_rate_limits: n(rates.map_or(0, |r| r.tools.len())),
+        tool_rate_limits: n(rates.tools.len()),
         rules: n(p.rules().map_or(0, |r| r.len())),
         approvals_pending: n(p.approvals().pending().len()),
     }

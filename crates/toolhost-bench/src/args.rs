@@ -57,4 +57,8 @@ pub(crate) struct Args {
     /// off, sampling at 0 % and at 100 % to a live OTLP receiver.
     #[arg(long, value_name = "N")]
     pub(crate) telemetry: Option<usize>,
+    /// Only what the operator's policy costs a call: this many calls with
+    /// no policy, with rate limits, and with one CEL argument rule.
+    #[arg(long, value_name = "N")]
+    pub(crate) policy: Option<usize>,
 }

@@ -27,7 +27,8 @@
 //! `--tasks N` (tool calls as MCP tasks against direct calls, and N tasks
 //! waiting for an answer, only), `--telemetry N` (toolhost's CPU per call
 //! with telemetry off, sampling at 0 % and at 100 % to a live OTLP
-//! receiver, only),
+//! receiver, only), `--policy N` (toolhost's CPU per call with no
+//! policy, with rate limits and with one CEL argument rule, only),
 //! and `--profile SECONDS [--json [--through-rmcp]]` (one toolhost under
 //! load, its pid printed, for `perf record -p`).
 
@@ -41,6 +42,7 @@ mod goals;
 mod load;
 mod measure;
 mod plugins;
+mod policy;
 mod progress;
 mod scale;
 mod sdks;
@@ -94,6 +96,10 @@ async fn main() -> Result<()> {
     if let Some(n) = args.telemetry {
         println!("## What tracing costs a call\n");
         return telemetry::report(n).await;
+    }
+    if let Some(n) = args.policy {
+        println!("## What the operator's policy costs a call\n");
+        return policy::report(n).await;
     }
     if args.argcheck {
         println!("## Argument checking against jsonschema's `is_valid`\n");
@@ -283,6 +289,9 @@ async fn main() -> Result<()> {
 
     println!("\n## What tracing costs a call\n");
     telemetry::report(if quick { 300 } else { 3_000 }).await?;
+
+    println!("\n## What the operator's policy costs a call\n");
+    policy::report(if quick { 300 } else { 3_000 }).await?;
 
     // The full run leaves the fleet to `--fleet 50,100,200` (minutes);
     // the quick one runs three daemons so the harness cannot rot.

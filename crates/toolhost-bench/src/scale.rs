@@ -39,6 +39,7 @@ fn tool(plugin: &str, i: usize) -> Descriptor {
         reset_timeout_on_progress: false,
         task: toolhost_manifest::TaskSupport::Never,
         task_timeout_ms: None,
+        call_policy: Default::default(),
         fingerprint: toolhost_catalog::Fingerprint::UNSEALED,
     }
 }

@@ -14,7 +14,7 @@ use toolhost_bench::otlp::{Mode, Receiver};
 use toolhost_bench::procs;
 
 /// One plain call of `count`.
-async fn call(http: &reqwest::Client, url: &str) -> Result<()> {
+pub(crate) async fn call(http: &reqwest::Client, url: &str) -> Result<()> {
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"kandev_bench_count","arguments":{}}}"#;
     let r = http
         .post(url)
@@ -38,7 +38,7 @@ async fn call(http: &reqwest::Client, url: &str) -> Result<()> {
 
 /// `n` calls against a daemon with `telemetry` appended to its
 /// configuration: (p50 latency ms, toolhost CPU µs per call).
-async fn series(n: usize, telemetry: &str) -> Result<(f64, f64)> {
+pub(crate) async fn series(n: usize, telemetry: &str) -> Result<(f64, f64)> {
     let dir = crate::systems::scratch("telemetry")?;
     let plugins = crate::tasks::plugin(&dir)?;
     let config = crate::systems::toolhost_config(&dir, &plugins, true, true, false)?;

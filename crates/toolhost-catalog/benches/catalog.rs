@@ -45,6 +45,7 @@ fn tool(i: usize) -> Descriptor {
         reset_timeout_on_progress: false,
         task: toolhost_manifest::TaskSupport::Never,
         task_timeout_ms: None,
+        call_policy: Default::default(),
         fingerprint: toolhost_catalog::Fingerprint::UNSEALED,
     }
 }

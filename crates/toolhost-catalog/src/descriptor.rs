@@ -11,6 +11,9 @@ use toolhost_manifest::manifest::{
 use toolhost_manifest::{Annotations, Manifest, TaskSupport, ToolDecl, naming};
 use toolhost_validate::{UnknownArguments, is_identifier_like};
 
+/// The largest burst a pushed rate may allow (a bigger one limits nothing).
+pub const MAX_RATE_BURST: u32 = 1_000_000;
+
 /// A digest of a descriptor's whole content (128 bits of SHA-256 over a
 /// canonical encoding: every field, schemas with object keys in order),
 /// computed once when a snapshot is decoded ([`Descriptor::seal`]), so
@@ -78,6 +81,10 @@ pub struct Descriptor {
     /// `timeout_ms`; absent: `timeout_ms`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_timeout_ms: Option<u32>,
+    /// What the backend asks of this tool's calls beyond the operator's
+    /// policy. An installed plugin's descriptor asks nothing.
+    #[serde(default, skip_serializing_if = "CallPolicy::is_nothing")]
+    pub call_policy: CallPolicy,
     /// The content's digest once sealed; [`Fingerprint::UNSEALED`] until
     /// then (and after any field is changed by hand: seal again).
     #[serde(skip)]
@@ -105,7 +112,44 @@ impl PartialEq for Descriptor {
             && self.reset_timeout_on_progress == o.reset_timeout_on_progress
             && self.task == o.task
             && self.task_timeout_ms == o.task_timeout_ms
+            && self.call_policy == o.call_policy
     }
+}
+
+/// What a pushed catalog asks of a tool's calls on top of the operator's
+/// config. It can only add: `requires_approval = false` or no rate lifts
+/// nothing the operator set, because the daemon takes the union of the two
+/// approval policies and the stricter of the two rates. That is why it
+/// needs no judging against the installed declaration, unlike the fields
+/// that could loosen one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallPolicy {
+    /// Every call needs a person's approval first.
+    #[serde(default)]
+    pub requires_approval: bool,
+    /// A limit on the tool's calls across every caller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<CallRate>,
+}
+
+impl CallPolicy {
+    /// Whether it asks for nothing (what an installed plugin's descriptor has).
+    #[must_use]
+    pub fn is_nothing(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// A pushed rate limit: `per_minute` calls a minute on average, at most
+/// `burst` at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallRate {
+    /// Calls a minute, at least 1.
+    pub per_minute: u32,
+    /// The most calls at once, at least 1.
+    pub burst: u32,
 }
 
 /// Feeds the canonical encoding of a descriptor's parts to a hasher:
@@ -202,6 +246,7 @@ impl Descriptor {
             reset_timeout_on_progress: _,
             task: _,
             task_timeout_ms: _,
+            call_policy: _,
             fingerprint: _,
         } = self;
         let mut c = Canonical(Sha256::new());
@@ -254,6 +299,15 @@ impl Descriptor {
         for (k, v) in &self.aliases {
             c.str(k);
             c.str(v);
+        }
+        // Last and only when set: everything before is self-delimiting, so
+        // the encoding stays unambiguous, and a descriptor that asks
+        // nothing keeps the fingerprint it had before the field existed.
+        if !self.call_policy.is_nothing() {
+            let rate = self.call_policy.rate;
+            c.0.update([b'p', u8::from(self.call_policy.requires_approval)]);
+            c.0.update(rate.map_or(0, |r| r.per_minute).to_le_bytes());
+            c.0.update(rate.map_or(0, |r| r.burst).to_le_bytes());
         }
         let digest = c.0.finalize();
         let mut fp = [0u8; 16];
@@ -338,6 +392,7 @@ impl Descriptor {
             reset_timeout_on_progress: t.reset_timeout_on_progress,
             task: t.task,
             task_timeout_ms: t.task_timeout_ms,
+            call_policy: CallPolicy::default(),
             fingerprint: Fingerprint::UNSEALED,
         };
         d.surfaces.sort();
@@ -419,6 +474,13 @@ impl Descriptor {
         }
         if !self.aliases.keys().all(|a| is_identifier_like(a)) {
             bad("an alias is not identifier-like".to_owned());
+        }
+        if let Some(r) = self.call_policy.rate
+            && (r.per_minute == 0 || r.burst == 0 || r.burst > MAX_RATE_BURST)
+        {
+            bad(format!(
+                "rate_per_minute and rate_burst must be at least 1, and the burst at most {MAX_RATE_BURST}"
+            ));
         }
     }
 }

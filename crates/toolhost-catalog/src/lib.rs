@@ -31,7 +31,9 @@ mod installed;
 mod store;
 
 pub use catalog::{Catalog, Defect, Entry, NameChanges};
-pub use descriptor::{Descriptor, Fingerprint, Snapshot, canonical_digest};
+pub use descriptor::{
+    CallPolicy, CallRate, Descriptor, Fingerprint, MAX_RATE_BURST, Snapshot, canonical_digest,
+};
 pub use installed::Installed;
 pub use store::{Absence, Fence, OfferResult, Outcome, Store};
 pub use toolhost_manifest::TaskSupport;

@@ -31,6 +31,7 @@ fn tool(plugin: &str, local: &str, surfaces: &[&str], schema: Value) -> Descript
         reset_timeout_on_progress: false,
         task: toolhost_manifest::TaskSupport::Never,
         task_timeout_ms: None,
+        call_policy: Default::default(),
         fingerprint: toolhost_catalog::Fingerprint::UNSEALED,
     }
 }

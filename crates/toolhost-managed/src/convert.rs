@@ -2,7 +2,7 @@
 //! as JSON text) and the catalog's own types.
 
 use serde_json::Value;
-use toolhost_catalog::{Descriptor, Snapshot};
+use toolhost_catalog::{CallPolicy, CallRate, Descriptor, Snapshot};
 use toolhost_manifest::{Annotations, TaskSupport};
 use toolhost_proto::admin as pb;
 use toolhost_validate::UnknownArguments;
@@ -14,6 +14,15 @@ fn schema(text: &str, what: &str, tool: &str) -> Result<Option<Value>, String> {
     serde_json::from_str(text)
         .map(Some)
         .map_err(|e| format!("{tool}: {what} is not valid JSON: {e}"))
+}
+
+/// The backend's policy for one tool: both rate fields zero means no pushed
+/// rate (a zero in only one is kept, so the catalog's shape check names it).
+fn call_policy(requires_approval: bool, per_minute: u32, burst: u32) -> CallPolicy {
+    CallPolicy {
+        requires_approval,
+        rate: (per_minute != 0 || burst != 0).then_some(CallRate { per_minute, burst }),
+    }
 }
 
 /// A pushed snapshot as catalog data; schemas that are not JSON make it
@@ -77,6 +86,7 @@ pub fn snapshot_from_proto(p: pb::Snapshot) -> Result<Snapshot, Vec<String>> {
             reset_timeout_on_progress: t.reset_timeout_on_progress,
             task,
             task_timeout_ms: (t.task_timeout_ms != 0).then_some(t.task_timeout_ms),
+            call_policy: call_policy(t.requires_approval, t.rate_per_minute, t.rate_burst),
             fingerprint: toolhost_catalog::Fingerprint::UNSEALED,
         });
     }
@@ -138,6 +148,9 @@ pub fn snapshot_to_proto(s: &Snapshot) -> pb::Snapshot {
                 },
                 task_timeout_ms: d.task_timeout_ms.unwrap_or(0),
                 instructions: d.instructions.clone().unwrap_or_default(),
+                requires_approval: d.call_policy.requires_approval,
+                rate_per_minute: d.call_policy.rate.map_or(0, |r| r.per_minute),
+                rate_burst: d.call_policy.rate.map_or(0, |r| r.burst),
             })
             .collect(),
     }

@@ -91,6 +91,8 @@ impl ApprovalPolicy {
             Some("the operator requires approval for every tool of its plugin")
         } else if self.destructive && d.annotations.destructive && !d.annotations.read_only {
             Some("the operator requires approval for tools that may destroy data")
+        } else if d.call_policy.requires_approval {
+            Some("the backend requires approval for this tool")
         } else {
             None
         }

@@ -35,7 +35,7 @@ use crate::caller::{Caller, Silent, Unanswered};
 use crate::content::Block;
 use crate::counters::{CallStats, Counters};
 use crate::port::{PluginLink, PluginPort};
-use crate::rate::RateLimiter;
+use crate::rate::{Rate, RateLimiter};
 use crate::result::{CallResult, ErrorCode};
 use crate::rules::Rules;
 use serde_json::Value;
@@ -122,7 +122,7 @@ pub struct Pipeline {
     approvals: Arc<Approvals>,
     /// The operator's rate limits; `None` when none is set, so a call pays
     /// nothing for them.
-    rates: Option<Arc<RateLimiter>>,
+    rates: Arc<RateLimiter>,
     /// The operator's argument rules; `None` when there are none.
     rules: Option<Arc<Rules>>,
     counters: Counters,
@@ -139,7 +139,7 @@ impl Pipeline {
             limits,
             authorizer: None,
             approvals: Arc::default(),
-            rates: None,
+            rates: Arc::default(),
             rules: None,
             counters: Counters::default(),
         }
@@ -148,7 +148,7 @@ impl Pipeline {
     /// Limits calls per binding and per tool (`limiter`'s policy).
     #[must_use]
     pub fn with_rate_limits(mut self, limiter: Arc<RateLimiter>) -> Self {
-        self.rates = (!limiter.policy().is_empty()).then_some(limiter);
+        self.rates = limiter;
         self
     }
 
@@ -180,16 +180,16 @@ impl Pipeline {
         (
             approval,
             self.rates
-                .as_ref()
-                .and_then(|r| r.policy().describe(&d.exposed_name)),
+                .policy()
+                .describe(&d.exposed_name, d.call_policy.rate.map(Rate::from)),
             self.rules.as_ref().map_or(0, |r| r.for_tool(d)),
         )
     }
 
-    /// The rate limits, when any is set.
+    /// The operator's rate limits (a pushed catalog may tighten a tool's).
     #[must_use]
-    pub fn rate_limits(&self) -> Option<&Arc<RateLimiter>> {
-        self.rates.as_ref()
+    pub fn rate_limits(&self) -> &Arc<RateLimiter> {
+        &self.rates
     }
 
     /// Asks for approval of the calls `approvals`' policy names.
@@ -591,11 +591,12 @@ impl Call<'_> {
     /// anything or anyone (a plugin, the backend, a person). Over a limit,
     /// the call is told when to try again.
     fn within_rate(&self) -> Step<()> {
-        let Some(rates) = &self.pipeline.rates else {
-            return Ok(());
-        };
         let d = &self.entry.descriptor;
-        rates.take(self.binding, &d.exposed_name).map_err(|l| {
+        let pushed = d.call_policy.rate.map(Rate::from);
+        self.pipeline
+            .rates
+            .take(self.binding, &d.exposed_name, pushed)
+            .map_err(|l| {
             let whose = match l.scope {
                 "binding" => "this session's token",
                 _ => "this tool, across all callers,",

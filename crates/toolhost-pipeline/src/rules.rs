@@ -104,6 +104,23 @@ pub struct Rules {
     by_tool: HashMap<String, Vec<Rule>>,
     by_plugin: HashMap<String, Vec<Rule>>,
     count: usize,
+    stdlib: Stdlib,
+}
+
+/// CEL's standard functions, registered once: building them is most of
+/// what a fresh `cel::Context` costs, and every call's context borrows them.
+struct Stdlib(std::sync::Arc<cel::Env>);
+
+impl Default for Stdlib {
+    fn default() -> Self {
+        Self(std::sync::Arc::new(cel::Env::stdlib()))
+    }
+}
+
+impl std::fmt::Debug for Stdlib {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Stdlib")
+    }
 }
 
 /// Why a call was refused by the rules. Each message is written for the
@@ -166,7 +183,7 @@ impl Rules {
                 d.exposed_name
             )));
         }
-        let mut cx = cel::Context::default();
+        let mut cx = cel::Context::with_env(std::sync::Arc::clone(&self.stdlib.0));
         let facts = [
             cx.add_variable("args", args).is_ok(),
             cx.add_variable(

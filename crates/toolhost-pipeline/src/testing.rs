@@ -24,6 +24,7 @@ pub(crate) fn descriptor(
         reset_timeout_on_progress: false,
         task: toolhost_catalog::TaskSupport::Optional,
         task_timeout_ms,
+        call_policy: Default::default(),
         fingerprint: toolhost_catalog::Fingerprint::UNSEALED,
     }
 }

@@ -144,6 +144,7 @@ fn tool(name: &str, task: TaskSupport) -> Descriptor {
         reset_timeout_on_progress: false,
         task,
         task_timeout_ms: None,
+        call_policy: Default::default(),
         fingerprint: toolhost_catalog::Fingerprint::UNSEALED,
     }
 }

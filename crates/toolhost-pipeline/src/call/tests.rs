@@ -179,6 +179,7 @@ fn add_note(timeout_ms: u32) -> Descriptor {
         reset_timeout_on_progress: false,
         task: toolhost_catalog::TaskSupport::Never,
         task_timeout_ms: None,
+        call_policy: Default::default(),
         fingerprint: toolhost_catalog::Fingerprint::UNSEALED,
     }
 }
