@@ -75,6 +75,7 @@ fn lifecycle_status(e: LifecycleError) -> Status {
         | LifecycleError::Static { .. }
         | LifecycleError::AlreadyThere { .. } => Status::failed_precondition(message),
         LifecycleError::StartFailed { .. } => Status::aborted(message),
+        LifecycleError::Untrusted { .. } => Status::permission_denied(message),
         LifecycleError::Io { .. } => Status::internal(message),
     }
 }
@@ -190,6 +191,7 @@ fn plugin_status(
     st.asks = info.asks;
     st.ungranted = info.ungranted;
     st.config_file_problems = info.config_file_problems;
+    st.signer = info.signer;
     st.disk = info.disk.map(|d| pb::DiskUse {
         used_bytes: d.used.unwrap_or(0),
         limit_bytes: d.limit,

@@ -22,4 +22,5 @@ pub mod drift;
 pub mod harness;
 pub mod new;
 pub mod pack;
+pub mod sign;
 pub mod sync;

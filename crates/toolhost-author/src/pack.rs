@@ -47,6 +47,12 @@ pub struct PackArgs {
     /// goes into the archive.
     #[arg(long = "set", value_name = "NAME=VALUE")]
     set: Vec<String>,
+    /// Sign the package's statement (its files, its tools' contracts and
+    /// its asks of the sandbox) with this minisign secret key (from
+    /// `toolhost keygen`, or `minisign -G`); the signature goes beside the
+    /// archive as ARCHIVE.minisig.
+    #[arg(long, value_name = "KEY")]
+    sign: Option<PathBuf>,
 }
 
 /// How a plugin is built, told by the files at its top.
@@ -154,6 +160,12 @@ pub fn run(args: &PackArgs) -> Result<ExitCode> {
         std::path::absolute(args.output.clone().unwrap_or_else(|| {
             PathBuf::from(format!("{}-{}.tar.gz", manifest.id, manifest.version))
         }))?;
+    // A key that cannot sign fails the pack before anything is built.
+    let key = args
+        .sign
+        .as_deref()
+        .map(crate::sign::secret_key)
+        .transpose()?;
     let kind = Kind::of(&dir);
     let scratch = Scratch::new()?;
     let root = scratch.0.join(&manifest.id);
@@ -189,14 +201,37 @@ pub fn run(args: &PackArgs) -> Result<ExitCode> {
     if !code_agrees(&root, &args.set)? {
         bail!("the packed plugin's code and its manifest disagree; nothing written");
     }
-    let (entries, bytes) = write_archive(&scratch.0, &manifest.id, &output)?;
+    write_package(&scratch.0, &manifest.id, &output, key.as_ref())?;
+    outln!("install it: toolhost plugins install {}", output.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes the statement into the packed tree, the archive, and with `key`
+/// the signature beside it.
+fn write_package(
+    scratch: &Path,
+    id: &str,
+    output: &Path,
+    key: Option<&minisign::SecretKey>,
+) -> Result<()> {
+    let root = scratch.join(id);
+    // The statement names exactly what the archive holds: written last,
+    // once nothing else will change in the tree.
+    let statement = crate::sign::write_statement(&root)?;
+    let signature = crate::sign::with_suffix(output, toolhost_lifecycle::package::SIGNATURE_SUFFIX);
+    // A signature left from an earlier pack would not match this archive.
+    let _ = std::fs::remove_file(&signature);
+    let (entries, bytes) = write_archive(scratch, id, output)?;
     outln!(
         "wrote {} ({entries} entries, {:.1} MB unpacked)",
         output.display(),
         bytes as f64 / 1e6
     );
-    outln!("install it: toolhost plugins install {}", output.display());
-    Ok(ExitCode::SUCCESS)
+    if let Some(key) = key {
+        let id = crate::sign::sign_into(&statement, key, &signature)?;
+        outln!("signed with key {id}: {}", signature.display());
+    }
+    Ok(())
 }
 
 /// Starts the packed plugin once, as `check --start` would, and compares

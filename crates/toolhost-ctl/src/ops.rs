@@ -344,6 +344,9 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
             pid,
             p.restarts
         );
+        if !p.signer.is_empty() {
+            outln!("      signer: {}", p.signer);
+        }
         if !p.last_error.is_empty() {
             outln!("      last error: {}", p.last_error);
         }

@@ -20,6 +20,7 @@ pub(crate) fn one_line_status(p: &pb::PluginStatus) -> pb::PluginStatus {
         state: line(&p.state),
         last_error: line(&p.last_error),
         origin: line(&p.origin),
+        signer: line(&p.signer),
         withheld: p
             .withheld
             .iter()
@@ -107,6 +108,9 @@ pub(crate) fn plugin_warnings(p: &pb::PluginStatus) -> Vec<String> {
 
 /// What a plugin asks for, what it is granted, and its sandbox.
 pub(crate) fn print_grants(p: &pb::PluginStatus) {
+    if !p.signer.is_empty() {
+        outln!("    signer: {}", p.signer);
+    }
     if !p.sdk.is_empty() {
         outln!("    built on {}", p.sdk);
     }
@@ -183,7 +187,7 @@ pub(crate) fn print_policies(policies: &[pb::ToolPolicy]) {
 
 pub(crate) fn plugin_json(p: &pb::PluginStatus) -> serde_json::Value {
     serde_json::json!({
-        "id": p.id, "version": p.version, "origin": p.origin, "enabled": p.enabled, "state": p.state,
+        "id": p.id, "version": p.version, "origin": p.origin, "signer": p.signer, "enabled": p.enabled, "state": p.state,
         "pid": p.pid, "restarts": p.restarts, "failures": p.failures, "crash_loop": p.state == "restarting" && p.failures >= toolhost_runtime::CRASH_LOOP, "last_error": p.last_error,
         "withheld": p.withheld.iter().map(|d| serde_json::json!({ "tool": d.tool, "reason": d.reason })).collect::<Vec<_>>(),
         "config": p.config.iter().map(|i| serde_json::json!({ "name": i.name, "secret": i.secret, "required": i.required, "state": i.state, "source": i.source, "problem": i.problem })).collect::<Vec<_>>(),

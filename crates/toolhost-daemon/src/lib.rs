@@ -26,6 +26,8 @@ mod sandboxing;
 pub mod serve;
 pub mod settings;
 mod telemetry;
+mod secret;
+mod trust;
 
 pub use config::{Config, default_state_dir, read_secret};
 pub use serve::{ServeArgs, run};

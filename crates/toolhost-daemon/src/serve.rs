@@ -464,6 +464,7 @@ fn open_lifecycle(
             // A task is a call: an upgrade waits for it as for any.
             drain_timeout: s.limits.max_timeout.max(s.tasks.max_lifetime),
             archive_limits: s.archive,
+            trust: s.trust.clone(),
             operators: s.operators.clone(),
             sandbox: s.sandbox.clone(),
         },

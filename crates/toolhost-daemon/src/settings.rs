@@ -119,6 +119,8 @@ pub struct Settings {
     pub reserved_fds: u64,
     /// What an install reads of an archive.
     pub archive: toolhost_lifecycle::ArchiveLimits,
+    /// Whom packages must come from (`[install]`).
+    pub trust: toolhost_lifecycle::package::TrustPolicy,
     /// The supervisor's timings.
     pub supervisor: SupervisorConfig,
     /// A backend owns the catalog.
@@ -169,6 +171,7 @@ impl Config {
         let tasks = self.tasks.resolve()?;
         let approvals = self.approvals.resolve()?;
         let rate_limits = self.rate_limits.resolve()?;
+        let trust = self.install.resolve()?;
         let rules = std::sync::Arc::new(crate::policy::compile_rules(&self.rules)?);
         let telemetry = match &self.telemetry {
             Some(t) => crate::telemetry::resolve(t)?,
@@ -259,6 +262,7 @@ impl Config {
             limits: pipeline_limits,
             reserved_fds: self.limits.reserved_fds.unwrap_or(DEFAULT_RESERVED_FDS),
             archive,
+            trust,
             state_reserve_bytes: self
                 .limits
                 .state_reserve_mb

@@ -2,10 +2,42 @@
 //! operator lets export gets. Secrets (export headers) are read here, once,
 //! and never printed.
 
-use crate::config::{TelemetryFile, read_secret};
+use crate::secret::read_secret;
 use anyhow::{Context as _, Result, bail};
+use serde::Deserialize;
 use std::path::Path;
 use std::time::Duration;
+
+/// `[telemetry]`: where toolhost sends its spans. Without this section (or
+/// without `endpoint`) nothing is traced.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryFile {
+    /// The collector's base URL: `http://127.0.0.1:4317` for OTLP/gRPC,
+    /// `http://127.0.0.1:4318` for OTLP/HTTP (spans go to `/v1/traces`).
+    pub endpoint: Option<String>,
+    /// `grpc` (the default) or `http/protobuf`.
+    pub protocol: Option<String>,
+    /// The share of new traces recorded, 0.0 to 1.0 (default 1.0); a trace
+    /// the agent started keeps the agent's decision.
+    pub sampling_ratio: Option<f64>,
+    /// `service.name` (default `toolhost`).
+    pub service_name: Option<String>,
+    /// Further resource attributes, e.g. `"deployment.environment.name" = "prod"`.
+    #[serde(default)]
+    pub resource: std::collections::BTreeMap<String, String>,
+    /// Headers sent with every export. A secret is read as
+    /// `<name>_file = "path"` (the file's first line) or `<name>_env = "VAR"`,
+    /// like plugin secrets; plain values are for what is not secret.
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// Spans waiting for export at most (default 2048); more are dropped.
+    pub max_queue: Option<usize>,
+    /// How often a batch is sent (default 1000 ms).
+    pub flush_interval_ms: Option<u64>,
+    /// How long one export may take (default 10000 ms).
+    pub export_timeout_ms: Option<u64>,
+}
 
 /// What a plugin with `telemetry = true` gets from `[telemetry]`.
 pub fn plugin_telemetry(

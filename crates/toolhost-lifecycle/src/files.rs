@@ -23,6 +23,9 @@ pub(crate) struct StateFile {
     /// Disabled plugins (installed or static).
     #[serde(default)]
     pub disabled: BTreeSet<String>,
+    /// Installed plugins a trusted key signed: id -> the key's id.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub signers: BTreeMap<String, String>,
 }
 
 impl StateFile {

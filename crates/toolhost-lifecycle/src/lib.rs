@@ -36,6 +36,7 @@
 pub mod archive;
 mod files;
 mod lifecycle;
+pub mod package;
 pub mod settings;
 mod spec;
 

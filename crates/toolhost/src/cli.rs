@@ -3,7 +3,7 @@
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
-use toolhost_author::{check, harness, new, pack, sync};
+use toolhost_author::{check, harness, new, pack, sign, sync};
 use toolhost_base::errln;
 use toolhost_ctl::{approvals, call, catalog, fleet, ops};
 use toolhost_daemon::serve;
@@ -29,6 +29,9 @@ enum Command {
     /// Build a plugin and write an installable .tar.gz of what it needs at
     /// run time (release binary, vendored dependencies, built JavaScript).
     Pack(pack::PackArgs),
+    /// Make a key pair to sign packages with (`pack --sign KEY`): minisign's
+    /// format, the secret key private, its public half beside it.
+    Keygen(sign::KeygenArgs),
     /// The tools' schemas, between a plugin's code and its manifest.
     Schema {
         #[command(subcommand)]
@@ -121,6 +124,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Check(args) => check::run(&args),
         Command::New(args) => new::run(&args),
         Command::Pack(args) => pack::run(&args),
+        Command::Keygen(args) => sign::keygen(&args),
         Command::Harness(args) => harness::run(&args),
         Command::Schema {
             command: SchemaCommand::Sync(args),

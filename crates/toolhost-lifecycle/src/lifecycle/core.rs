@@ -35,6 +35,8 @@ pub struct LifecycleConfig {
     pub drain_timeout: Duration,
     /// Caps on what an installed archive may unpack to.
     pub archive_limits: ArchiveLimits,
+    /// Whose signatures are trusted, and whether one is required.
+    pub trust: crate::package::TrustPolicy,
     /// Per plugin id, what the operator decided: environment, values,
     /// grants, sandbox rules turned off.
     pub operators: BTreeMap<String, Operator>,
@@ -109,6 +111,15 @@ pub enum LifecycleError {
         /// Why, and what still holds (the old version keeps serving, ...).
         reason: String,
     },
+    /// The package is not what was signed, or not signed as the operator
+    /// requires; nothing was installed.
+    #[error("plugin {id} was not installed: {reason}")]
+    Untrusted {
+        /// The plugin.
+        id: String,
+        /// What differs, or which signature is missing, never contents.
+        reason: String,
+    },
     /// File system trouble.
     #[error("{what} ({path}): {source}")]
     Io {
@@ -148,6 +159,9 @@ pub struct PluginInfo {
     pub config_file_problems: Vec<String>,
     /// Its data directory's use and quota, while it runs with one.
     pub disk: Option<super::disk::DiskInfo>,
+    /// Who signed it: `key ID`, `unsigned`, or for a static plugin `not a
+    /// package`.
+    pub signer: String,
 }
 
 /// The installed plugins and what happens to them.
@@ -289,7 +303,8 @@ impl Lifecycle {
     /// Every plugin, by id.
     #[must_use]
     pub fn list(&self) -> Vec<PluginInfo> {
-        self.lock()
+        let inner = self.lock();
+        inner
             .records
             .values()
             .map(|r| {
@@ -319,6 +334,11 @@ impl Lifecycle {
                     config_file_problems: settings::check_file(&r.manifest, &op.config),
                     sandbox,
                     disk,
+                    signer: match (r.origin, inner.file.signers.get(&r.manifest.id)) {
+                        (Origin::Static, _) => "not a package (from the configuration)".to_owned(),
+                        (Origin::Installed, Some(k)) => format!("key {k}"),
+                        (Origin::Installed, None) => "unsigned".to_owned(),
+                    },
                 }
             })
             .collect()

@@ -94,6 +94,7 @@ pub(crate) mod fixture {
             managed: false,
             drain_timeout: Duration::from_secs(1),
             archive_limits: crate::archive::ArchiveLimits::default(),
+            trust: crate::package::TrustPolicy::default(),
             operators: BTreeMap::new(),
             sandbox: SandboxConfig::default(),
         }

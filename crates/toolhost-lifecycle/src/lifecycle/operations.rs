@@ -74,6 +74,64 @@ impl Lifecycle {
         }
     }
 
+    /// Checks the staged package against the statement it carries, the
+    /// signature beside `source` and the operator's trust, before anything
+    /// is moved into place. `installed` is the signer of the version an
+    /// upgrade replaces (`Some(None)`: it was unsigned). Returns the
+    /// trusted key that signed it, if any. The staged copy is removed when
+    /// the package is refused.
+    pub(super) fn verify_package(
+        &self,
+        source: &Path,
+        staging: &Path,
+        m: &Manifest,
+        installed: Option<Option<&str>>,
+    ) -> Result<Option<String>, LifecycleError> {
+        let trust = &self.cfg.trust;
+        let refused = |reason: String| {
+            let _ = std::fs::remove_dir_all(staging);
+            LifecycleError::Untrusted {
+                id: m.id.clone(),
+                reason,
+            }
+        };
+        let signer = crate::package::signature_beside(source)
+            .and_then(|sig| crate::package::verify(staging, m, sig.as_deref(), &trust.keys))
+            .map_err(|e| refused(e.to_string()))?;
+        let key = signer.key_id().map(str::to_owned);
+        if key.is_none() && trust.require_signature {
+            let why = match &signer {
+                crate::package::Signer::UnknownKey(k) => {
+                    format!("it is signed by key {k}, which is not in [install] trusted_keys")
+                }
+                _ => format!(
+                    "it is unsigned, and [install] require_signature is on: sign it with `toolhost pack --sign KEY` (the signature goes beside the archive as {}{})",
+                    source
+                        .file_name()
+                        .map(|n| n.to_string_lossy())
+                        .unwrap_or_default(),
+                    crate::package::SIGNATURE_SUFFIX
+                ),
+            };
+            return Err(refused(why));
+        }
+        if let crate::package::Signer::UnknownKey(k) = &signer {
+            tracing::warn!(plugin = %m.id, key = %k, "package signed by a key that is not trusted: installed as unsigned");
+        }
+        if let Some(Some(before)) = installed
+            && key.as_deref() != Some(before)
+            && !trust.allow_signer_change
+        {
+            let now = key
+                .as_deref()
+                .map_or_else(|| "unsigned".to_owned(), |k| format!("signed by key {k}"));
+            return Err(refused(format!(
+                "the installed version was signed by key {before}, and this one is {now}; an upgrade keeps its signer unless [install] allow_signer_change = true"
+            )));
+        }
+        Ok(key)
+    }
+
     /// An installed plugin runs its own code: a command inside its own
     /// directory, or a program outside every plugin's (an interpreter). A
     /// manifest naming another plugin's launcher (by an absolute path into
@@ -236,6 +294,7 @@ impl Lifecycle {
         self.refuse_if_managed()?;
         let _op = self.ops.lock().await;
         let (staging, m) = self.stage_and_load(source)?;
+        let signer = self.verify_package(source, &staging, &m, None)?;
         let checked = {
             let inner = self.lock();
             match inner.records.get(&m.id) {
@@ -271,6 +330,10 @@ impl Lifecycle {
                 .installed
                 .insert(m.id.clone(), m.version.to_string());
             inner.file.disabled.remove(&m.id);
+            match &signer {
+                Some(k) => inner.file.signers.insert(m.id.clone(), k.clone()),
+                None => inner.file.signers.remove(&m.id),
+            };
             self.save(&inner)?;
             let handle = if resolved.missing.is_empty() {
                 Some(self.start(&m, &resolved))
@@ -332,6 +395,8 @@ impl Lifecycle {
         self.refuse_if_managed()?;
         let _op = self.ops.lock().await;
         let (staging, m) = self.stage_and_load(source)?;
+        let before = self.lock().file.signers.get(&m.id).cloned();
+        let signer = self.verify_package(source, &staging, &m, Some(before.as_deref()))?;
         let checked = {
             let inner = self.lock();
             match inner.records.get(&m.id) {
@@ -402,6 +467,10 @@ impl Lifecycle {
                 .file
                 .installed
                 .insert(m.id.clone(), m.version.to_string());
+            match &signer {
+                Some(k) => inner.file.signers.insert(m.id.clone(), k.clone()),
+                None => inner.file.signers.remove(&m.id),
+            };
             self.save(&inner)?;
             let Some(r) = inner.records.get_mut(&m.id) else {
                 return Err(LifecycleError::NotFound {
@@ -538,6 +607,7 @@ impl Lifecycle {
         let dir = {
             let mut inner = self.lock();
             inner.file.installed.remove(id);
+            inner.file.signers.remove(id);
             inner.file.disabled.remove(id);
             self.save(&inner)?;
             let dir = inner.records.remove(id).map(|r| r.manifest.dir);

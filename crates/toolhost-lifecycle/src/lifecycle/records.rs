@@ -104,6 +104,7 @@ mod tests {
         let file = StateFile {
             installed: BTreeMap::from([("tp".to_owned(), "1.0.0".to_owned())]),
             disabled: ["tp".to_owned()].into(),
+            ..StateFile::default()
         };
         file.save(&state.0.join("plugins.json")).unwrap();
         let (lc, _store, warnings) = open(config(&state.0));

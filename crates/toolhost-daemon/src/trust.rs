@@ -1,0 +1,52 @@
+//! `[install]`: whose packages this daemon installs. The keys are read and
+//! checked here, when the configuration is read, so a bad key stops the
+//! start (and `toolhost check --config`) rather than the first install.
+//!
+//! What this module must not do: verify packages (`toolhost-lifecycle`'s
+//! `package` does, at install).
+
+use serde::Deserialize;
+
+/// `[install]`: which package signatures are trusted, and whether one is
+/// required.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstallFile {
+    /// minisign public keys (the base64 line of a `.pub` file) or paths to
+    /// `.pub` files.
+    #[serde(default)]
+    pub trusted_keys: Vec<String>,
+    /// Refuse packages no trusted key signed. Default: on when
+    /// `trusted_keys` lists a key, off when it lists none.
+    pub require_signature: Option<bool>,
+    /// Let an upgrade be signed by another key than the installed version.
+    #[serde(default)]
+    pub allow_signer_change: bool,
+}
+
+impl InstallFile {
+    /// The trust policy, with every key read.
+    ///
+    /// # Errors
+    /// A key that is not a minisign public key, or signatures required with
+    /// no key to verify them.
+    pub fn resolve(&self) -> anyhow::Result<toolhost_lifecycle::package::TrustPolicy> {
+        let mut keys = Vec::with_capacity(self.trusted_keys.len());
+        for (i, k) in self.trusted_keys.iter().enumerate() {
+            let key = toolhost_lifecycle::package::public_key(k)
+                .map_err(|e| anyhow::anyhow!("[install] trusted_keys[{i}]: {e}"))?;
+            keys.push(key);
+        }
+        let require_signature = self.require_signature.unwrap_or(!keys.is_empty());
+        if require_signature && keys.is_empty() {
+            anyhow::bail!(
+                "[install] require_signature = true needs a key in [install] trusted_keys: with none, every package would be refused"
+            );
+        }
+        Ok(toolhost_lifecycle::package::TrustPolicy {
+            keys,
+            require_signature,
+            allow_signer_change: self.allow_signer_change,
+        })
+    }
+}
