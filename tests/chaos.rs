@@ -398,6 +398,7 @@ async fn plugins_misbehave_while_agents_work() {
                 std::fs::write(src.join("plugin.toml"), patched).expect("the step before failed");
                 if admin
                     .upgrade_plugin(pb::UpgradePluginRequest {
+                        dry_run: false,
                         values: Default::default(),
                         path: src.display().to_string(),
                     })

@@ -158,6 +158,7 @@ async fn install_upgrade_disable_enable_remove_while_agents_work() {
     let v2 = kit(root.path(), "src2", "kit", "2.0.0", "normal", 5);
     let r = a
         .upgrade_plugin(pb::UpgradePluginRequest {
+            dry_run: false,
             values: Default::default(),
             path: v2.display().to_string(),
         })
@@ -182,6 +183,7 @@ async fn install_upgrade_disable_enable_remove_while_agents_work() {
     let v3 = kit(root.path(), "src3", "kit", "3.0.0", "exit-early", 5);
     let r = a
         .upgrade_plugin(pb::UpgradePluginRequest {
+            dry_run: false,
             values: Default::default(),
             path: v3.display().to_string(),
         })

@@ -803,6 +803,7 @@ async fn an_upgrade_lets_a_running_task_finish_on_the_old_process() {
     .await;
     let upgrade = tokio::spawn(async move {
         a.upgrade_plugin(pb::UpgradePluginRequest {
+            dry_run: false,
             values: Default::default(),
             path: v2.display().to_string(),
         })

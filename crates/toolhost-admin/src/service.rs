@@ -109,6 +109,7 @@ impl AdminService {
         Ok(Response::new(pb::LifecycleResponse {
             generation,
             revision,
+            changes: Vec::new(),
         }))
     }
 }
@@ -326,7 +327,19 @@ impl Admin for AdminService {
         let r = request.into_inner();
         let set = bounded_values(r.values)?;
         let path = std::path::PathBuf::from(r.path);
-        self.lifecycle_answer(self.state.lifecycle.upgrade(&path, &set).await)
+        let lifecycle = &self.state.lifecycle;
+        let (revision, changes) = if r.dry_run {
+            let changes = lifecycle.upgrade_preview(&path).await;
+            (0, changes.map_err(lifecycle_status)?)
+        } else {
+            lifecycle
+                .upgrade_reporting(&path, &set)
+                .await
+                .map_err(lifecycle_status)?
+        };
+        let mut answer = self.lifecycle_answer(Ok(revision))?;
+        answer.get_mut().changes = changes;
+        Ok(answer)
     }
 
     async fn enable_plugin(

@@ -76,6 +76,7 @@ pub async fn report() -> Result<()> {
     let begin = Instant::now();
     admin
         .upgrade_plugin(toolhost_admin::admin::UpgradePluginRequest {
+            dry_run: false,
             values: Default::default(),
             path: v2.display().to_string(),
         })

@@ -66,6 +66,11 @@ pub enum PluginsCommand {
         /// NAME=VALUE or NAME=@FILE: values for the new version (an item it
         /// adds), stored once it has taken over.
         values: Vec<String>,
+        /// Only print what the upgrade would change (tools, descriptions,
+        /// schemas, annotations, sandbox asks), or why it would be
+        /// refused; change nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Enable a plugin: start it; its tools return when it is ready.
     Enable {
@@ -319,7 +324,7 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
     );
     outln!("tasks     {}", task_counts(&st.tasks));
     if let Some(p) = &st.policy {
-        policy_lines(p);
+        crate::show::policy_lines(p);
     }
     if !st.admin_socket.is_empty() {
         outln!("admin     {}", st.admin_socket);
@@ -441,10 +446,18 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
             })
             .await
         }
-        PluginsCommand::Upgrade { path, values } => {
+        PluginsCommand::Upgrade {
+            path,
+            values,
+            dry_run,
+        } => {
+            if *dry_run {
+                return crate::show::upgrade_dry_run(&mut c, &absolute(path)).await;
+            }
             c.upgrade_plugin(pb::UpgradePluginRequest {
                 path: absolute(path).display().to_string(),
                 values: config_values(values)?,
+                dry_run: false,
             })
             .await
         }
@@ -478,12 +491,8 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
     {
         return Ok(ExitCode::SUCCESS);
     }
-    let r = r?.into_inner();
-    outln!(
-        "ok: catalog generation {} revision {}",
-        r.generation,
-        r.revision
-    );
+    let upgraded = matches!(cmd, PluginsCommand::Upgrade { .. });
+    crate::show::print_done(&r?.into_inner(), upgraded);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -509,27 +518,6 @@ async fn list(t: &Target, c: &mut toolhost_admin::Client) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The operator's word over calls, as `status` shows it.
-fn policy_lines(p: &pb::PolicySummary) {
-    outln!("policy    approvals: {}", p.approvals);
-    if p.approvals_pending > 0 {
-        outln!(
-            "          {} approval(s) waiting for the operator (toolhost approvals)",
-            p.approvals_pending
-        );
-    }
-    let token = if p.token_rate_limit.is_empty() {
-        "none".to_owned()
-    } else {
-        p.token_rate_limit.clone()
-    };
-    outln!(
-        "          rate limits: per token {token}; {} tool(s) with their own",
-        p.tool_rate_limits
-    );
-    outln!("          argument rules: {}", p.rules);
 }
 
 /// `toolhost plugins show ID`.

@@ -203,3 +203,68 @@ pub(crate) fn plugin_json(p: &pb::PluginStatus) -> serde_json::Value {
         "disk": p.disk.as_ref().map(|d| serde_json::json!({ "used_bytes": d.measured.then_some(d.used_bytes), "limit_bytes": d.limit_bytes, "kernel": d.kernel, "over": d.over })),
     })
 }
+
+/// An upgrade's changes to the plugin's contract and asks, as the daemon
+/// wrote them (escaped there, and again here for the terminal).
+pub(crate) fn print_changes(changes: &[String], verb: &str) {
+    if changes.is_empty() {
+        outln!("the upgrade {verb} none of its tools' contracts or its sandbox asks");
+        return;
+    }
+    outln!("the upgrade {verb}:");
+    for c in changes {
+        outln!("  {}", toolhost_base::term::one_line(c));
+    }
+}
+
+/// The operator's word over calls, as `status` shows it.
+pub(crate) fn policy_lines(p: &pb::PolicySummary) {
+    outln!("policy    approvals: {}", p.approvals);
+    if p.approvals_pending > 0 {
+        outln!(
+            "          {} approval(s) waiting for the operator (toolhost approvals)",
+            p.approvals_pending
+        );
+    }
+    let token = if p.token_rate_limit.is_empty() {
+        "none".to_owned()
+    } else {
+        p.token_rate_limit.clone()
+    };
+    outln!(
+        "          rate limits: per token {token}; {} tool(s) with their own",
+        p.tool_rate_limits
+    );
+    outln!("          argument rules: {}", p.rules);
+}
+
+/// `toolhost plugins upgrade PATH --dry-run`: what would change, or why
+/// the upgrade would be refused.
+pub(crate) async fn upgrade_dry_run(
+    c: &mut toolhost_admin::Client,
+    path: &std::path::Path,
+) -> anyhow::Result<std::process::ExitCode> {
+    let r = c
+        .upgrade_plugin(pb::UpgradePluginRequest {
+            path: path.display().to_string(),
+            values: Default::default(),
+            dry_run: true,
+        })
+        .await
+        .map_err(|s| anyhow::anyhow!("{}", s.message()))?;
+    crate::show::print_changes(&r.into_inner().changes, "would change");
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// A lifecycle operation's answer: an upgrade's changes, then the catalog
+/// version it published.
+pub(crate) fn print_done(r: &pb::LifecycleResponse, upgraded: bool) {
+    if upgraded {
+        print_changes(&r.changes, "changed");
+    }
+    outln!(
+        "ok: catalog generation {} revision {}",
+        r.generation,
+        r.revision
+    );
+}

@@ -3,8 +3,8 @@
 
 pub use crate::policy::{ApprovalsFile, RateFile, RateLimitsFile, RuleFile};
 pub use crate::sandboxing::{PluginConfig, SandboxFile};
-pub use crate::telemetry::TelemetryFile;
 pub use crate::secret::read_secret;
+pub use crate::telemetry::TelemetryFile;
 pub use crate::trust::InstallFile;
 use anyhow::{Context as _, Result, bail};
 use serde::Deserialize;
@@ -521,7 +521,6 @@ impl Config {
         Ok(c)
     }
 }
-
 
 /// Where the daemon keeps state when nothing says otherwise.
 pub fn default_state_dir() -> PathBuf {

@@ -23,10 +23,10 @@ mod memory;
 mod metrics;
 mod policy;
 mod sandboxing;
+mod secret;
 pub mod serve;
 pub mod settings;
 mod telemetry;
-mod secret;
 mod trust;
 
 pub use config::{Config, default_state_dir, read_secret};

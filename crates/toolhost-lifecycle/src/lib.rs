@@ -34,6 +34,7 @@
 #![forbid(unsafe_code)]
 
 pub mod archive;
+pub mod contract;
 mod files;
 mod lifecycle;
 pub mod package;

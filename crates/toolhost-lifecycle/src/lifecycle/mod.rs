@@ -24,6 +24,7 @@ mod authority;
 mod core;
 mod disk;
 mod operations;
+mod preview;
 mod quota;
 mod records;
 mod reload;

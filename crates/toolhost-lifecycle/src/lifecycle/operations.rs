@@ -392,11 +392,26 @@ impl Lifecycle {
         source: &Path,
         set: &BTreeMap<String, String>,
     ) -> Result<u64, LifecycleError> {
+        self.upgrade_reporting(source, set)
+            .await
+            .map(|(revision, _)| revision)
+    }
+
+    /// [`Self::upgrade`], with what it changed in the plugin's contract and
+    /// asks ([`crate::contract::changes`]); each change is logged, by name.
+    ///
+    /// Kept whole on purpose: see [`Self::upgrade`].
+    pub async fn upgrade_reporting(
+        &self,
+        source: &Path,
+        set: &BTreeMap<String, String>,
+    ) -> Result<(u64, Vec<String>), LifecycleError> {
         self.refuse_if_managed()?;
         let _op = self.ops.lock().await;
         let (staging, m) = self.stage_and_load(source)?;
         let before = self.lock().file.signers.get(&m.id).cloned();
         let signer = self.verify_package(source, &staging, &m, Some(before.as_deref()))?;
+        let mut changed = Vec::new();
         let checked = {
             let inner = self.lock();
             match inner.records.get(&m.id) {
@@ -412,7 +427,10 @@ impl Lifecycle {
                     id: m.id.clone(),
                     state: format!("at version {}", m.version),
                 }),
-                Some(_) => self.collisions(&inner, &m),
+                Some(r) => {
+                    changed = crate::contract::changes(&r.manifest, &m);
+                    self.collisions(&inner, &m)
+                }
             }
         };
         let (resolved, values) = self.resolve_staged(&staging, checked, &m, set)?;
@@ -493,6 +511,9 @@ impl Lifecycle {
         };
         let revision = self.publish();
         tracing::info!(plugin = %m.id, from = %old_version, to = %m.version, revision, "upgraded");
+        for change in crate::contract::summary(&changed) {
+            tracing::info!(target: "toolhost::audit", plugin = %m.id, from = %old_version, to = %m.version, %change, "contract changed");
+        }
         if let Some(old) = old_handle {
             self.drain_and_stop(&old).await;
             self.plugins.remove_version(&m.id, &old_version);
@@ -502,7 +523,7 @@ impl Lifecycle {
             self.plugins.remove_version(&m.id, &m.version.to_string());
         }
         let _ = std::fs::remove_dir_all(old_dir);
-        Ok(revision)
+        Ok((revision, changed))
     }
 
     /// Enables a plugin: started, and its tools return when it is ready.

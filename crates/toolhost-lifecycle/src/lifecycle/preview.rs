@@ -1,0 +1,42 @@
+//! `plugins upgrade --dry-run`: what an upgrade would change, found the
+//! way the upgrade finds it (staged, validated, its signature checked
+//! against the operator's trust) and then thrown away. Nothing is placed,
+//! started, recorded or published.
+
+use super::core::{Lifecycle, LifecycleError};
+use super::records::Origin;
+use std::path::Path;
+
+impl Lifecycle {
+    /// The changes an upgrade to the version in `source` would make to the
+    /// installed plugin's contract and asks (see [`crate::contract`]), or
+    /// why the upgrade would be refused.
+    pub async fn upgrade_preview(&self, source: &Path) -> Result<Vec<String>, LifecycleError> {
+        self.refuse_if_managed()?;
+        let _op = self.ops.lock().await;
+        let (staging, m) = self.stage_and_load(source)?;
+        let before = self.lock().file.signers.get(&m.id).cloned();
+        let verified = self.verify_package(source, &staging, &m, Some(before.as_deref()));
+        let _ = std::fs::remove_dir_all(&staging);
+        verified?;
+        let inner = self.lock();
+        match inner.records.get(&m.id) {
+            None => Err(LifecycleError::NotFound {
+                id: m.id.clone(),
+                hint: "; use install",
+            }),
+            Some(r) if r.origin == Origin::Static => Err(LifecycleError::Static {
+                id: m.id.clone(),
+                what: "upgrade",
+            }),
+            Some(r) if r.manifest.version == m.version => Err(LifecycleError::AlreadyThere {
+                id: m.id.clone(),
+                state: format!("at version {}", m.version),
+            }),
+            Some(r) => {
+                self.collisions(&inner, &m)?;
+                Ok(crate::contract::changes(&r.manifest, &m))
+            }
+        }
+    }
+}
