@@ -412,27 +412,7 @@ impl Lifecycle {
         let before = self.lock().file.signers.get(&m.id).cloned();
         let signer = self.verify_package(source, &staging, &m, Some(before.as_deref()))?;
         let mut changed = Vec::new();
-        let checked = {
-            let inner = self.lock();
-            match inner.records.get(&m.id) {
-                None => Err(LifecycleError::NotFound {
-                    id: m.id.clone(),
-                    hint: "; use install",
-                }),
-                Some(r) if r.origin == Origin::Static => Err(LifecycleError::Static {
-                    id: m.id.clone(),
-                    what: "upgrade",
-                }),
-                Some(r) if r.manifest.version == m.version => Err(LifecycleError::AlreadyThere {
-                    id: m.id.clone(),
-                    state: format!("at version {}", m.version),
-                }),
-                Some(r) => {
-                    changed = crate::contract::changes(&r.manifest, &m);
-                    self.collisions(&inner, &m)
-                }
-            }
-        };
+        let checked = self.upgrade_changes(&m).map(|c| changed = c);
         let (resolved, values) = self.resolve_staged(&staging, checked, &m, set)?;
         if !resolved.missing.is_empty() {
             let _ = std::fs::remove_dir_all(&staging);

@@ -6,6 +6,7 @@
 use super::core::{Lifecycle, LifecycleError};
 use super::records::Origin;
 use std::path::Path;
+use toolhost_manifest::Manifest;
 
 impl Lifecycle {
     /// The changes an upgrade to the version in `source` would make to the
@@ -19,6 +20,13 @@ impl Lifecycle {
         let verified = self.verify_package(source, &staging, &m, Some(before.as_deref()));
         let _ = std::fs::remove_dir_all(&staging);
         verified?;
+        self.upgrade_changes(&m)
+    }
+
+    /// Whether `m` can replace the installed version of its plugin (it is
+    /// installed, not static, another version, colliding with nothing),
+    /// and if so what it changes.
+    pub(super) fn upgrade_changes(&self, m: &Manifest) -> Result<Vec<String>, LifecycleError> {
         let inner = self.lock();
         match inner.records.get(&m.id) {
             None => Err(LifecycleError::NotFound {
@@ -34,8 +42,8 @@ impl Lifecycle {
                 state: format!("at version {}", m.version),
             }),
             Some(r) => {
-                self.collisions(&inner, &m)?;
-                Ok(crate::contract::changes(&r.manifest, &m))
+                self.collisions(&inner, m)?;
+                Ok(crate::contract::changes(&r.manifest, m))
             }
         }
     }
