@@ -9,7 +9,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use toolhost_e2e::{Daemon, Scratch, TestConfig, cli, cli_at, eventually, testplug_dir};
+use toolhost_e2e::{
+    AgentClient, Daemon, Scratch, TOKEN, TestConfig, agent, cli, cli_at, eventually, testplug_dir,
+};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -83,6 +85,25 @@ fn unpack(archive: &Path, to: &Path, id: &str) -> PathBuf {
     beside.push(".minisig");
     std::fs::copy(PathBuf::from(sig), PathBuf::from(beside)).expect("the signature is beside");
     dir
+}
+
+/// Each listed tool's contract fingerprint (`_meta["toolhost/contract"]`).
+async fn contracts(c: &AgentClient) -> std::collections::BTreeMap<String, String> {
+    c.list_all_tools()
+        .await
+        .expect("tools/list")
+        .into_iter()
+        .filter_map(|t| {
+            let fp = t
+                .meta
+                .as_ref()?
+                .0
+                .get("toolhost/contract")?
+                .as_str()?
+                .to_owned();
+            Some((t.name.to_string(), fp))
+        })
+        .collect()
 }
 
 async fn started(root: &Path, install: &str) -> Daemon {
@@ -262,11 +283,21 @@ async fn without_trusted_keys_unsigned_packages_install_and_show_as_unsigned() {
 async fn upgrade_dry_run_names_every_contract_change_and_changes_nothing() {
     let root = Scratch::new("dryrun");
     let r = root.path();
-    let _d = started(r, "").await;
+    let d = started(r, "").await;
     let admin = r.join("state/admin.sock");
     let v1 = source(r, "v1", "tp", "1.0.0");
     let (ok, text) = cli_at(&admin, &["plugins", "install", v1.to_str().expect("utf-8")]);
     assert!(ok, "{text}");
+    let c = agent(&d.url, TOKEN).await;
+    let before = eventually(WAIT, "tp's tools listed", async || {
+        let listed = contracts(&c).await;
+        listed.contains_key("kandev_tp_echo").then_some(listed)
+    })
+    .await;
+    assert!(
+        before.values().all(|fp| fp.len() == 32),
+        "every listed tool carries its contract fingerprint: {before:?}"
+    );
     let v2 = source(r, "v2", "tp", "1.1.0");
     let m = v2.join("plugin.toml");
     let t = std::fs::read_to_string(&m)
@@ -311,4 +342,21 @@ async fn upgrade_dry_run_names_every_contract_change_and_changes_nothing() {
     }
     let (_, shown) = cli_at(&admin, &["plugins", "show", "tp"]);
     assert!(shown.starts_with("tp 1.1.0"), "{shown}");
+    // An agent that pinned the fingerprints sees exactly the tools whose
+    // contract changed, not every tool of the new version.
+    let after = eventually(WAIT, "the upgraded tools listed", async || {
+        let listed = contracts(&c).await;
+        (listed.get("kandev_tp_echo") != before.get("kandev_tp_echo")).then_some(listed)
+    })
+    .await;
+    let changed: Vec<&String> = after
+        .keys()
+        .filter(|name| before.get(*name) != after.get(*name))
+        .collect();
+    assert_eq!(
+        changed,
+        ["kandev_tp_crash", "kandev_tp_echo"],
+        "{before:?}\n{after:?}"
+    );
+    let _ = c.cancel().await;
 }

@@ -177,6 +177,28 @@ impl Canonical {
         }
     }
 
+    /// The input schema, then the output schema or its absence.
+    fn schemas(&mut self, input: &Value, output: Option<&Value>) {
+        self.value(input);
+        match output {
+            None => self.0.update([0]),
+            Some(v) => {
+                self.0.update([1]);
+                self.value(v);
+            }
+        }
+    }
+
+    /// The four annotation hints, one byte each.
+    fn hints(&mut self, a: Annotations) {
+        self.0.update([
+            u8::from(a.read_only),
+            u8::from(a.destructive),
+            u8::from(a.idempotent),
+            u8::from(a.open_world),
+        ]);
+    }
+
     fn value(&mut self, v: &Value) {
         match v {
             Value::Null => self.0.update([b'n']),
@@ -215,6 +237,31 @@ impl Canonical {
 }
 
 impl Descriptor {
+    /// The fingerprint of the tool's contract with the model, as an agent
+    /// sees it in `tools/list` (its `_meta["toolhost/contract"]`): name,
+    /// title, description, instructions, schemas, annotations and task
+    /// mode, and nothing an upgrade may change without changing what the
+    /// tool means (the plugin's version, timeouts, surfaces). 32 hex digits.
+    #[must_use]
+    pub fn contract_fingerprint(&self) -> String {
+        let mut c = Canonical(Sha256::new());
+        c.str(&self.exposed_name);
+        c.opt_str(self.title.as_deref());
+        c.str(&self.description);
+        c.opt_str(self.instructions.as_deref());
+        c.schemas(&self.input_schema, self.output_schema.as_ref());
+        c.hints(self.annotations);
+        c.str(&format!("{:?}", self.task));
+        let digest = c.0.finalize();
+        digest[..16]
+            .iter()
+            .fold(String::with_capacity(32), |mut s, b| {
+                use std::fmt::Write as _;
+                let _ = write!(s, "{b:02x}");
+                s
+            })
+    }
+
     /// Computes the fingerprint (surfaces sorted first, as a normalized
     /// snapshot has them). Decoders call it once per descriptor; a
     /// descriptor changed by hand afterwards must be sealed again.
@@ -265,20 +312,9 @@ impl Descriptor {
         for s in &self.surfaces {
             c.str(s);
         }
-        c.value(&self.input_schema);
-        match &self.output_schema {
-            None => c.0.update([0]),
-            Some(v) => {
-                c.0.update([1]);
-                c.value(v);
-            }
-        }
-        let a = self.annotations;
+        c.schemas(&self.input_schema, self.output_schema.as_ref());
+        c.hints(self.annotations);
         c.0.update([
-            u8::from(a.read_only),
-            u8::from(a.destructive),
-            u8::from(a.idempotent),
-            u8::from(a.open_world),
             u8::from(self.unknown_arguments == UnknownArguments::Report),
             u8::from(self.reset_timeout_on_progress),
             match self.task {

@@ -29,8 +29,19 @@ pub fn to_tool(e: &Entry) -> Tool {
     if let Some(out) = &d.output_schema {
         t = t.with_raw_output_schema(Arc::new(schema(out)));
     }
+    // An agent may pin what it listed: the same fingerprint means the same
+    // contract, whatever version of the plugin serves it.
+    let mut meta = JsonObject::new();
+    meta.insert(
+        CONTRACT_META.to_owned(),
+        serde_json::Value::String(d.contract_fingerprint()),
+    );
+    t.meta = Some(rmcp::model::MetaObject(meta));
     t
 }
+
+/// The `_meta` key of a listed tool's contract fingerprint.
+pub const CONTRACT_META: &str = "toolhost/contract";
 
 /// Listings by surface, rebuilt only when that surface's list changed. A
 /// listing is always built from one catalog, so it is consistent with one
