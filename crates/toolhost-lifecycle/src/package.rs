@@ -142,11 +142,19 @@ pub fn asks(m: &Manifest) -> BTreeMap<String, Value> {
         ("processes".to_owned(), json!(c.processes)),
         ("disk_mb".to_owned(), json!(c.disk_mb)),
         ("config".to_owned(), json!(config)),
-        (
-            "command".to_owned(),
-            json!([m.runtime.command.to_string_lossy(), m.runtime.args]),
-        ),
+        ("command".to_owned(), json!([command(m), m.runtime.args])),
     ])
+}
+
+/// The command as the manifest names it: one inside the plugin relative
+/// to it (the loaded manifest resolves it against wherever the plugin is
+/// now: the pack's scratch tree, the install's staging directory), a
+/// program outside every plugin as its absolute path.
+fn command(m: &Manifest) -> String {
+    match m.runtime.command.strip_prefix(&m.dir) {
+        Ok(inside) => format!("./{}", inside.to_string_lossy()),
+        Err(_) => m.runtime.command.to_string_lossy().into_owned(),
+    }
 }
 
 /// The statement of the plugin in `dir` (loaded as `m`).
@@ -559,6 +567,31 @@ mod tests {
             ]
         );
         assert!(!d.join(" ").contains("IGNORE"));
+    }
+
+    #[test]
+    fn the_same_plugin_has_the_same_statement_wherever_it_is() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let write = |dir: &Path| {
+            std::fs::create_dir_all(dir.join("bin")).unwrap();
+            std::fs::write(dir.join("bin/run"), "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(dir.join("bin/run"), std::fs::Permissions::from_mode(0o755))
+                .unwrap();
+            std::fs::write(
+                dir.join("plugin.toml"),
+                "id = \"tp\"\nversion = \"1.0.0\"\nname = \"t\"\n\n[runtime]\ncommand = \"bin/run\"\n\n[[tools]]\nname = \"count\"\ndescription = \"counts\"\nsurfaces = [\"chat\"]\ninput_schema = { type = \"object\" }\n",
+            )
+            .unwrap();
+            let m = Manifest::load(dir).unwrap();
+            statement_of(dir, &m).unwrap()
+        };
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (sa, sb) = (
+            write(&a.path().join("packed")),
+            write(&b.path().join("staged")),
+        );
+        assert_eq!(sa, sb);
+        assert_eq!(sa.asks["command"], json!(["./bin/run", []]));
     }
 
     #[test]
