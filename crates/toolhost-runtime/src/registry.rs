@@ -197,9 +197,13 @@ impl Plugins {
             return first;
         }
         let mut states = handle.subscribe();
+        // A start that fails into a crash loop while the call waits ends the
+        // wait too: the call is told "crash loop" at once rather than
+        // running out its deadline across the loop's restarts.
         let settled = states.wait_for(|s| match (s.phase, &s.client) {
             (Phase::Ready, Some(c)) => !c.is_gone(),
             (Phase::Stopped | Phase::Failed, _) => true,
+            (Phase::Restarting, _) => s.failures >= crate::supervisor::CRASH_LOOP,
             _ => false,
         });
         tokio::select! {
