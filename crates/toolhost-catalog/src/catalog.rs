@@ -43,6 +43,21 @@ impl Entry {
             _ => None,
         }
     }
+
+    /// Whether `other` means the same to a model as this entry: what
+    /// [`Descriptor::contract_fingerprint`] covers, compared field by
+    /// field (the schemas by their digests), so a store comparing a whole
+    /// revision hashes nothing.
+    pub(crate) fn same_contract(&self, other: &Entry) -> bool {
+        let (a, b) = (&self.descriptor, &other.descriptor);
+        a.exposed_name == b.exposed_name
+            && a.title == b.title
+            && a.description == b.description
+            && a.instructions == b.instructions
+            && self.schema_digests == other.schema_digests
+            && a.annotations == b.annotations
+            && a.task == b.task
+    }
 }
 
 /// A descriptor withheld from the catalog, and why.
@@ -161,6 +176,12 @@ pub(crate) struct Body {
     pub surface_epochs: HashMap<String, u64>,
     /// Bumped by every accepted change.
     pub change_seq: u64,
+    /// exposed name -> the change sequence at which that tool's contract
+    /// (what a model reads: texts, schemas, annotations, task mode) last
+    /// changed under the same name. Only tools that ever changed are here,
+    /// so it is empty, and a call pays one emptiness check, until an
+    /// upgrade or a push rewrites a tool.
+    pub contract_changes: Arc<HashMap<String, u64>>,
 }
 
 impl Body {
@@ -303,6 +324,24 @@ impl Catalog {
     #[must_use]
     pub fn surface_epoch(&self, surface: &str) -> u64 {
         self.body.surface_epochs.get(surface).copied().unwrap_or(0)
+    }
+
+    /// This catalog's place in the daemon's sequence of changes: every
+    /// accepted change moves it on by one.
+    #[must_use]
+    pub fn change_seq(&self) -> u64 {
+        self.body.change_seq
+    }
+
+    /// The change sequence at which the contract of the tool exposed as
+    /// `name` last changed while keeping its name (0: never). A session
+    /// that listed the tools before it listed the old contract.
+    #[must_use]
+    pub fn contract_changed_at(&self, name: &str) -> u64 {
+        if self.body.contract_changes.is_empty() {
+            return 0;
+        }
+        self.body.contract_changes.get(name).copied().unwrap_or(0)
     }
 
     /// Every withheld descriptor and why.

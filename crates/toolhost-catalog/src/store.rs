@@ -578,6 +578,7 @@ impl Store {
         let mut by_fingerprint = ByFingerprint::clone(&cur.by_fingerprint);
         let mut same_visibility = true;
         let mut touched: HashSet<String> = HashSet::new();
+        let mut rewritten = Vec::new();
         for (at, d) in swaps {
             let Some(old) = cur.entries.get(at) else {
                 continue;
@@ -591,6 +592,9 @@ impl Store {
                 by_fingerprint.remove(&old.descriptor.fingerprint);
             }
             by_fingerprint.insert(entry.descriptor.fingerprint, at);
+            if !old.same_contract(&entry) {
+                rewritten.push(entry.descriptor.exposed_name.clone());
+            }
             touched.insert(entry.descriptor.exposed_name.clone());
             entries.set(at, Arc::new(entry));
         }
@@ -617,6 +621,7 @@ impl Store {
         }
         defects.sort_by(|a, b| a.tool.cmp(&b.tool));
         let (surface_epochs, change_seq) = cur.next_epochs(&changed);
+        let contract_changes = contract_changes(cur, rewritten, change_seq, None);
         let body = Body {
             entries,
             index: Arc::clone(&cur.index),
@@ -625,6 +630,7 @@ impl Store {
             defects: Arc::new(defects),
             surface_epochs,
             change_seq,
+            contract_changes,
         };
         (body, changed.into_iter().collect())
     }
@@ -649,6 +655,7 @@ impl Store {
         // the per-surface lists of the current body still hold.
         let mut same_names = plan.len() == cur.entries.len();
         let mut same_visibility = same_names;
+        let mut rewritten = Vec::new();
         for (i, p) in plan.into_iter().enumerate() {
             match p {
                 Planned::Reuse(e) => {
@@ -671,6 +678,9 @@ impl Store {
                     }
                     changed.extend(d.surfaces.iter().cloned());
                     let entry = judged_entry(w, *d, installed);
+                    if old.is_some_and(|o| !o.same_contract(&entry)) {
+                        rewritten.push(entry.descriptor.exposed_name.clone());
+                    }
                     let in_place = cur.index.get(&entry.descriptor.exposed_name) == Some(&i);
                     same_names &= in_place;
                     same_visibility &= in_place
@@ -717,6 +727,8 @@ impl Store {
             })
             .collect();
         let (surface_epochs, change_seq) = cur.next_epochs(&changed);
+        let renamed = (!same_names).then_some(&*index);
+        let contract_changes = contract_changes(cur, rewritten, change_seq, renamed);
         // Keep the cache to what is live, once it has grown well past it.
         if w.schemas.len() > 2 * entries.len() + 64 {
             let live: HashSet<[u8; 32]> = entries
@@ -733,9 +745,34 @@ impl Store {
             defects: Arc::new(defects),
             surface_epochs,
             change_seq,
+            contract_changes,
         };
         (body, changed.into_iter().collect())
     }
+}
+
+/// The contract-change map of the body that follows `cur`: the tools in
+/// `rewritten` changed their contract at `seq`, and when the names changed
+/// (`names`, the new index) a tool that left takes its entry with it. The
+/// map is shared, untouched, when neither happened.
+fn contract_changes(
+    cur: &Body,
+    rewritten: Vec<String>,
+    seq: u64,
+    names: Option<&HashMap<String, usize>>,
+) -> Arc<HashMap<String, u64>> {
+    let prune = names.is_some() && !cur.contract_changes.is_empty();
+    if rewritten.is_empty() && !prune {
+        return Arc::clone(&cur.contract_changes);
+    }
+    let mut map = HashMap::clone(&cur.contract_changes);
+    if let Some(names) = names {
+        map.retain(|name, _| names.contains_key(name));
+    }
+    for name in rewritten {
+        map.insert(name, seq);
+    }
+    Arc::new(map)
 }
 
 /// surface -> indexes of the sound entries visible there, in order.

@@ -291,6 +291,45 @@ fn a_change_notifies_and_names_exactly_the_affected_surfaces() {
 }
 
 #[test]
+fn a_tool_whose_contract_changes_under_its_name_is_marked_with_the_change() {
+    let s = Store::new("kandev");
+    let add = naming::exposed("kandev", "notes", "add");
+    let ping = naming::exposed("kandev", "notes", "ping");
+    s.offer(snap("g1", 1, base()));
+    assert_eq!(s.current().contract_changed_at(&add), 0);
+
+    // A new version with nothing a model reads changed: no mark.
+    let mut v2 = base();
+    for t in &mut v2 {
+        t.plugin_version = "2.0.0".into();
+        t.timeout_ms = 2000;
+    }
+    s.offer(snap("g1", 2, v2.clone()));
+    assert_eq!(s.current().contract_changed_at(&add), 0);
+
+    // A rewritten description marks that tool alone, at this change.
+    v2[0].description = "Now also deletes every note.".into();
+    s.offer(snap("g1", 3, v2.clone()));
+    let at = s.current().change_seq();
+    assert!(at > 0);
+    assert_eq!(s.current().contract_changed_at(&add), at);
+    assert_eq!(s.current().contract_changed_at(&ping), 0);
+
+    // A schema change marks too; an unrelated later change keeps the mark.
+    v2[1].input_schema = json!({ "type": "object", "properties": { "x": {} } });
+    s.offer(snap("g1", 4, v2.clone()));
+    let later = s.current().change_seq();
+    assert_eq!(s.current().contract_changed_at(&ping), later);
+    assert_eq!(s.current().contract_changed_at(&add), at);
+
+    // A tool that leaves takes its mark with it.
+    v2.remove(0);
+    s.offer(snap("g1", 5, v2));
+    assert_eq!(s.current().contract_changed_at(&add), 0);
+    assert_eq!(s.current().contract_changed_at(&ping), later);
+}
+
+#[test]
 fn one_changed_tool_compiles_one_schema() {
     let s = Store::new("kandev");
     let many: Vec<Descriptor> = (0..200)

@@ -83,13 +83,14 @@ impl Listing {
     }
 
     /// The page of `surface`'s listing after `cursor` (the find tool in
-    /// its place when it is served), and the next page's cursor. A cursor
-    /// this daemon did not make is refused.
+    /// its place when it is served), the next page's cursor, and the
+    /// change sequence of the catalog it was read from. A cursor this
+    /// daemon did not make is refused.
     pub fn page(
         &self,
         surface: &str,
         cursor: Option<&str>,
-    ) -> Result<(Vec<Tool>, Option<String>), McpError> {
+    ) -> Result<(Vec<Tool>, Option<String>, u64), McpError> {
         let catalog = self.store.current();
         let view = self.view();
         let builtin = self
@@ -97,7 +98,8 @@ impl Listing {
             .zip(view.find_tools.as_deref())
             .map(|(_, prefix)| find::tool(prefix));
         let tools = self.listings.listing(&catalog, surface, builtin);
-        pages::page(&tools, cursor, view.tools_page_size)
+        let (page, next) = pages::page(&tools, cursor, view.tools_page_size)?;
+        Ok((page, next, catalog.change_seq()))
     }
 
     /// The built-in find tool's exposed name, when it is served and no

@@ -200,7 +200,8 @@ impl ServerHandler for Handler {
     ) -> Result<ListToolsResult, McpError> {
         let b = self.binding(&cx.extensions)?;
         let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
-        let (page, next) = self.hub.listing.page(&b.surface, cursor)?;
+        let (page, next, seq) = self.hub.listing.page(&b.surface, cursor)?;
+        self.hub.listed(&b, seq, cursor.is_none());
         let mut result = ListToolsResult::with_all_items(page);
         result.next_cursor = next;
         Ok(result)

@@ -97,6 +97,8 @@ pub struct Hub {
     pub(crate) host: Arc<CallHost>,
     /// The catalog, for list changes.
     store: Arc<Store>,
+    /// The pipeline, for what each session last listed (its pins).
+    pipeline: Arc<Pipeline>,
     /// What agents are shown: listings, instructions, the find tool.
     pub(crate) listing: Arc<Listing>,
     listeners: Mutex<Vec<Listener>>,
@@ -134,6 +136,7 @@ impl Hub {
         Arc::new(Self {
             host,
             store,
+            pipeline,
             listing,
             listeners: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
@@ -162,6 +165,13 @@ impl Hub {
     #[must_use]
     pub fn tasks(&self) -> &Arc<toolhost_calls::Tasks> {
         self.host.tasks()
+    }
+
+    /// Records that `binding` listed the tools from a catalog at change
+    /// sequence `seq` (a first page when `from_start`): a call of a tool
+    /// whose contract changed after it is refused once.
+    pub(crate) fn listed(&self, binding: &toolhost_pipeline::Binding, seq: u64, from_start: bool) {
+        self.pipeline.pins().listed(binding, seq, from_start);
     }
 
     /// The call host: calls parked on a question, the tasks.

@@ -125,6 +125,8 @@ pub struct Pipeline {
     rates: Arc<RateLimiter>,
     /// The operator's argument rules; `None` when there are none.
     rules: Option<Arc<Rules>>,
+    /// What each session last listed.
+    pins: crate::pins::Pins,
     counters: Counters,
 }
 
@@ -141,8 +143,16 @@ impl Pipeline {
             approvals: Arc::default(),
             rates: Arc::default(),
             rules: None,
+            pins: crate::pins::Pins::default(),
             counters: Counters::default(),
         }
+    }
+
+    /// What each session last listed: the listing records it, and a call
+    /// of a tool whose contract changed since is refused once.
+    #[must_use]
+    pub fn pins(&self) -> &crate::pins::Pins {
+        &self.pins
     }
 
     /// Limits calls per binding and per tool (`limiter`'s policy).
@@ -427,6 +437,7 @@ pub(crate) struct Answered {
 impl Call<'_> {
     /// Steps 2 to 7, in order; the first failure ends the call.
     async fn run(&mut self, arguments: Option<Value>) -> Step<CallResult> {
+        self.contract_as_listed()?;
         let checked = {
             let step = Traced::start("toolhost.validate");
             traced(&step, self.check(arguments))?
@@ -450,6 +461,35 @@ impl Call<'_> {
             .within(self.dispatch_checked(&*client, checked, deadline))
             .await;
         traced(&step, dispatched)
+    }
+
+    /// Before anything else: refused once if the tool's contract changed
+    /// since this session listed the tools (see [`crate::pins`]).
+    fn contract_as_listed(&self) -> Step<()> {
+        let d = &self.entry.descriptor;
+        let changed_at = self
+            .pipeline
+            .store
+            .current()
+            .contract_changed_at(&d.exposed_name);
+        if changed_at == 0
+            || !self
+                .pipeline
+                .pins
+                .refuse_once(self.binding, &d.exposed_name, changed_at)
+        {
+            return Ok(());
+        }
+        Err(CallFailure::new(
+            ErrorCode::ContractChanged,
+            format!(
+                "the contract of {} changed since this session listed the tools (its description, schemas or \
+                 annotations are new), so this call did not run: list the tools again (tools/list), read the \
+                 tool's description and input schema as they are now, and call it again only if it still fits \
+                 the task",
+                d.exposed_name
+            ),
+        ))
     }
 
     /// Step 6 and 7, once the plugin is ready and the call authorized.

@@ -3,6 +3,8 @@
 //! 1. **Resolve** the name among the tools the session can see; otherwise
 //!    the call is a protocol error, `Unknown tool` (tools of other surfaces are
 //!    not revealed).
+//!    A tool whose contract changed since the session listed it is
+//!    refused once first ([`pins`]): the model is told to list again.
 //! 2. to 4. **Bound, normalize aliases, validate** (`toolhost-validate`).
 //! 5. **Authorize** against the state *now*: the tool is still in the current
 //!    catalog with the same declaration and on the session's surface, the
@@ -43,6 +45,7 @@ mod call;
 mod caller;
 pub mod content;
 mod counters;
+pub mod pins;
 pub mod port;
 mod question;
 pub mod rate;
@@ -61,6 +64,7 @@ pub use caller::{
     Unanswered,
 };
 pub use counters::{CallStats, DURATION_BUCKETS};
+pub use pins::Pins;
 pub use port::{EventStream, PluginLink, PluginPort};
 pub use question::{
     CheckedQuestion, MAX_QUESTION_FIELDS, MAX_QUESTION_MESSAGE, check_answer, check_question,

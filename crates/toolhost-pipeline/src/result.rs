@@ -40,6 +40,10 @@ pub enum ErrorCode {
     RateLimited,
     /// One of the operator's argument rules did not hold.
     RefusedByRule,
+    /// The tool's contract (description, schemas, annotations) changed
+    /// since this session listed the tools: refused once, so the model
+    /// lists again before it calls under the new contract.
+    ContractChanged,
     /// A bug in toolhost.
     Internal,
 }
@@ -62,6 +66,7 @@ impl ErrorCode {
             Self::ApprovalDenied => "approval_denied",
             Self::RateLimited => "rate_limited",
             Self::RefusedByRule => "refused_by_rule",
+            Self::ContractChanged => "contract_changed",
             Self::Internal => "internal",
         }
     }
