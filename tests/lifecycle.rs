@@ -202,10 +202,14 @@ async fn install_upgrade_disable_enable_remove_while_agents_work() {
     let failed: Vec<(&String, &usize)> = outcomes
         .iter()
         .filter(|(k, _)| k.as_str() != "ok" && k.as_str() != "tool_unavailable")
+        .filter(|(k, n)| !(k.as_str() == "contract_changed" && **n <= 1))
         .collect();
+    // The upgrade changed echo's schema: a session that listed it before
+    // is refused once (docs/CONTRACT.md §4), and only once.
     assert!(
         failed.is_empty(),
-        "only calls caught by the switch may fail (tool_unavailable): {outcomes:?}"
+        "only calls caught by the switch may fail (tool_unavailable), and one call of a session that listed \
+         the old contract (contract_changed): {outcomes:?}"
     );
     assert!(
         outcomes.get("ok").copied().unwrap_or(0) > 20,
@@ -448,13 +452,20 @@ async fn every_lifecycle_operation_under_load_fails_no_call_of_another_plugin() 
     let extra = toolhost_e2e::probeplug_dir(&root.path().join("src1"), "extra", "");
     let needy = toolhost_e2e::probeplug_dir(&root.path().join("src2"), "needy", greeting);
     let extra2 = toolhost_e2e::probeplug_dir(&root.path().join("src3"), "extra", greeting);
-    let manifest = extra2.join("plugin.toml");
-    let text = std::fs::read_to_string(&manifest).unwrap();
-    std::fs::write(
-        &manifest,
-        text.replace("version = \"1.0.0\"", "version = \"2.0.0\""),
-    )
-    .unwrap();
+    // Versions 3 and 4 ask the sandbox for more memory: each is held for
+    // the operator, one accepted and one rejected.
+    let more = |v: u32| format!("{greeting}\n[capabilities]\nmemory_mb = {}\n", 512 * v);
+    let extra3 = toolhost_e2e::probeplug_dir(&root.path().join("src4"), "extra", &more(3));
+    let extra4 = toolhost_e2e::probeplug_dir(&root.path().join("src5"), "extra", &more(4));
+    for (dir, version) in [(&extra2, "2.0.0"), (&extra3, "3.0.0"), (&extra4, "4.0.0")] {
+        let manifest = dir.join("plugin.toml");
+        let text = std::fs::read_to_string(&manifest).unwrap();
+        std::fs::write(
+            &manifest,
+            text.replace("version = \"1.0.0\"", &format!("version = \"{version}\"")),
+        )
+        .unwrap();
+    }
 
     // The load: four agents writing busy's data directory without pause.
     let stop = Arc::new(AtomicBool::new(false));
@@ -516,6 +527,20 @@ async fn every_lifecycle_operation_under_load_fails_no_call_of_another_plugin() 
     answered_after("enable").await;
     run(&["plugins", "restart", "extra"]);
     answered_after("restart").await;
+    let out = run(&["plugins", "upgrade", &path(&extra3)]);
+    assert!(out.contains("held: version 3.0.0"), "{out}");
+    answered_after("a held upgrade").await;
+    run(&["plugins", "accept", "extra"]);
+    answered_after("accept").await;
+    let out = run(&["plugins", "upgrade", &path(&extra4)]);
+    assert!(out.contains("held: version 4.0.0"), "{out}");
+    run(&["plugins", "reject", "extra"]);
+    answered_after("reject").await;
+    let out = run(&["plugins", "show", "extra"]);
+    assert!(
+        out.starts_with("extra 3.0.0") && !out.contains("held:"),
+        "{out}"
+    );
     run(&["plugins", "remove", "needy"]);
     answered_after("remove").await;
     run(&["plugins", "remove", "extra", "--purge"]);

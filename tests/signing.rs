@@ -335,7 +335,16 @@ async fn upgrade_dry_run_names_every_contract_change_and_changes_nothing() {
         "a dry run changes nothing: {shown}"
     );
 
+    assert!(text.contains("it would be held"), "{text}");
+    // The widened grant holds the upgrade; accepted, it takes over.
     let (ok, text) = cli_at(&admin, &["plugins", "upgrade", path]);
+    assert!(ok && text.contains("the upgrade changes:"), "{text}");
+    for line in expected {
+        assert!(text.contains(line), "missing {line:?} in\n{text}");
+    }
+    let (_, shown) = cli_at(&admin, &["plugins", "show", "tp"]);
+    assert!(shown.starts_with("tp 1.0.0"), "held: {shown}");
+    let (ok, text) = cli_at(&admin, &["plugins", "accept", "tp"]);
     assert!(ok && text.contains("the upgrade changed:"), "{text}");
     for line in expected {
         assert!(text.contains(line), "missing {line:?} in\n{text}");
@@ -470,4 +479,217 @@ async fn a_session_that_listed_a_tool_whose_contract_changed_is_told_and_refused
         let ran = toolhost_e2e::events(&r.join("state/data/tp"), "invoked count ");
         assert_eq!(ran.len(), 1, "{era}: {ran:?}");
     }
+}
+
+/// `source` with the description of `count` rewritten and `extra` appended
+/// to the manifest.
+fn rewritten(root: &Path, dir: &str, id: &str, version: &str, extra: &str) -> PathBuf {
+    let d = source(root, dir, id, version);
+    let manifest = d.join("plugin.toml");
+    let text = std::fs::read_to_string(&manifest).expect("the manifest");
+    std::fs::write(
+        &manifest,
+        text.replace(
+            "description = \"testplug count\"",
+            &format!("description = \"Counts, as of {version}.\""),
+        ) + extra,
+    )
+    .expect("the manifest is writable");
+    d
+}
+
+/// The description `tools/list` shows for `tool`.
+async fn listed_description(c: &AgentClient, tool: &str) -> String {
+    c.list_all_tools()
+        .await
+        .expect("tools/list")
+        .into_iter()
+        .find(|t| t.name == tool)
+        .and_then(|t| t.description.map(|d| d.to_string()))
+        .unwrap_or_default()
+}
+
+fn installed_dirs(root: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(root.join("state/plugins"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| !n.starts_with('.'))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_held_upgrade_keeps_the_old_version_serving_under_load_until_it_is_accepted() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let root = Scratch::new("hold");
+    let r = root.path();
+    let install = "[install]\ncontract_changes = \"hold\"\n";
+    let d = started(r, install).await;
+    let admin = r.join("state/admin.sock");
+    let path = |p: &PathBuf| p.to_str().expect("utf-8").to_owned();
+    let v1 = source(r, "v1", "tp", "1.0.0");
+    let (ok, text) = cli_at(&admin, &["plugins", "install", &path(&v1)]);
+    assert!(ok, "{text}");
+    let c = agent(&d.url, TOKEN).await;
+    let was = listed_description(&c, "kandev_tp_count").await;
+    assert_eq!(was, "testplug count");
+
+    // Four agents call without pause from here on, counting every failure.
+    let stop = Arc::new(AtomicBool::new(false));
+    let answered = Arc::new(AtomicUsize::new(0));
+    let mut loops = Vec::new();
+    for _ in 0..4 {
+        let (a, stop, answered) = (
+            agent(&d.url, TOKEN).await,
+            Arc::clone(&stop),
+            Arc::clone(&answered),
+        );
+        loops.push(tokio::spawn(async move {
+            let mut failed = Vec::new();
+            while !stop.load(Ordering::SeqCst) {
+                match toolhost_e2e::call_tool(
+                    &a,
+                    "kandev_tp_echo",
+                    serde_json::json!({"msg": "hi", "n": 1}),
+                )
+                .await
+                {
+                    Ok(r) if r.is_error != Some(true) => {}
+                    other => failed.push(format!("{other:?}")),
+                }
+                answered.fetch_add(1, Ordering::SeqCst);
+            }
+            let _ = a.cancel().await;
+            failed
+        }));
+    }
+    let answered_after = async |what: &str| {
+        let before = answered.load(Ordering::SeqCst);
+        eventually(WAIT, &format!("calls answered after {what}"), async || {
+            (answered.load(Ordering::SeqCst) >= before + 40).then_some(())
+        })
+        .await;
+    };
+    answered_after("the start").await;
+
+    // The upgrade rewrites a description: held, placed, nothing switched.
+    let v2 = rewritten(r, "v2", "tp", "2.0.0", "");
+    let (ok, text) = cli_at(&admin, &["plugins", "upgrade", &path(&v2)]);
+    assert!(ok, "{text}");
+    for line in [
+        "tool `count`: description changed: \"testplug count\" -> \"Counts, as of 2.0.0.\"",
+        "held: version 2.0.0 waits for the operator",
+        "contract_changes = \"hold\"",
+        "toolhost plugins accept tp",
+        "the installed version keeps serving",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in\n{text}");
+    }
+    answered_after("the held upgrade").await;
+    let (_, shown) = cli_at(&admin, &["plugins", "show", "tp"]);
+    assert!(
+        shown.starts_with("tp 1.0.0") && shown.contains("held: version 2.0.0"),
+        "{shown}"
+    );
+    let (_, status) = cli_at(&admin, &["status"]);
+    assert!(status.contains("held: version 2.0.0"), "{status}");
+    assert_eq!(installed_dirs(r), ["tp@1.0.0", "tp@2.0.0"]);
+    assert_eq!(listed_description(&c, "kandev_tp_count").await, was);
+    let (ok, json) = cli_at(&admin, &["plugins", "show", "tp", "--format", "json"]);
+    assert!(ok && json.contains("\"held\""), "{json}");
+
+    // Accepted, it takes over as an upgrade does, under the same load.
+    let (ok, text) = cli_at(&admin, &["plugins", "accept", "tp"]);
+    assert!(ok && text.contains("the upgrade changed:"), "{text}");
+    answered_after("the acceptance").await;
+    eventually(WAIT, "the new description listed", async || {
+        (listed_description(&c, "kandev_tp_count").await == "Counts, as of 2.0.0.").then_some(())
+    })
+    .await;
+    let (_, shown) = cli_at(&admin, &["plugins", "show", "tp"]);
+    assert!(
+        shown.starts_with("tp 2.0.0") && !shown.contains("held:"),
+        "{shown}"
+    );
+    assert_eq!(installed_dirs(r), ["tp@2.0.0"]);
+    let (ok, text) = cli_at(&admin, &["plugins", "accept", "tp"]);
+    assert!(
+        !ok && text.contains("no upgrade of plugin tp is held"),
+        "{text}"
+    );
+
+    stop.store(true, Ordering::SeqCst);
+    for l in loops {
+        let failed = l.await.expect("the loop ran");
+        assert!(failed.is_empty(), "calls failed: {failed:?}");
+    }
+    let _ = c.cancel().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_changed_sandbox_ask_is_held_whatever_the_policy_and_survives_a_restart() {
+    let root = Scratch::new("hold-asks");
+    let r = root.path();
+    // Every plugin's contract changes are held, but this one's are accepted.
+    let install =
+        "[install]\ncontract_changes = \"hold\"\n[plugin.tp]\ncontract_changes = \"accept\"\n";
+    let d = started(r, install).await;
+    let admin = r.join("state/admin.sock");
+    let path = |p: &PathBuf| p.to_str().expect("utf-8").to_owned();
+    let (ok, text) = cli_at(
+        &admin,
+        &["plugins", "install", &path(&source(r, "v1", "tp", "1.0.0"))],
+    );
+    assert!(ok, "{text}");
+    // A changed description under "accept": takes over at once.
+    let v2 = rewritten(r, "v2", "tp", "2.0.0", "");
+    let (ok, text) = cli_at(&admin, &["plugins", "upgrade", &path(&v2)]);
+    assert!(ok && !text.contains("held:"), "{text}");
+    // More memory asked for: held although the policy accepts.
+    let v3 = rewritten(
+        r,
+        "v3",
+        "tp",
+        "3.0.0",
+        "\n[capabilities]\nmemory_mb = 2048\n",
+    );
+    let (ok, text) = cli_at(&admin, &["plugins", "upgrade", "--dry-run", &path(&v3)]);
+    assert!(
+        ok && text.contains("sandbox ask `memory_mb`") && text.contains("it would be held"),
+        "{text}"
+    );
+    let (ok, text) = cli_at(&admin, &["plugins", "upgrade", &path(&v3)]);
+    assert!(
+        ok && text.contains("held: version 3.0.0") && text.contains("asks of the sandbox"),
+        "{text}"
+    );
+    // A restart keeps it held, placed and recorded.
+    drop(d);
+    let d = started(r, install).await;
+    let (_, shown) = cli_at(&admin, &["plugins", "show", "tp"]);
+    assert!(
+        shown.starts_with("tp 2.0.0") && shown.contains("held: version 3.0.0"),
+        "{shown}"
+    );
+    assert_eq!(installed_dirs(r), ["tp@2.0.0", "tp@3.0.0"]);
+    // Rejected, it is gone and 2.0.0 goes on.
+    let (ok, text) = cli_at(&admin, &["plugins", "reject", "tp"]);
+    assert!(ok && text.contains("rejected"), "{text}");
+    let (_, shown) = cli_at(&admin, &["plugins", "show", "tp"]);
+    assert!(
+        shown.starts_with("tp 2.0.0") && !shown.contains("held:"),
+        "{shown}"
+    );
+    assert_eq!(installed_dirs(r), ["tp@2.0.0"]);
+    let c = agent(&d.url, TOKEN).await;
+    assert_eq!(
+        listed_description(&c, "kandev_tp_count").await,
+        "Counts, as of 2.0.0."
+    );
+    let _ = c.cancel().await;
 }

@@ -31,6 +31,7 @@ mod authority;
 mod policy;
 mod server;
 mod service;
+mod status;
 pub mod token;
 
 pub use authority::{MAX_HEADER_LIST, relay as relay_authority};

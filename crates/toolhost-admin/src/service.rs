@@ -1,5 +1,6 @@
 //! The `Admin` service.
 
+use crate::status::{config_items, plugin_status, status_of};
 use std::pin::Pin;
 use std::sync::Arc;
 use tokio_stream::Stream;
@@ -11,7 +12,7 @@ use toolhost_managed::{LinkStatus, Managed, binding_from_proto, snapshot_to_prot
 use toolhost_pipeline::Binding;
 use toolhost_proto::admin as pb;
 use toolhost_proto::admin::admin_server::Admin;
-use toolhost_runtime::{PluginHandle, Plugins};
+use toolhost_runtime::Plugins;
 
 /// The response metadata key that says what a refusal means when its
 /// status code alone could mean more than one thing.
@@ -59,7 +60,9 @@ fn lifecycle_status(e: LifecycleError) -> Status {
         LifecycleError::Invalid { .. } | LifecycleError::Unreadable { .. } => {
             Status::invalid_argument(message)
         }
-        LifecycleError::NotFound { .. } => Status::not_found(message),
+        LifecycleError::NotFound { .. } | LifecycleError::NothingHeld { .. } => {
+            Status::not_found(message)
+        }
         // Installed, and waiting only for its configuration: a success with
         // a next step. Marked so a client never mistakes another refusal
         // for it.
@@ -72,6 +75,7 @@ fn lifecycle_status(e: LifecycleError) -> Status {
             s
         }
         LifecycleError::Managed
+        | LifecycleError::NotManaged
         | LifecycleError::Static { .. }
         | LifecycleError::AlreadyThere { .. } => Status::failed_precondition(message),
         LifecycleError::StartFailed { .. } => Status::aborted(message),
@@ -110,30 +114,21 @@ impl AdminService {
             generation,
             revision,
             changes: Vec::new(),
+            held: String::new(),
         }))
     }
-}
 
-fn status_of(h: &PluginHandle) -> pb::PluginStatus {
-    let s = h.state();
-    let (unimplemented_tools, undeclared_tools) = h.tool_differences();
-    pb::PluginStatus {
-        unimplemented_tools,
-        undeclared_tools,
-        sdk: s
-            .described
-            .as_ref()
-            .map(|d| d.sdk.clone())
-            .unwrap_or_default(),
-        id: h.id().to_owned(),
-        version: h.version().to_owned(),
-        state: s.phase.as_str().to_owned(),
-        pid: s.pid.unwrap_or(0),
-        restarts: s.restarts,
-        failures: s.failures,
-        last_error: s.last_error.unwrap_or_default(),
-        enabled: true,
-        ..Default::default()
+    /// The answer to an upgrade (or its acceptance, or a dry run): the
+    /// revision, what it changes, and why it is held when it is.
+    fn upgrade_answer(
+        &self,
+        done: Result<toolhost_lifecycle::Upgraded, LifecycleError>,
+    ) -> Result<Response<pb::LifecycleResponse>, Status> {
+        let done = done.map_err(lifecycle_status)?;
+        let mut answer = self.lifecycle_answer(Ok(done.revision))?;
+        answer.get_mut().changes = done.changes;
+        answer.get_mut().held = done.held.unwrap_or_default();
+        Ok(answer)
     }
 }
 
@@ -148,77 +143,6 @@ fn bounded_values(
         ));
     }
     Ok(values.into_iter().collect())
-}
-
-fn config_items(items: &[toolhost_lifecycle::settings::ItemStatus]) -> Vec<pb::ConfigItem> {
-    items
-        .iter()
-        .map(|i| pb::ConfigItem {
-            name: i.name.clone(),
-            secret: i.secret,
-            required: i.required,
-            state: i.state.to_owned(),
-            source: i.source.map(|s| s.as_str().to_owned()).unwrap_or_default(),
-            problem: i.problem.clone().unwrap_or_default(),
-        })
-        .collect()
-}
-
-/// A plugin's status from its lifecycle record and its running process.
-fn plugin_status(
-    info: toolhost_lifecycle::PluginInfo,
-    handle: Option<&Arc<PluginHandle>>,
-) -> pb::PluginStatus {
-    let mut st = match handle {
-        Some(h) if info.enabled => status_of(h),
-        _ => pb::PluginStatus {
-            id: info.id.clone(),
-            state: if !info.enabled {
-                "disabled"
-            } else if !info.needs_config.is_empty() {
-                "needs_config"
-            } else {
-                "stopped"
-            }
-            .into(),
-            ..Default::default()
-        },
-    };
-    st.version = info.version;
-    st.origin = info.origin.to_owned();
-    st.enabled = info.enabled;
-    st.config = config_items(&info.config);
-    st.missing_config = info.needs_config;
-    st.asks = info.asks;
-    st.ungranted = info.ungranted;
-    st.config_file_problems = info.config_file_problems;
-    st.signer = info.signer;
-    st.disk = info.disk.map(|d| pb::DiskUse {
-        used_bytes: d.used.unwrap_or(0),
-        limit_bytes: d.limit,
-        kernel: matches!(
-            d.enforcement,
-            toolhost_sandbox::disk::Enforcement::Kernel(_)
-        ),
-        mechanism: match &d.enforcement {
-            toolhost_sandbox::disk::Enforcement::Kernel(how) => (*how).to_owned(),
-            toolhost_sandbox::disk::Enforcement::Measured(_) => {
-                format!("measured every {:.1} s", d.every.as_secs_f64())
-            }
-        },
-        over: d.over,
-        measured: d.used.is_some(),
-    });
-    st.sandbox = info
-        .sandbox
-        .iter()
-        .map(|r| pb::SandboxRule {
-            rule: r.rule.as_str().to_owned(),
-            state: r.state.as_str().to_owned(),
-            detail: r.detail.clone(),
-        })
-        .collect();
-    st
 }
 
 fn binding_of(b: Option<pb::SessionBinding>) -> Result<Binding, Status> {
@@ -256,6 +180,50 @@ impl Admin for AdminService {
         Ok(Response::new(snapshot_to_proto(
             &self.state.store.current().to_snapshot(),
         )))
+    }
+
+    async fn accept_contract(
+        &self,
+        request: Request<pb::AcceptContractRequest>,
+    ) -> Result<Response<pb::AcceptContractResponse>, Status> {
+        let tool = request.into_inner().tool;
+        if self.state.managed.is_none() {
+            return Err(lifecycle_status(LifecycleError::NotManaged));
+        }
+        let catalog = self.state.store.current();
+        // The name is the caller's: looked up, and repeated only when it
+        // names a tool of the catalog.
+        let Some(entry) = catalog.get(&tool) else {
+            return Err(Status::not_found(
+                "no tool by that name is in the catalog (toolhost tools lists them)",
+            ));
+        };
+        let held = entry
+            .defect()
+            .is_some_and(|r| r.starts_with(toolhost_catalog::HELD_FOR_THE_OPERATOR));
+        if !held {
+            return Err(Status::failed_precondition(format!(
+                "{tool} is not held for the operator: only a pushed tool whose texts differ from its plugin's \
+                 declaration, under contract_changes = \"hold\", is"
+            )));
+        }
+        let d = &entry.descriptor;
+        let contract = d.contract_fingerprint();
+        let (title, description) = (d.title.clone().unwrap_or_default(), d.description.clone());
+        drop(catalog);
+        let lifecycle = &self.state.lifecycle;
+        lifecycle
+            .accept_contract(&tool, &contract)
+            .map_err(lifecycle_status)?;
+        self.state.store.rejudge(&lifecycle.installed().load());
+        let now = self.state.store.current();
+        Ok(Response::new(pb::AcceptContractResponse {
+            contract,
+            title,
+            description,
+            generation: now.generation().to_owned(),
+            revision: now.revision(),
+        }))
     }
 
     async fn bind_session(
@@ -328,18 +296,35 @@ impl Admin for AdminService {
         let set = bounded_values(r.values)?;
         let path = std::path::PathBuf::from(r.path);
         let lifecycle = &self.state.lifecycle;
-        let (revision, changes) = if r.dry_run {
-            let changes = lifecycle.upgrade_preview(&path).await;
-            (0, changes.map_err(lifecycle_status)?)
+        let done = if r.dry_run {
+            lifecycle.upgrade_preview(&path).await
         } else {
-            lifecycle
-                .upgrade_reporting(&path, &set)
-                .await
-                .map_err(lifecycle_status)?
+            lifecycle.upgrade_reporting(&path, &set).await
         };
-        let mut answer = self.lifecycle_answer(Ok(revision))?;
-        answer.get_mut().changes = changes;
-        Ok(answer)
+        self.upgrade_answer(done)
+    }
+
+    async fn accept_upgrade(
+        &self,
+        request: Request<pb::AcceptUpgradeRequest>,
+    ) -> Result<Response<pb::LifecycleResponse>, Status> {
+        let r = request.into_inner();
+        let set = bounded_values(r.values)?;
+        let done = self.state.lifecycle.accept(&r.id, &set).await;
+        self.upgrade_answer(done)
+    }
+
+    async fn reject_upgrade(
+        &self,
+        request: Request<pb::PluginRef>,
+    ) -> Result<Response<pb::LifecycleResponse>, Status> {
+        let id = request.into_inner().id;
+        let lifecycle = &self.state.lifecycle;
+        let done = lifecycle
+            .reject(&id)
+            .await
+            .map(|_| self.state.store.current().revision());
+        self.lifecycle_answer(done)
     }
 
     async fn enable_plugin(

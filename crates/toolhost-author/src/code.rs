@@ -76,6 +76,11 @@ pub fn start_each(
         }
         let mut spec = toolhost_lifecycle::plugin_spec(m, &scratch);
         spec.config = resolved.delivered;
+        // Asking the code writes nothing into the plugin: a Python plugin's
+        // bytecode would otherwise land in a packed tree (and its signed
+        // statement) or in the author's sources.
+        spec.env
+            .insert("PYTHONDONTWRITEBYTECODE".to_owned(), "1".to_owned());
         // As `serve --dev` runs it: a development venv's Python may be read.
         operator
             .read

@@ -184,24 +184,27 @@ pub fn run(args: &PackArgs) -> Result<ExitCode> {
     }
     // The packed tree must be a valid plugin on its own: a launcher or a
     // schema file the ignore rules left out shows here, not at install.
-    if let Err(problems) = Manifest::load(&root).and_then(|m| {
+    let packed = match Manifest::load(&root).and_then(|m| {
         if m.defects.is_empty() {
             Ok(m)
         } else {
             Err(m.defects)
         }
     }) {
-        for p in &problems {
-            errln!("error: {p}");
+        Ok(m) => m,
+        Err(problems) => {
+            for p in &problems {
+                errln!("error: {p}");
+            }
+            bail!(
+                "the packed plugin is not valid (did .gitignore or .toolhostignore leave out a file it needs?); nothing written"
+            );
         }
-        bail!(
-            "the packed plugin is not valid (did .gitignore or .toolhostignore leave out a file it needs?); nothing written"
-        );
-    }
-    if !code_agrees(&root, &args.set)? {
+    };
+    if !code_agrees(&packed, &args.set)? {
         bail!("the packed plugin's code and its manifest disagree; nothing written");
     }
-    write_package(&scratch.0, &manifest.id, &output, key.as_ref())?;
+    write_package(&scratch.0, &packed, &output, key.as_ref())?;
     outln!("install it: toolhost plugins install {}", output.display());
     Ok(ExitCode::SUCCESS)
 }
@@ -210,14 +213,15 @@ pub fn run(args: &PackArgs) -> Result<ExitCode> {
 /// the signature beside it.
 fn write_package(
     scratch: &Path,
-    id: &str,
+    packed: &Manifest,
     output: &Path,
     key: Option<&minisign::SecretKey>,
 ) -> Result<()> {
+    let id = &packed.id;
     let root = scratch.join(id);
     // The statement names exactly what the archive holds: written last,
     // once nothing else will change in the tree.
-    let statement = crate::sign::write_statement(&root)?;
+    let statement = crate::sign::write_statement(&root, packed)?;
     let signature = crate::sign::with_suffix(output, toolhost_lifecycle::package::SIGNATURE_SUFFIX);
     // A signature left from an earlier pack would not match this archive.
     let _ = std::fs::remove_file(&signature);
@@ -240,14 +244,11 @@ fn write_package(
 /// archive holds. A plugin that needs a value nobody gave it to start is
 /// not compared (said, with what to pass); one that does not start, or
 /// whose code and manifest disagree, is not packed.
-fn code_agrees(root: &Path, set: &[String]) -> Result<bool> {
+fn code_agrees(packed: &Manifest, set: &[String]) -> Result<bool> {
     let values = crate::code::parse_sets(set)?;
-    let Ok(packed) = Manifest::load(root) else {
-        return Ok(false);
-    };
     let mut agrees = true;
     crate::code::start_each(
-        std::slice::from_ref(&packed),
+        std::slice::from_ref(packed),
         None,
         &values,
         true,

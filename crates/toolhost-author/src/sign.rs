@@ -124,19 +124,13 @@ pub fn sign_into(
     Ok(id)
 }
 
-/// Writes the package statement into the packed tree `root` and returns it.
-pub(crate) fn write_statement(root: &Path) -> Result<toolhost_lifecycle::package::Statement> {
-    let m = toolhost_manifest::Manifest::load(root).map_err(|problems| {
-        anyhow::anyhow!(
-            "the packed plugin is not valid: {}",
-            problems
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; ")
-        )
-    })?;
-    let statement = toolhost_lifecycle::package::statement_of(root, &m)
+/// Writes the statement of the packed tree `root` (whose manifest is `m`,
+/// loaded from it) into it and returns it.
+pub(crate) fn write_statement(
+    root: &Path,
+    m: &toolhost_manifest::Manifest,
+) -> Result<toolhost_lifecycle::package::Statement> {
+    let statement = toolhost_lifecycle::package::statement_of(root, m)
         .context("cannot read the packed plugin's files")?;
     let path = root.join(toolhost_lifecycle::package::STATEMENT_FILE);
     std::fs::write(&path, statement.to_bytes())

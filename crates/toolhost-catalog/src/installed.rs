@@ -28,6 +28,30 @@ struct Declared {
     /// The longest a task of the tool may run (`timeout_ms` when the
     /// manifest says nothing longer).
     task_timeout_ms: u32,
+    /// The digest of the declared title, description and instructions,
+    /// when the operator holds this plugin's contract changes.
+    texts: Option<[u8; 32]>,
+}
+
+/// How the reason of a pushed tool withheld because its texts differ from
+/// the declaration, under `contract_changes = "hold"`, begins.
+pub const HELD_FOR_THE_OPERATOR: &str = "held for the operator";
+
+/// The digest of what a model reads of a tool besides its schemas.
+fn texts_digest(title: Option<&str>, description: &str, instructions: Option<&str>) -> [u8; 32] {
+    use sha2::{Digest as _, Sha256};
+    let mut h = Sha256::new();
+    for part in [title, Some(description), instructions] {
+        match part {
+            None => h.update([0u8]),
+            Some(t) => {
+                h.update([1u8]);
+                h.update((t.len() as u64).to_le_bytes());
+                h.update(t.as_bytes());
+            }
+        }
+    }
+    h.finalize().into()
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -40,15 +64,32 @@ struct Plugin {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Installed {
     plugins: HashMap<String, Plugin>,
+    /// exposed name -> the contract fingerprint the operator accepted for
+    /// it, where its plugin's contract changes are held.
+    accepted: HashMap<String, String>,
 }
 
 impl Installed {
     /// The declarations of these manifests.
     #[must_use]
     pub fn from_manifests<'a>(manifests: impl IntoIterator<Item = &'a Manifest>) -> Self {
+        Self::holding(manifests, |_| false, HashMap::new())
+    }
+
+    /// The declarations of these manifests, where the plugins `held` names
+    /// have their contract changes held: a pushed text other than the
+    /// declared one is withheld unless its contract fingerprint is the one
+    /// `accepted` names for that tool (exposed name -> fingerprint).
+    #[must_use]
+    pub fn holding<'a>(
+        manifests: impl IntoIterator<Item = &'a Manifest>,
+        held: impl Fn(&str) -> bool,
+        accepted: HashMap<String, String>,
+    ) -> Self {
         let plugins = manifests
             .into_iter()
             .map(|m| {
+                let hold = held(&m.id);
                 let tools = m
                     .tools
                     .iter()
@@ -64,6 +105,13 @@ impl Installed {
                             reset_timeout_on_progress: t.reset_timeout_on_progress,
                             task: t.task,
                             task_timeout_ms: t.task_timeout_ms.unwrap_or(t.timeout_ms),
+                            texts: hold.then(|| {
+                                texts_digest(
+                                    t.title.as_deref(),
+                                    &t.description,
+                                    t.instructions.as_deref(),
+                                )
+                            }),
                         };
                         (t.name.clone(), d)
                     })
@@ -77,7 +125,7 @@ impl Installed {
                 )
             })
             .collect();
-        Self { plugins }
+        Self { plugins, accepted }
     }
 
     /// Why a pushed descriptor (whose schemas have these digests) must be
@@ -152,7 +200,31 @@ impl Installed {
                 t.task_timeout_ms
             ));
         }
-        None
+        self.held_texts(d, t)
+    }
+
+    /// Why a pushed descriptor whose texts differ from the declaration is
+    /// held for the operator, where they are held and no accepted contract
+    /// covers it.
+    fn held_texts(&self, d: &Descriptor, t: &Declared) -> Option<String> {
+        let declared = t.texts?;
+        let pushed = texts_digest(
+            d.title.as_deref(),
+            &d.description,
+            d.instructions.as_deref(),
+        );
+        if pushed == declared {
+            return None;
+        }
+        let contract = d.contract_fingerprint();
+        if self.accepted.get(&d.exposed_name) == Some(&contract) {
+            return None;
+        }
+        Some(format!(
+            "{HELD_FOR_THE_OPERATOR}: its title, description or instructions differ from what {} declares for {}, \
+             and contract_changes = \"hold\" applies to {} (contract {contract}); toolhost catalog accept {} serves it",
+            d.plugin_id, d.local_name, d.plugin_id, d.exposed_name
+        ))
     }
 }
 

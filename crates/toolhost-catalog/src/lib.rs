@@ -34,6 +34,6 @@ pub use catalog::{Catalog, Defect, Entry, NameChanges};
 pub use descriptor::{
     CallPolicy, CallRate, Descriptor, Fingerprint, MAX_RATE_BURST, Snapshot, canonical_digest,
 };
-pub use installed::Installed;
+pub use installed::{HELD_FOR_THE_OPERATOR, Installed};
 pub use store::{Absence, Fence, OfferResult, Outcome, Store};
 pub use toolhost_manifest::TaskSupport;

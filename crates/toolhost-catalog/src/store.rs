@@ -395,6 +395,37 @@ impl Store {
             .is_some_and(|(g, r)| *g == cur.generation && *r == cur.revision)
     }
 
+    /// Judges the current catalog again against `installed`, after what is
+    /// installed (or accepted by the operator) changed: an entry whose
+    /// verdict changed is served or withheld, at the same version (no push
+    /// came, so the fence does not move). Returns the surfaces whose
+    /// visible list changed; their sessions are told as after a push.
+    pub fn rejudge(&self, installed: &Installed) -> Vec<String> {
+        let mut w = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let cur = self.current.load_full();
+        if cur.generation.is_empty() {
+            return Vec::new();
+        }
+        let tools: Vec<Descriptor> = cur.entries().map(|e| e.descriptor.clone()).collect();
+        let (plan, same, duplicates) = plan(&cur.body, tools, Some(installed));
+        self.reaper.reap(Box::new(duplicates));
+        if same {
+            return Vec::new();
+        }
+        let (body, changed) = self.build(&mut w, &cur.body, plan, Some(installed));
+        let seq = body.change_seq;
+        let next = Arc::new(Catalog {
+            generation: cur.generation.clone(),
+            epoch: cur.epoch,
+            revision: cur.revision,
+            body: Arc::new(body),
+        });
+        let replaced = self.current.swap(Arc::clone(&next));
+        self.changes.send_replace(seq);
+        self.reaper.reap(Box::new((replaced, cur)));
+        changed
+    }
+
     /// Offers a snapshot (docs/CONTRACT.md §2).
     pub fn offer(&self, snapshot: Snapshot) -> OfferResult {
         self.offer_checked(snapshot, None)

@@ -789,3 +789,61 @@ fn a_pushed_schema_that_differs_from_the_installed_one_is_withheld_without_compi
     );
     assert_eq!(s.compilations(), 0);
 }
+
+#[test]
+fn held_texts_are_withheld_until_the_operator_accepts_that_contract() {
+    use std::collections::HashMap;
+    let m = installed_manifest("{ type = \"object\" }");
+    let held = |accepted: HashMap<String, String>| {
+        toolhost_catalog::Installed::holding([&m], |id| id == "p", accepted)
+    };
+    let s = Store::new("kandev");
+    // The declared texts are served under hold.
+    let declared = Snapshot::from_manifests("kandev", "g1", 1, [&m]);
+    assert!(
+        s.offer_managed(declared, &held(HashMap::new()))
+            .defects
+            .is_empty()
+    );
+    // A rewritten description is withheld, saying how to serve it.
+    let mut rewritten = Snapshot::from_manifests("kandev", "g1", 2, [&m]);
+    rewritten.tools[0].description = "Does it. Then sends your keys away.".into();
+    rewritten.tools[0].seal();
+    let contract = rewritten.tools[0].contract_fingerprint();
+    let r = s.offer_managed(rewritten.clone(), &held(HashMap::new()));
+    assert_eq!(r.outcome, Outcome::Accepted);
+    assert_eq!(r.defects.len(), 1, "{:?}", r.defects);
+    let reason = &r.defects[0].reason;
+    assert!(
+        reason.starts_with(toolhost_catalog::HELD_FOR_THE_OPERATOR)
+            && reason.contains(&contract)
+            && reason.contains("toolhost catalog accept kandev_p_t"),
+        "{reason}"
+    );
+    // Without hold the backend chooses texts, as ever.
+    let free = Store::new("kandev");
+    let installed = toolhost_catalog::Installed::from_manifests([&m]);
+    assert!(
+        free.offer_managed(rewritten.clone(), &installed)
+            .defects
+            .is_empty()
+    );
+
+    // Accepted: judged again at the same version, and served.
+    let accepted = held(HashMap::from([("kandev_p_t".to_owned(), contract)]));
+    let before = s.current();
+    let changed = s.rejudge(&accepted);
+    assert_eq!(changed, ["chat"]);
+    let now = s.current();
+    assert_eq!((now.generation(), now.revision()), ("g1", 2));
+    assert!(now.get("kandev_p_t").expect("listed").is_sound());
+    assert!(now.change_seq() > before.change_seq());
+    assert!(s.rejudge(&accepted).is_empty(), "nothing more to change");
+
+    // Another text after that is held again.
+    let mut again = rewritten;
+    again.revision = 3;
+    again.tools[0].description = "Something else again.".into();
+    again.tools[0].seal();
+    assert_eq!(s.offer_managed(again, &accepted).defects.len(), 1);
+}

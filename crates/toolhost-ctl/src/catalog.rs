@@ -55,6 +55,14 @@ pub enum CatalogCommand {
         #[arg(long, default_value = "default", requires = "nats")]
         group: String,
     },
+    /// Managed mode, a plugin under contract_changes = "hold": serve a
+    /// pushed tool held because its title, description or instructions
+    /// differ from what its plugin declares, accepting the contract it has
+    /// now (printed, with its texts).
+    Accept {
+        /// The tool's exposed name.
+        tool: String,
+    },
 }
 
 /// Shows or pushes the daemon's catalog.
@@ -69,6 +77,7 @@ pub async fn catalog(t: &Target, cmd: &CatalogCommand) -> Result<ExitCode> {
             epoch,
             revision,
         } => crate::fleet::build_catalog(paths, prefix, generation, *epoch, *revision),
+        CatalogCommand::Accept { tool } => accept(&mut c, tool).await,
         CatalogCommand::Show => {
             let snap = c
                 .get_catalog(pb::GetCatalogRequest {})
@@ -134,4 +143,27 @@ pub async fn catalog(t: &Target, cmd: &CatalogCommand) -> Result<ExitCode> {
             })
         }
     }
+}
+
+/// `toolhost catalog accept TOOL`: the contract accepted, with its texts.
+async fn accept(c: &mut toolhost_admin::Client, tool: &str) -> Result<ExitCode> {
+    let r = c
+        .accept_contract(pb::AcceptContractRequest {
+            tool: tool.to_owned(),
+        })
+        .await
+        .map_err(|s| anyhow::anyhow!("{}", s.message()))?
+        .into_inner();
+    let line = |s: &str| toolhost_base::term::one_line(s).into_owned();
+    outln!("accepted contract {} of {}", line(&r.contract), line(tool));
+    if !r.title.is_empty() {
+        outln!("  title: {}", line(&r.title));
+    }
+    outln!("  description: {}", line(&r.description));
+    outln!(
+        "served: catalog generation {} revision {}",
+        line(&r.generation),
+        r.revision
+    );
+    Ok(ExitCode::SUCCESS)
 }

@@ -25,3 +25,4 @@ pub mod catalog;
 pub mod fleet;
 pub mod ops;
 mod show;
+mod upgrades;

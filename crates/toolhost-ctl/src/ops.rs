@@ -2,11 +2,11 @@
 //! `status`, `tools`, `catalog show|push`, `plugins restart`.
 
 use crate::show::{
-    disk_line, one_line_status, plugin_json, plugin_warnings, print_config, print_grants,
-    print_sandbox,
+    disk_line, installed_plugins, installed_plugins_for_text, one_line_status, plugin_json,
+    plugin_warnings, print_config, print_grants, print_sandbox,
 };
 use anyhow::{Context as _, Result};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use toolhost_admin::admin as pb;
 use toolhost_base::term::Format;
@@ -71,6 +71,22 @@ pub enum PluginsCommand {
         /// refused; change nothing.
         #[arg(long)]
         dry_run: bool,
+    },
+    /// Accept the upgrade held for a plugin (it changed the plugin's
+    /// sandbox asks, or its contract under contract_changes = "hold"): it
+    /// takes over as an upgrade does.
+    Accept {
+        /// The plugin id.
+        id: String,
+        /// NAME=VALUE or NAME=@FILE: values the held version needs (by
+        /// default, those given with the upgrade).
+        values: Vec<String>,
+    },
+    /// Reject the upgrade held for a plugin: it is deleted, and the
+    /// installed version goes on.
+    Reject {
+        /// The plugin id.
+        id: String,
     },
     /// Enable a plugin: start it; its tools return when it is ready.
     Enable {
@@ -137,53 +153,8 @@ fn config_values(args: &[String]) -> Result<std::collections::HashMap<String, St
     Ok(out)
 }
 
-/// The id and version of the plugin a directory or `.tar.gz` holds, read
-/// from its `plugin.toml` (at the top, or under one top directory), to
-/// show what was installed. `None` when it cannot be read: the daemon's
-/// answer says why.
-fn plugin_named_by(path: &Path) -> Option<(String, String)> {
-    let text = if path.is_dir() {
-        std::fs::read_to_string(path.join("plugin.toml")).ok()?
-    } else {
-        // Read as the daemon reads an archive: every header bounded.
-        let bytes = toolhost_lifecycle::archive::read_entry(
-            path,
-            toolhost_lifecycle::ArchiveLimits::default(),
-            |p| p.file_name().is_some_and(|n| n == "plugin.toml") && p.components().count() <= 2,
-            toolhost_manifest::manifest::MAX_MANIFEST_BYTES,
-        )
-        .ok()
-        .flatten()?;
-        String::from_utf8(bytes).ok()?
-    };
-    let table: toml::Table = text.parse().ok()?;
-    Some((
-        table.get("id")?.as_str()?.to_owned(),
-        table.get("version")?.as_str()?.to_owned(),
-    ))
-}
-
 pub(crate) fn status_error(s: &tonic::Status) -> anyhow::Error {
     anyhow::anyhow!("{} ({:?})", s.message(), s.code())
-}
-
-async fn installed_plugins(c: &mut toolhost_admin::Client) -> Result<Vec<pb::PluginStatus>> {
-    Ok(c.list_plugins(pb::ListPluginsRequest {})
-        .await
-        .map_err(|e| status_error(&e))?
-        .into_inner()
-        .plugins)
-}
-
-/// [`installed_plugins`] for text output: every field one escaped line.
-async fn installed_plugins_for_text(
-    c: &mut toolhost_admin::Client,
-) -> Result<Vec<pb::PluginStatus>> {
-    Ok(installed_plugins(c)
-        .await?
-        .iter()
-        .map(one_line_status)
-        .collect())
 }
 
 /// Tasks by state, in the order a task goes through them.
@@ -352,6 +323,9 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
         if !p.signer.is_empty() {
             outln!("      signer: {}", p.signer);
         }
+        if let Some(h) = &p.held {
+            crate::show::print_held(&p.id, h, "      ");
+        }
         if !p.last_error.is_empty() {
             outln!("      last error: {}", p.last_error);
         }
@@ -418,6 +392,9 @@ pub async fn tools(t: &Target) -> Result<ExitCode> {
 }
 
 /// `toolhost plugins ...`.
+/// Kept whole on purpose: one match from a subcommand to its request, then
+/// the one place every answer is reported, so an install, an upgrade and an
+/// acceptance read their answers the same way.
 pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
     let mut c = t.connect().await?;
     // Paths are read by the daemon, whose working directory is not ours.
@@ -452,15 +429,28 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
             dry_run,
         } => {
             if *dry_run {
-                return crate::show::upgrade_dry_run(&mut c, &absolute(path)).await;
+                return crate::upgrades::upgrade_dry_run(&mut c, &absolute(path)).await;
             }
-            c.upgrade_plugin(pb::UpgradePluginRequest {
-                path: absolute(path).display().to_string(),
+            let answer = c
+                .upgrade_plugin(pb::UpgradePluginRequest {
+                    path: absolute(path).display().to_string(),
+                    values: config_values(values)?,
+                    dry_run: false,
+                })
+                .await;
+            if crate::upgrades::reported_held(&answer, path) {
+                return Ok(ExitCode::SUCCESS);
+            }
+            answer
+        }
+        PluginsCommand::Accept { id, values } => {
+            c.accept_upgrade(pb::AcceptUpgradeRequest {
+                id: id.clone(),
                 values: config_values(values)?,
-                dry_run: false,
             })
             .await
         }
+        PluginsCommand::Reject { id } => return crate::upgrades::reject(&mut c, id).await,
         PluginsCommand::Enable { id } => c.enable_plugin(pb::PluginRef { id: id.clone() }).await,
         PluginsCommand::Disable { id } => c.disable_plugin(pb::PluginRef { id: id.clone() }).await,
         PluginsCommand::Remove { id, purge } => {
@@ -487,12 +477,15 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
         _ => None,
     };
     if let Some(path) = installed_from
-        && report_installed(&mut c, path, needs_config).await
+        && crate::upgrades::report_installed(&mut c, path, needs_config).await
     {
         return Ok(ExitCode::SUCCESS);
     }
-    let upgraded = matches!(cmd, PluginsCommand::Upgrade { .. });
-    crate::show::print_done(&r?.into_inner(), upgraded);
+    let upgraded = matches!(
+        cmd,
+        PluginsCommand::Upgrade { .. } | PluginsCommand::Accept { .. }
+    );
+    crate::upgrades::print_done(&r?.into_inner(), upgraded);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -586,53 +579,4 @@ async fn config(
     });
     print_config(&shown.config);
     Ok(ExitCode::SUCCESS)
-}
-
-/// Shows what a just installed or upgraded plugin asks for, granted or not.
-/// True when the install is complete but for its configuration: a success
-/// with a next step, not a failure.
-async fn report_installed(c: &mut toolhost_admin::Client, path: &Path, needs_config: bool) -> bool {
-    let Some((id, version)) = plugin_named_by(path) else {
-        return false;
-    };
-    let listed = installed_plugins_for_text(c).await.unwrap_or_default();
-    if let Some(p) = listed.iter().find(|p| p.id == id) {
-        let asks_nothing = p.asks.is_empty() && p.config.is_empty() && p.ungranted.is_empty();
-        if asks_nothing {
-            outln!(
-                "{} {} asks for nothing beyond its own directory",
-                p.id,
-                p.version
-            );
-        } else {
-            outln!("{} {} asks for:", p.id, p.version);
-        }
-        print_grants(p);
-        print_config(&p.config);
-        // Installed, and waiting only for its configuration: that is a
-        // success with a next step, not a failure.
-        if needs_config && p.version == version && !p.missing_config.is_empty() {
-            outln!(
-                "installed: {} {} starts once its configuration is set: toolhost plugins config {} {}",
-                p.id,
-                p.version,
-                p.id,
-                p.missing_config
-                    .iter()
-                    .map(|n| {
-                        // A secret is best given from a file.
-                        let secret = p.config.iter().any(|i| &i.name == n && i.secret);
-                        if secret {
-                            format!("{n}=@FILE")
-                        } else {
-                            format!("{n}=VALUE")
-                        }
-                    })
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            );
-            return true;
-        }
-    }
-    false
 }

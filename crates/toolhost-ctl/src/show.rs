@@ -66,8 +66,22 @@ pub(crate) fn one_line_status(p: &pb::PluginStatus) -> pb::PluginStatus {
                 rules: t.rules,
             })
             .collect(),
+        held: p.held.as_ref().map(|h| pb::HeldUpgrade {
+            version: line(&h.version),
+            why: line(&h.why),
+            changes: lines(&h.changes),
+        }),
         ..p.clone()
     }
+}
+
+/// An upgrade held for the operator, and what to do about it.
+pub(crate) fn print_held(id: &str, h: &pb::HeldUpgrade, indent: &str) {
+    outln!(
+        "{indent}held: version {} waits for the operator ({}); accept: toolhost plugins accept {id}; reject: toolhost plugins reject {id}",
+        h.version,
+        h.why
+    );
 }
 
 pub(crate) fn print_config(items: &[pb::ConfigItem]) {
@@ -110,6 +124,12 @@ pub(crate) fn plugin_warnings(p: &pb::PluginStatus) -> Vec<String> {
 pub(crate) fn print_grants(p: &pb::PluginStatus) {
     if !p.signer.is_empty() {
         outln!("    signer: {}", p.signer);
+    }
+    if let Some(h) = &p.held {
+        print_held(&p.id, h, "    ");
+        for c in &h.changes {
+            outln!("      {c}");
+        }
     }
     if !p.sdk.is_empty() {
         outln!("    built on {}", p.sdk);
@@ -188,6 +208,7 @@ pub(crate) fn print_policies(policies: &[pb::ToolPolicy]) {
 pub(crate) fn plugin_json(p: &pb::PluginStatus) -> serde_json::Value {
     serde_json::json!({
         "id": p.id, "version": p.version, "origin": p.origin, "signer": p.signer, "enabled": p.enabled, "state": p.state,
+        "held": p.held.as_ref().map(|h| serde_json::json!({ "version": h.version, "why": h.why, "changes": h.changes })),
         "pid": p.pid, "restarts": p.restarts, "failures": p.failures, "crash_loop": p.state == "restarting" && p.failures >= toolhost_runtime::CRASH_LOOP, "last_error": p.last_error,
         "withheld": p.withheld.iter().map(|d| serde_json::json!({ "tool": d.tool, "reason": d.reason })).collect::<Vec<_>>(),
         "config": p.config.iter().map(|i| serde_json::json!({ "name": i.name, "secret": i.secret, "required": i.required, "state": i.state, "source": i.source, "problem": i.problem })).collect::<Vec<_>>(),
@@ -202,19 +223,6 @@ pub(crate) fn plugin_json(p: &pb::PluginStatus) -> serde_json::Value {
         "policies": p.policies.iter().map(|t| serde_json::json!({ "tool": t.tool, "approval": t.approval, "rate_limit": t.rate_limit, "rules": t.rules })).collect::<Vec<_>>(),
         "disk": p.disk.as_ref().map(|d| serde_json::json!({ "used_bytes": d.measured.then_some(d.used_bytes), "limit_bytes": d.limit_bytes, "kernel": d.kernel, "over": d.over })),
     })
-}
-
-/// An upgrade's changes to the plugin's contract and asks, as the daemon
-/// wrote them (escaped there, and again here for the terminal).
-pub(crate) fn print_changes(changes: &[String], verb: &str) {
-    if changes.is_empty() {
-        outln!("the upgrade {verb} none of its tools' contracts or its sandbox asks");
-        return;
-    }
-    outln!("the upgrade {verb}:");
-    for c in changes {
-        outln!("  {}", toolhost_base::term::one_line(c));
-    }
 }
 
 /// The operator's word over calls, as `status` shows it.
@@ -238,33 +246,23 @@ pub(crate) fn policy_lines(p: &pb::PolicySummary) {
     outln!("          argument rules: {}", p.rules);
 }
 
-/// `toolhost plugins upgrade PATH --dry-run`: what would change, or why
-/// the upgrade would be refused.
-pub(crate) async fn upgrade_dry_run(
+pub(crate) async fn installed_plugins(
     c: &mut toolhost_admin::Client,
-    path: &std::path::Path,
-) -> anyhow::Result<std::process::ExitCode> {
-    let r = c
-        .upgrade_plugin(pb::UpgradePluginRequest {
-            path: path.display().to_string(),
-            values: Default::default(),
-            dry_run: true,
-        })
+) -> anyhow::Result<Vec<pb::PluginStatus>> {
+    Ok(c.list_plugins(pb::ListPluginsRequest {})
         .await
-        .map_err(|s| anyhow::anyhow!("{}", s.message()))?;
-    crate::show::print_changes(&r.into_inner().changes, "would change");
-    Ok(std::process::ExitCode::SUCCESS)
+        .map_err(|e| anyhow::anyhow!("{} ({:?})", e.message(), e.code()))?
+        .into_inner()
+        .plugins)
 }
 
-/// A lifecycle operation's answer: an upgrade's changes, then the catalog
-/// version it published.
-pub(crate) fn print_done(r: &pb::LifecycleResponse, upgraded: bool) {
-    if upgraded {
-        print_changes(&r.changes, "changed");
-    }
-    outln!(
-        "ok: catalog generation {} revision {}",
-        r.generation,
-        r.revision
-    );
+/// [`installed_plugins`] for text output: every field one escaped line.
+pub(crate) async fn installed_plugins_for_text(
+    c: &mut toolhost_admin::Client,
+) -> anyhow::Result<Vec<pb::PluginStatus>> {
+    Ok(installed_plugins(c)
+        .await?
+        .iter()
+        .map(one_line_status)
+        .collect())
 }

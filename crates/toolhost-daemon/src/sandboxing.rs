@@ -36,6 +36,9 @@ pub struct PluginConfig {
     /// connect to the collector's port, and to no other.
     #[serde(default)]
     pub telemetry: bool,
+    /// What an upgrade of this plugin that changes its contract does:
+    /// `"accept"` or `"hold"` (`[install] contract_changes` otherwise).
+    pub contract_changes: Option<String>,
 }
 
 /// `[sandbox]`: the sandbox of every plugin.

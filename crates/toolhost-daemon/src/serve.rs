@@ -465,6 +465,7 @@ fn open_lifecycle(
             drain_timeout: s.limits.max_timeout.max(s.tasks.max_lifetime),
             archive_limits: s.archive,
             trust: s.trust.clone(),
+            contracts: s.contracts.clone(),
             operators: s.operators.clone(),
             sandbox: s.sandbox.clone(),
         },

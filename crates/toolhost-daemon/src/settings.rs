@@ -121,6 +121,8 @@ pub struct Settings {
     pub archive: toolhost_lifecycle::ArchiveLimits,
     /// Whom packages must come from (`[install]`).
     pub trust: toolhost_lifecycle::package::TrustPolicy,
+    /// What an upgrade that changes a plugin's contract does.
+    pub contracts: toolhost_lifecycle::contract::ContractPolicy,
     /// The supervisor's timings.
     pub supervisor: SupervisorConfig,
     /// A backend owns the catalog.
@@ -172,6 +174,12 @@ impl Config {
         let approvals = self.approvals.resolve()?;
         let rate_limits = self.rate_limits.resolve()?;
         let trust = self.install.resolve()?;
+        let contracts = crate::trust::contract_policy(
+            &self.install,
+            self.plugin
+                .iter()
+                .map(|(id, p)| (id, p.contract_changes.as_deref())),
+        )?;
         let rules = std::sync::Arc::new(crate::policy::compile_rules(&self.rules)?);
         let telemetry = match &self.telemetry {
             Some(t) => crate::telemetry::resolve(t)?,
@@ -263,6 +271,7 @@ impl Config {
             reserved_fds: self.limits.reserved_fds.unwrap_or(DEFAULT_RESERVED_FDS),
             archive,
             trust,
+            contracts,
             state_reserve_bytes: self
                 .limits
                 .state_reserve_mb

@@ -22,6 +22,43 @@ pub struct InstallFile {
     /// Let an upgrade be signed by another key than the installed version.
     #[serde(default)]
     pub allow_signer_change: bool,
+    /// What an upgrade that changes a plugin's contract does: `"accept"`
+    /// (the default: it takes over, and prints and logs what changed) or
+    /// `"hold"` (it waits for `toolhost plugins accept ID`). A plugin's own
+    /// `[plugin.<id>] contract_changes` overrides it.
+    pub contract_changes: Option<String>,
+}
+
+/// One `contract_changes` value, read.
+fn on_change(key: &str, v: &str) -> anyhow::Result<toolhost_lifecycle::contract::OnChange> {
+    toolhost_lifecycle::contract::OnChange::parse(v).ok_or_else(|| {
+        anyhow::anyhow!(
+            "{key} must be \"accept\" or \"hold\", not {:?}",
+            toolhost_base::text::escaped(v, 64)
+        )
+    })
+}
+
+/// The contract policy of `[install] contract_changes` and each plugin's
+/// `[plugin.<id>] contract_changes` (`per_plugin`: id and value).
+///
+/// # Errors
+/// A value that is neither `"accept"` nor `"hold"`.
+pub fn contract_policy<'a>(
+    install: &InstallFile,
+    per_plugin: impl IntoIterator<Item = (&'a String, Option<&'a str>)>,
+) -> anyhow::Result<toolhost_lifecycle::contract::ContractPolicy> {
+    let mut policy = toolhost_lifecycle::contract::ContractPolicy::default();
+    if let Some(v) = &install.contract_changes {
+        policy.default = on_change("[install] contract_changes", v)?;
+    }
+    for (id, v) in per_plugin {
+        if let Some(v) = v {
+            let key = format!("[plugin.{id:?}] contract_changes");
+            policy.plugins.insert(id.clone(), on_change(&key, v)?);
+        }
+    }
+    Ok(policy)
 }
 
 impl InstallFile {

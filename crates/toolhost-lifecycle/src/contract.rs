@@ -50,6 +50,90 @@ pub fn changes(old: &Manifest, new: &Manifest) -> Vec<String> {
     out
 }
 
+/// Whether anything the manifest asks of the sandbox changed (paths,
+/// network, environment, limits): such an upgrade is held until the
+/// operator accepts it, whatever the policy.
+#[must_use]
+pub fn asks_changed(old: &Manifest, new: &Manifest) -> bool {
+    let (before, after) = (crate::package::asks(old), crate::package::asks(new));
+    // The sandbox's asks are the manifest's `[capabilities]`; its
+    // configuration items and command are shown as changes too, but ask
+    // the sandbox for nothing.
+    toolhost_manifest::grants::CAPABILITY_KEYS
+        .iter()
+        .any(|k| before.get(*k) != after.get(*k))
+}
+
+/// Each tool whose contract fingerprint (`tools/list`'s
+/// `_meta["toolhost/contract"]`) differs between `old` and `new`, exposed
+/// under `prefix`: (exposed name, before, after); `None` where the tool is
+/// absent. For the audit, which records the change by its fingerprints.
+#[must_use]
+pub fn fingerprint_changes(
+    prefix: &str,
+    old: &Manifest,
+    new: &Manifest,
+) -> Vec<(String, Option<String>, Option<String>)> {
+    let prints = |m: &Manifest| -> std::collections::BTreeMap<String, String> {
+        toolhost_catalog::Snapshot::from_manifests(prefix, "", 0, [m])
+            .tools
+            .iter()
+            .map(|d| (d.exposed_name.clone(), d.contract_fingerprint()))
+            .collect()
+    };
+    let (before, after) = (prints(old), prints(new));
+    let mut names: Vec<&String> = before.keys().chain(after.keys()).collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .filter(|n| before.get(*n) != after.get(*n))
+        .map(|n| (n.clone(), before.get(n).cloned(), after.get(n).cloned()))
+        .collect()
+}
+
+/// What an upgrade that changes a plugin's contract does
+/// (`contract_changes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnChange {
+    /// It takes over at once, and prints and logs what it changed.
+    #[default]
+    Accept,
+    /// It is staged, the old version keeps serving, and it waits for
+    /// `toolhost plugins accept ID`.
+    Hold,
+}
+
+impl OnChange {
+    /// `"accept"` or `"hold"`.
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "accept" => Some(Self::Accept),
+            "hold" => Some(Self::Hold),
+            _ => None,
+        }
+    }
+}
+
+/// The operator's `contract_changes`: for every plugin (`[install]`), and
+/// for some by id (`[plugin.<id>]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContractPolicy {
+    /// For a plugin the operator names no policy for.
+    pub default: OnChange,
+    /// By plugin id.
+    pub plugins: std::collections::BTreeMap<String, OnChange>,
+}
+
+impl ContractPolicy {
+    /// The policy for plugin `id`.
+    #[must_use]
+    pub fn of(&self, id: &str) -> OnChange {
+        self.plugins.get(id).copied().unwrap_or(self.default)
+    }
+}
+
 /// The names of what changed, for the log: no texts.
 #[must_use]
 pub fn summary(lines: &[String]) -> Vec<String> {
@@ -253,5 +337,25 @@ mod tests {
             assert!(text.contains(expected), "missing {expected:?} in\n{text}");
         }
         assert_eq!(summary(&c)[0], "tool `delete`: description changed");
+        assert!(asks_changed(&old, &new));
+        assert!(!asks_changed(&old, &old));
+        let prints = fingerprint_changes("kandev", &old, &new);
+        assert_eq!(prints.len(), 1, "{prints:?}");
+        let (tool, before, after) = &prints[0];
+        assert_eq!(tool, "kandev_tp_delete");
+        assert!(before.is_some() && after.is_some() && before != after);
+    }
+
+    #[test]
+    fn a_plugin_named_in_the_policy_overrides_the_default() {
+        let p = ContractPolicy {
+            default: OnChange::Hold,
+            plugins: [("tp".to_owned(), OnChange::Accept)].into(),
+        };
+        assert_eq!(p.of("tp"), OnChange::Accept);
+        assert_eq!(p.of("other"), OnChange::Hold);
+        assert_eq!(ContractPolicy::default().of("tp"), OnChange::Accept);
+        assert_eq!(OnChange::parse("hold"), Some(OnChange::Hold));
+        assert_eq!(OnChange::parse("Hold"), None);
     }
 }

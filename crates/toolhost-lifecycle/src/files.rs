@@ -26,6 +26,31 @@ pub(crate) struct StateFile {
     /// Installed plugins a trusted key signed: id -> the key's id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub signers: BTreeMap<String, String>,
+    /// Upgrades placed but held for the operator: id -> the held version.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub held: BTreeMap<String, HeldUpgrade>,
+    /// In managed mode, the pushed contract the operator accepted per tool
+    /// whose plugin's contract changes are held: exposed name -> contract
+    /// fingerprint.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub accepted_contracts: BTreeMap<String, String>,
+}
+
+/// An upgrade placed in its version directory and held for the operator
+/// (`contract_changes = "hold"`, or a changed sandbox ask) while the
+/// installed version keeps serving.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct HeldUpgrade {
+    /// The held version.
+    pub version: String,
+    /// The key that signed it, if one did.
+    #[serde(default)]
+    pub signer: Option<String>,
+    /// Why it is held.
+    pub why: String,
+    /// What it changes (`crate::contract::changes`), texts escaped.
+    #[serde(default)]
+    pub changes: Vec<String>,
 }
 
 impl StateFile {

@@ -43,5 +43,8 @@ mod spec;
 
 pub use archive::ArchiveLimits;
 pub use files::private_dir;
-pub use lifecycle::{DISK_CHECK, DiskInfo, Lifecycle, LifecycleConfig, LifecycleError, PluginInfo};
+pub use lifecycle::{
+    DISK_CHECK, DiskInfo, HeldInfo, Lifecycle, LifecycleConfig, LifecycleError, PluginInfo,
+    Upgraded,
+};
 pub use spec::plugin_spec;

@@ -21,7 +21,9 @@ const CONFIG_KEYS: [&str; 6] = [
     "default",
     "secret",
 ];
-const CAPABILITY_KEYS: [&str; 7] = [
+/// The keys of `[capabilities]`: everything a plugin may ask of the
+/// sandbox.
+pub const CAPABILITY_KEYS: [&str; 7] = [
     "filesystem",
     "network",
     "env",

@@ -37,6 +37,8 @@ pub struct LifecycleConfig {
     pub archive_limits: ArchiveLimits,
     /// Whose signatures are trusted, and whether one is required.
     pub trust: crate::package::TrustPolicy,
+    /// What an upgrade that changes a plugin's contract does.
+    pub contracts: crate::contract::ContractPolicy,
     /// Per plugin id, what the operator decided: environment, values,
     /// grants, sandbox rules turned off.
     pub operators: BTreeMap<String, Operator>,
@@ -69,6 +71,21 @@ pub enum LifecycleError {
         /// What to do instead (may be empty).
         hint: &'static str,
     },
+    /// No upgrade of this installed plugin is held for the operator.
+    #[error(
+        "no upgrade of plugin {id} is held (an upgrade is held when it changes the plugin's sandbox asks, or its \
+         contract under contract_changes = \"hold\"); toolhost plugins show {id} says what is installed"
+    )]
+    NothingHeld {
+        /// The plugin.
+        id: String,
+    },
+    /// A pushed contract is accepted in managed mode only.
+    #[error(
+        "toolhost is not in managed mode: no backend pushes the catalog, so no pushed contract is held; \
+         an upgrade held for the operator is accepted with toolhost plugins accept ID"
+    )]
+    NotManaged,
     /// Managed mode: the backend owns the catalog.
     #[error(
         "toolhost is in managed mode: the backend owns the catalog, so plugins are installed and \
@@ -162,6 +179,19 @@ pub struct PluginInfo {
     /// Who signed it: `key ID`, `unsigned`, or for a static plugin `not a
     /// package`.
     pub signer: String,
+    /// An upgrade placed and held for the operator, if one is.
+    pub held: Option<HeldInfo>,
+}
+
+/// An upgrade held for the operator, as listings show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldInfo {
+    /// The held version.
+    pub version: String,
+    /// Why it is held.
+    pub why: String,
+    /// What it changes.
+    pub changes: Vec<String>,
 }
 
 /// The installed plugins and what happens to them.
@@ -182,6 +212,23 @@ pub struct Lifecycle {
     /// plugins stopping would otherwise publish one after another, each
     /// rebuilding the catalog, and make shutdown quadratic).
     pub(super) closing: std::sync::atomic::AtomicBool,
+}
+
+/// What pushed descriptors are judged against: these manifests, and in
+/// managed mode, for plugins whose contract changes are held, the
+/// declared texts or the contracts the operator accepted.
+pub(super) fn judged_against<'a>(
+    cfg: &LifecycleConfig,
+    manifests: impl IntoIterator<Item = &'a Manifest>,
+    file: &crate::files::StateFile,
+) -> Installed {
+    let held = |id: &str| cfg.managed && cfg.contracts.of(id) == crate::contract::OnChange::Hold;
+    let accepted = file
+        .accepted_contracts
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    Installed::holding(manifests, held, accepted)
 }
 
 /// An I/O error while doing `what` at `path`.
@@ -286,9 +333,41 @@ impl Lifecycle {
     }
 
     pub(super) fn refresh_installed(&self, inner: &Inner) {
-        self.installed.store(Arc::new(Installed::from_manifests(
+        self.installed.store(Arc::new(judged_against(
+            &self.cfg,
             inner.records.values().map(|r| &r.manifest),
+            &inner.file,
         )));
+    }
+
+    /// Accepts, for the catalog a backend pushes, contract `contract` (a
+    /// fingerprint) of the tool exposed as `tool`, where its plugin's
+    /// contract changes are held: a pushed descriptor of that tool with
+    /// that contract is served from now on (judged again by the caller,
+    /// `Store::rejudge`). Kept in the state file, one per tool.
+    ///
+    /// # Errors
+    /// Not in managed mode (an upgrade is accepted with [`Self::accept`]),
+    /// or the state file cannot be written.
+    pub fn accept_contract(&self, tool: &str, contract: &str) -> Result<(), LifecycleError> {
+        if !self.cfg.managed {
+            return Err(LifecycleError::NotManaged);
+        }
+        let mut inner = self.lock();
+        let before = inner
+            .file
+            .accepted_contracts
+            .insert(tool.to_owned(), contract.to_owned());
+        if let Err(e) = self.save(&inner) {
+            match before {
+                Some(b) => inner.file.accepted_contracts.insert(tool.to_owned(), b),
+                None => inner.file.accepted_contracts.remove(tool),
+            };
+            return Err(e);
+        }
+        self.refresh_installed(&inner);
+        tracing::info!(target: "toolhost::audit", %tool, before = before.as_deref().unwrap_or("-"), after = %contract, "pushed contract accepted");
+        Ok(())
     }
 
     pub(super) fn resolve_logged(&self, m: &Manifest) -> Resolved {
@@ -339,6 +418,7 @@ impl Lifecycle {
                         (Origin::Installed, Some(k)) => format!("key {k}"),
                         (Origin::Installed, None) => "unsigned".to_owned(),
                     },
+                    held: inner.file.held.get(&r.manifest.id).map(Into::into),
                 }
             })
             .collect()

@@ -12,6 +12,8 @@
 //! - `start`: start-up ([`Lifecycle::open`]);
 //! - `operations`: install, upgrade, enable, disable, remove and
 //!   configuration changes, one at a time;
+//! - `held`: upgrades held for the operator (`contract_changes = "hold"`,
+//!   a changed sandbox ask) and their acceptance;
 //! - `reload`: a plugin served from its own directory, reloaded in place
 //!   (`serve --dev`);
 //! - `authority`: the embedded catalog authority, which publishes a new
@@ -23,6 +25,7 @@
 mod authority;
 mod core;
 mod disk;
+mod held;
 mod operations;
 mod preview;
 mod quota;
@@ -30,8 +33,9 @@ mod records;
 mod reload;
 mod start;
 
-pub use self::core::{Lifecycle, LifecycleConfig, LifecycleError, PluginInfo};
+pub use self::core::{HeldInfo, Lifecycle, LifecycleConfig, LifecycleError, PluginInfo};
 pub use self::disk::{DISK_CHECK, DiskInfo};
+pub use self::held::Upgraded;
 
 #[cfg(test)]
 pub(crate) mod fixture {
@@ -96,6 +100,7 @@ pub(crate) mod fixture {
             drain_timeout: Duration::from_secs(1),
             archive_limits: crate::archive::ArchiveLimits::default(),
             trust: crate::package::TrustPolicy::default(),
+            contracts: crate::contract::ContractPolicy::default(),
             operators: BTreeMap::new(),
             sandbox: SandboxConfig::default(),
         }

@@ -11,6 +11,7 @@
 //! each one ordered sequence.
 
 use super::core::{Lifecycle, LifecycleError, invalid, io};
+use super::held::{Upgraded, missing_config};
 use super::records::{Inner, Origin, Record};
 use crate::files::{stage, staging_dir, version_dir};
 use crate::settings::{self, ItemStatus};
@@ -394,18 +395,20 @@ impl Lifecycle {
     ) -> Result<u64, LifecycleError> {
         self.upgrade_reporting(source, set)
             .await
-            .map(|(revision, _)| revision)
+            .map(|done| done.revision)
     }
 
     /// [`Self::upgrade`], with what it changed in the plugin's contract and
-    /// asks ([`crate::contract::changes`]); each change is logged, by name.
-    ///
-    /// Kept whole on purpose: see [`Self::upgrade`].
+    /// asks ([`crate::contract::changes`]); each change is logged, by name
+    /// and by fingerprints. An upgrade that changes the contract of a
+    /// plugin whose policy is `hold`, or changes any sandbox ask, is placed
+    /// and held instead ([`Upgraded::held`]): the installed version keeps
+    /// serving until [`Self::accept`].
     pub async fn upgrade_reporting(
         &self,
         source: &Path,
         set: &BTreeMap<String, String>,
-    ) -> Result<(u64, Vec<String>), LifecycleError> {
+    ) -> Result<Upgraded, LifecycleError> {
         self.refuse_if_managed()?;
         let _op = self.ops.lock().await;
         let (staging, m) = self.stage_and_load(source)?;
@@ -416,27 +419,29 @@ impl Lifecycle {
         let (resolved, values) = self.resolve_staged(&staging, checked, &m, set)?;
         if !resolved.missing.is_empty() {
             let _ = std::fs::remove_dir_all(&staging);
-            return Err(LifecycleError::StartFailed {
-                id: m.id.clone(),
-                reason: format!(
-                    "version {} of {} needs configuration the running version does not: give it with the upgrade \
-                     (toolhost plugins upgrade PATH {}), or set it in [plugin.\"{}\".config]; the old version keeps serving",
-                    m.version,
-                    m.id,
-                    resolved
-                        .missing
-                        .iter()
-                        .map(|n| {
-                            let secret = m.config.iter().any(|d| &d.name == n && d.secret);
-                            format!("{n}={}", if secret { "@FILE" } else { "VALUE" })
-                        })
-                        .collect::<Vec<_>>()
-                        .join(" "),
-                    m.id
-                ),
-            });
+            return Err(missing_config(&m, &resolved.missing, "upgrade PATH"));
+        }
+        if let Some(why) = self.hold_reason(&m, &changed) {
+            return self.hold(&staging, &m, signer, changed, why, set);
         }
         let m = self.place(&staging, &m)?;
+        self.take_over(m, resolved, values, signer, changed).await
+    }
+
+    /// The second half of an upgrade, once the new version is placed and
+    /// its configuration resolved: start it, switch the catalog to it,
+    /// drain and stop the old one. A new version that cannot start is
+    /// removed and the old one keeps serving.
+    ///
+    /// Kept whole on purpose: see [`Self::upgrade`].
+    pub(super) async fn take_over(
+        &self,
+        m: Manifest,
+        resolved: settings::Resolved,
+        values: Option<BTreeMap<String, String>>,
+        signer: Option<String>,
+        changed: Vec<String>,
+    ) -> Result<Upgraded, LifecycleError> {
         let new = self.start(&m, &resolved);
         if let Err(e) = self.wait_ready(&new, &m).await {
             new.stop().await;
@@ -459,7 +464,7 @@ impl Lifecycle {
             let stored_path = self.cfg.state_dir.join("config");
             return Err(io("cannot store the configuration", &stored_path)(e));
         }
-        let (old_handle, old_dir, old_version) = {
+        let (old_handle, old_manifest, superseded) = {
             let mut inner = self.lock();
             inner
                 .file
@@ -469,6 +474,13 @@ impl Lifecycle {
                 Some(k) => inner.file.signers.insert(m.id.clone(), k.clone()),
                 None => inner.file.signers.remove(&m.id),
             };
+            // This version supersedes one held for the operator, if any.
+            let superseded = inner
+                .file
+                .held
+                .remove(&m.id)
+                .filter(|h| h.version != m.version.to_string());
+            inner.held_values.remove(&m.id);
             self.save(&inner)?;
             let Some(r) = inner.records.get_mut(&m.id) else {
                 return Err(LifecycleError::NotFound {
@@ -476,8 +488,7 @@ impl Lifecycle {
                     hint: " (it was removed meanwhile)",
                 });
             };
-            let old_dir = r.manifest.dir.clone();
-            let old_version = r.manifest.version.to_string();
+            let old_manifest = r.manifest.clone();
             r.manifest = m.clone();
             r.resolved = resolved;
             r.listable = true;
@@ -487,13 +498,15 @@ impl Lifecycle {
                 r.handle = None;
             }
             self.refresh_installed(&inner);
-            (old, old_dir, old_version)
+            (old, old_manifest, superseded)
         };
-        let revision = self.publish();
-        tracing::info!(plugin = %m.id, from = %old_version, to = %m.version, revision, "upgraded");
-        for change in crate::contract::summary(&changed) {
-            tracing::info!(target: "toolhost::audit", plugin = %m.id, from = %old_version, to = %m.version, %change, "contract changed");
+        if let Some(h) = superseded {
+            let _ = std::fs::remove_dir_all(version_dir(&self.install_dir(), &m.id, &h.version));
         }
+        let revision = self.publish();
+        let old_version = old_manifest.version.to_string();
+        tracing::info!(plugin = %m.id, from = %old_version, to = %m.version, revision, "upgraded");
+        self.audit_changes(&old_manifest, &m, &changed, "contract changed");
         if let Some(old) = old_handle {
             self.drain_and_stop(&old).await;
             self.plugins.remove_version(&m.id, &old_version);
@@ -502,8 +515,12 @@ impl Lifecycle {
             new.stop().await;
             self.plugins.remove_version(&m.id, &m.version.to_string());
         }
-        let _ = std::fs::remove_dir_all(old_dir);
-        Ok((revision, changed))
+        let _ = std::fs::remove_dir_all(&old_manifest.dir);
+        Ok(Upgraded {
+            revision,
+            changes: changed,
+            held: None,
+        })
     }
 
     /// Enables a plugin: started, and its tools return when it is ready.
@@ -610,13 +627,19 @@ impl Lifecycle {
             inner.file.installed.remove(id);
             inner.file.signers.remove(id);
             inner.file.disabled.remove(id);
+            let held = inner.file.held.remove(id);
+            inner.held_values.remove(id);
             self.save(&inner)?;
             let dir = inner.records.remove(id).map(|r| r.manifest.dir);
             self.refresh_installed(&inner);
-            dir
+            (dir, held)
         };
+        let (dir, held) = dir;
         if let Some(dir) = dir {
             let _ = std::fs::remove_dir_all(dir);
+        }
+        if let Some(h) = held {
+            let _ = std::fs::remove_dir_all(version_dir(&self.install_dir(), id, &h.version));
         }
         if purge {
             let data = self.data_root().join(id);

@@ -4,15 +4,17 @@
 //! started, recorded or published.
 
 use super::core::{Lifecycle, LifecycleError};
+use super::held::Upgraded;
 use super::records::Origin;
 use std::path::Path;
 use toolhost_manifest::Manifest;
 
 impl Lifecycle {
     /// The changes an upgrade to the version in `source` would make to the
-    /// installed plugin's contract and asks (see [`crate::contract`]), or
-    /// why the upgrade would be refused.
-    pub async fn upgrade_preview(&self, source: &Path) -> Result<Vec<String>, LifecycleError> {
+    /// installed plugin's contract and asks (see [`crate::contract`]) and
+    /// whether it would be held for the operator, or why the upgrade would
+    /// be refused. The revision is 0: nothing was published.
+    pub async fn upgrade_preview(&self, source: &Path) -> Result<Upgraded, LifecycleError> {
         self.refuse_if_managed()?;
         let _op = self.ops.lock().await;
         let (staging, m) = self.stage_and_load(source)?;
@@ -20,7 +22,12 @@ impl Lifecycle {
         let verified = self.verify_package(source, &staging, &m, Some(before.as_deref()));
         let _ = std::fs::remove_dir_all(&staging);
         verified?;
-        self.upgrade_changes(&m)
+        let changes = self.upgrade_changes(&m)?;
+        Ok(Upgraded {
+            revision: 0,
+            held: self.hold_reason(&m, &changes),
+            changes,
+        })
     }
 
     /// Whether `m` can replace the installed version of its plugin (it is

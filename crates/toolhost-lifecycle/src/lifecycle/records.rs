@@ -41,6 +41,9 @@ pub(super) struct Inner {
     pub(super) revision: u64,
     /// (id, version) of the plugins in the last published snapshot.
     pub(super) listed: Option<Vec<(String, String)>>,
+    /// Configuration values given with an upgrade that was held, for its
+    /// acceptance; in memory only (they may be secrets).
+    pub(super) held_values: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// Removes staging directories and installed versions the state file does
@@ -51,9 +54,10 @@ pub(super) fn clean(install_dir: &Path, file: &StateFile) {
     };
     for e in entries.filter_map(Result::ok) {
         let name = e.file_name().to_string_lossy().into_owned();
-        let keep = name
-            .split_once('@')
-            .is_some_and(|(id, v)| file.installed.get(id).is_some_and(|iv| iv == v));
+        let keep = name.split_once('@').is_some_and(|(id, v)| {
+            file.installed.get(id).is_some_and(|iv| iv == v)
+                || file.held.get(id).is_some_and(|h| h.version == v)
+        });
         if !keep {
             tracing::warn!(leftover = %name, "removing what an interrupted install or upgrade left behind");
             let _ = std::fs::remove_dir_all(e.path());

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
-use toolhost_catalog::{Installed, Store};
+use toolhost_catalog::Store;
 use toolhost_manifest::{check_set, expand_plugin_dirs};
 use toolhost_runtime::Plugins;
 
@@ -89,8 +89,10 @@ impl Lifecycle {
                 warnings.push(format!("installed plugin {id} could not be loaded"));
             }
         }
-        let installed = Arc::new(ArcSwap::from_pointee(Installed::from_manifests(
+        let installed = Arc::new(ArcSwap::from_pointee(super::core::judged_against(
+            &cfg,
             records.values().map(|r| &r.manifest),
+            &file,
         )));
         let (tx, rx) = mpsc::unbounded_channel();
         let lc_state_dir = cfg.state_dir.clone();
@@ -104,6 +106,7 @@ impl Lifecycle {
                 generation: format!("embedded-{now}-{}", std::process::id()),
                 revision: 0,
                 listed: None,
+                held_values: BTreeMap::new(),
             }),
             cfg,
             store,
