@@ -1028,3 +1028,51 @@ async fn a_pushed_contract_change_of_a_held_plugin_waits_for_the_operator() {
     assert_eq!(r.defects.len(), 1, "{r:?}");
     let _ = c.cancel().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn memory_follows_the_catalog_down_from_10000_tools_to_8() {
+    let root = Scratch::new("managed-memory");
+    let (tp, d) = managed_daemon(root.path());
+    let mut a = admin(root.path()).await;
+    d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)
+        .await;
+    let rss = || toolhost_bench::procs::rss_kib(d.pid());
+    let idle = rss();
+    // Tools of plugins this daemon does not have, each with a schema of
+    // its own: all withheld, as on a fleet daemon serving a few plugins.
+    let template = snapshot(&tp, "g1", 1).tools.remove(0);
+    let many = |n: usize, revision: u64| {
+        let mut s = snapshot(&tp, "g1", revision);
+        s.tools = (0..n)
+            .map(|i| {
+                let mut t = template.clone();
+                t.plugin_id = format!("p{}", i / 32);
+                t.local_name = format!("tool_{i}");
+                t.exposed_name = format!("kandev_p{}_tool_{i}", i / 32);
+                t.description = format!("Does thing number {i} for the task.");
+                t.input_schema = json!({
+                    "type": "object",
+                    "properties": { format!("arg_{i}"): { "type": "string", "maxLength": 100 } },
+                    "required": [format!("arg_{i}")]
+                });
+                t.seal();
+                t
+            })
+            .collect();
+        s
+    };
+    let r = push(&mut a, &many(10_000, 1)).await;
+    assert_eq!(outcome(&r), pb::PushOutcome::Accepted, "{:?}", r.reasons);
+    assert_eq!(r.defects.len(), 10_000);
+    let large = rss();
+    let r = push(&mut a, &many(8, 2)).await;
+    assert_eq!(outcome(&r), pb::PushOutcome::Accepted, "{:?}", r.reasons);
+    // What the larger catalog held goes back to the system (the daemon
+    // trims its heap after a large change of the catalog's size).
+    let grown = large.saturating_sub(idle);
+    eventually(WAIT, "the memory of 10,000 tools given back", async || {
+        let now = rss();
+        (now <= idle + grown / 4).then_some(now)
+    })
+    .await;
+}

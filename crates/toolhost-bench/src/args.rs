@@ -38,6 +38,10 @@ pub(crate) struct Args {
     /// Only the catalog at scale (revisions, listing, fan-out).
     #[arg(long)]
     pub(crate) scale: bool,
+    /// Only a daemon's resident memory with this many pushed tools, then
+    /// after a revision of 8.
+    #[arg(long, value_name = "TOOLS")]
+    pub(crate) rss_tools: Option<usize>,
     /// Only argument checking against jsonschema's `is_valid`.
     #[arg(long)]
     pub(crate) argcheck: bool,

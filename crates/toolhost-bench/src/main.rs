@@ -73,6 +73,11 @@ async fn main() -> Result<()> {
         println!("## A call through each SDK (plugin protocol 2)\n");
         return sdks::report(args.quick).await;
     }
+    if let Some(n) = args.rss_tools {
+        println!("| measurement | RSS |\n|---|---|");
+        scale::print_rss_with_tools(n).await;
+        return Ok(());
+    }
     if args.scale {
         println!("## The catalog at scale\n");
         scale::report(if args.quick { 200 } else { 1_000 }).await?;
@@ -151,9 +156,12 @@ async fn main() -> Result<()> {
             Err(e) => println!("(peer not measured: {e:#})\n"),
         }
     }
+    // Idle: the lowest within 6 s once every system is up, as the settled
+    // figure after the load is taken (the daemon gives memory back on its
+    // first quiet tick).
     let idle_rss = [
-        procs::rss_kib(systems[0].main_pid),
-        procs::rss_kib(systems[1].main_pid),
+        settled(systems[0].main_pid).await,
+        settled(systems[1].main_pid).await,
     ];
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(128)

@@ -215,6 +215,9 @@ pub struct Store {
     writer: Mutex<Writer>,
     changes: watch::Sender<u64>,
     reaper: Reaper,
+    /// How many tools the catalog grew and shrank by, summed over its
+    /// changes since [`Store::take_size_churn`] was last called.
+    churn: std::sync::atomic::AtomicU64,
 }
 
 /// Frees what an offer leaves behind (the incoming copies of descriptors
@@ -287,6 +290,7 @@ impl Store {
             writer: Mutex::new(Writer::default()),
             changes: watch::channel(0).0,
             reaper: Reaper::new(),
+            churn: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -426,6 +430,14 @@ impl Store {
         changed
     }
 
+    /// How many tools the catalog grew and shrank by, summed over every
+    /// change since the last call: a catalog that went from 8 tools to
+    /// 10,000 and back to 8 between two calls answers 19,984. The daemon
+    /// gives freed memory back after a large one.
+    pub fn take_size_churn(&self) -> u64 {
+        self.churn.swap(0, std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Offers a snapshot (docs/CONTRACT.md §2).
     pub fn offer(&self, snapshot: Snapshot) -> OfferResult {
         self.offer_checked(snapshot, None)
@@ -553,6 +565,10 @@ impl Store {
         let next = Arc::new(next);
         let replaced = self.current.swap(Arc::clone(&next));
         self.changes.send_replace(seq);
+        self.churn.fetch_add(
+            cur.len().abs_diff(next.len()) as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         trace_applied(&cur, &next);
         self.reaper.reap(Box::new((replaced, cur)));
         answer(Outcome::Accepted, vec![], &next, changed)

@@ -295,6 +295,12 @@ impl Daemon {
     async fn serve(self, s: &Settings, fd_limit: u64) -> Result<()> {
         tokio::spawn(Arc::clone(&self.hub).run_notifier());
         tokio::spawn(shutdown_signal(self.shutdown.clone()));
+        // On every transport: a catalog pushed over the admin API frees
+        // as much on stdio as over HTTP.
+        tokio::spawn(crate::memory::trim_after_bursts(
+            self.shutdown.clone(),
+            Arc::clone(self.metrics.pipeline.store()),
+        ));
         self.serve_admin(s).await?;
         let http_task = match &s.http {
             Some(h) => Some(self.serve_http(s, h, fd_limit).await?),
@@ -437,7 +443,6 @@ impl Daemon {
         if let Some(dev) = &s.dev {
             dev.banner(local, &s.admin.socket, &s.state_dir);
         }
-        tokio::spawn(crate::memory::trim_after_bursts(self.shutdown.clone()));
         Ok(tokio::spawn(serve_http(
             listener,
             app,

@@ -62,7 +62,7 @@ mod sys;
 pub use cgroup::Jail;
 pub use child::{Confinement, Prepared};
 pub use kernel::{in_plugin_cgroup, remove_cgroup_root};
-pub use memory::trim_heap;
+pub use memory::{release_code_pages, trim_heap};
 pub use peers::{PeerProcess, PeerUnknown, how_plugins_are_recognized, is_plugin_process};
 pub use policy::{FsAccess, FsRule, NetPolicy, Own, Rule, RunAs, SandboxPolicy};
 pub use report::{RuleState, RuleStatus, enforcement, log_kernel_gaps};
