@@ -290,9 +290,13 @@ async fn from_toolhost_new_to_an_installed_plugin_outside_the_checkout_in_each_l
                     &dev_state.display().to_string(),
                 ],
             );
-            let token = eventually(WAIT, "the dev token", async || {
-                dev.logs()
-                    .lines()
+            // The banner is one write; its last line says it is whole.
+            let token = eventually(WAIT, "the dev banner", async || {
+                let logs = dev.logs();
+                if !logs.contains("the token stays the same across runs") {
+                    return None;
+                }
+                logs.lines()
                     .find_map(|l| l.trim().strip_prefix("export TOOLHOST_TOKEN="))
                     .map(str::to_owned)
             })

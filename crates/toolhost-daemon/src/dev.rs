@@ -145,39 +145,47 @@ impl DevSession {
     /// stderr (stdout stays free): the token, and a call line that works as
     /// printed.
     pub fn banner(&self, local: std::net::SocketAddr, admin: &std::path::Path, state_dir: &Path) {
+        use std::fmt::Write as _;
         let url = format!("http://{local}/mcp");
         let default_url = local.ip().is_loopback() && local.port() == 7010;
-        errln!(
-            "toolhost: serving {} for development; the token below is bound to surface {:?}",
+        // One write for the whole banner: a log line from the plugin or
+        // from tracing never lands in the middle of it, and whoever reads
+        // stderr sees all of it or none.
+        let mut text = format!(
+            "toolhost: serving {} for development; the token below is bound to surface {:?}\n",
             self.dir.display(),
             self.surface
         );
         if let Some(base) = &self.venv_base {
-            errln!(
+            let _ = writeln!(
+                text,
                 "  (for this run the plugin may also read {}, the Python its .venv is built on; an installed plugin may not: `toolhost pack` vendors for the system Python)",
                 base.display()
             );
         }
-        errln!("  export TOOLHOST_TOKEN={}", self.token);
+        let _ = writeln!(text, "  export TOOLHOST_TOKEN={}", self.token);
         if !default_url {
-            errln!("  export TOOLHOST_URL={url}");
+            let _ = writeln!(text, "  export TOOLHOST_URL={url}");
         }
         if let Some(tool) = &self.example_tool {
-            errln!("  toolhost call {tool} '{{}}'");
+            let _ = writeln!(text, "  toolhost call {tool} '{{}}'");
         }
-        errln!(
+        let _ = writeln!(
+            text,
             "  MCP clients: {url} with `Authorization: Bearer <the token>`; the plugin's state: toolhost status --admin {}",
             admin.display()
         );
         if let Some(id) = &self.id {
-            errln!(
+            let _ = writeln!(
+                text,
                 "  the plugin's data directory: {}",
                 state_dir.join("data").join(id).display()
             );
         }
-        errln!(
-            "  a change to its code or plugin.toml reloads it; the token stays the same across runs in this directory"
+        text.push_str(
+            "  a change to its code or plugin.toml reloads it; the token stays the same across runs in this directory",
         );
+        errln!("{text}");
     }
 
     /// The directory's own token: read from `state_dir`, or made and kept
