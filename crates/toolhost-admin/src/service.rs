@@ -473,7 +473,7 @@ impl Admin for AdminService {
             generation: c.generation().to_owned(),
             revision: c.revision(),
             tools: n(c.len()),
-            defects: n(c.defects().len()),
+            defects: n(c.withheld().len()),
             managed: self.state.managed.is_some(),
             sessions: n((self.state.sessions)()),
             bound_tokens: n(self.state.tokens.len()),

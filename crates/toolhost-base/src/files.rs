@@ -55,15 +55,35 @@ fn set_mode(path: &Path, mode: u32) -> io::Result<()> {
 /// Writes `bytes` to `path` whole and privately (`0600`), in a private
 /// directory: see the module's rule.
 pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_private_as(path, bytes, Durability::Synced)
+}
+
+/// [`write_private`] without waiting for the disk: the file is replaced
+/// whole (readers never see half of it while the machine runs), but after
+/// a power loss it may be old, empty or torn. Only for a file whose reader
+/// detects that, by a digest kept in a file written with
+/// [`write_private`]: a large cache, where waiting for the disk on every
+/// write would cost more than the file is worth.
+pub fn write_private_unsynced(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_private_as(path, bytes, Durability::Lazy)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Durability {
+    Synced,
+    Lazy,
+}
+
+fn write_private_as(path: &Path, bytes: &[u8], durability: Durability) -> io::Result<()> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     private_dir(dir)?;
-    match write_once(dir, path, bytes) {
+    match write_once(dir, path, bytes, durability) {
         Err(e) if is_out_of_space(&e) && reserve::release_for(bytes.len()) => {
             tracing::warn!(
                 file = %path.display(),
                 "the disk holding the daemon's state is full: this write used the daemon's reserve (free space on it; the reserve is taken back once there is room)"
             );
-            write_once(dir, path, bytes)
+            write_once(dir, path, bytes, durability)
         }
         other => other,
     }
@@ -96,7 +116,7 @@ pub fn remove_private(path: &Path) -> io::Result<()> {
     }
 }
 
-fn write_once(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
+fn write_once(dir: &Path, path: &Path, bytes: &[u8], durability: Durability) -> io::Result<()> {
     let name = path
         .file_name()
         .map_or_else(|| "file".into(), |n| n.to_string_lossy().into_owned());
@@ -108,6 +128,19 @@ fn write_once(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
             .mode(0o600)
             .open(&tmp)?;
         f.write_all(bytes)?;
+        if durability == Durability::Lazy {
+            drop(f);
+            // Not a rename over the old file: ext4 (auto_da_alloc) starts
+            // writing a file renamed over another out at once, in the
+            // renaming thread, which is the wait this form exists to skip.
+            // Between the two steps there is no file, which its reader
+            // takes as none kept.
+            match std::fs::remove_file(path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+            return std::fs::rename(&tmp, path);
+        }
         f.sync_all()?;
         drop(f);
         std::fs::rename(&tmp, path)?;

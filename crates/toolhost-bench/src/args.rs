@@ -42,6 +42,14 @@ pub(crate) struct Args {
     /// after a revision of 8.
     #[arg(long, value_name = "TOOLS")]
     pub(crate) rss_tools: Option<usize>,
+    /// Only one daemon's work for a pushed revision of this many tools it
+    /// does not have (decode, judge, keep), in-process.
+    #[arg(long, value_name = "TOOLS")]
+    pub(crate) judge: Option<usize>,
+    /// Only a daemon's idle memory with each optional part (telemetry,
+    /// the fleet) configured and not.
+    #[arg(long)]
+    pub(crate) features: bool,
     /// Only argument checking against jsonschema's `is_valid`.
     #[arg(long)]
     pub(crate) argcheck: bool,

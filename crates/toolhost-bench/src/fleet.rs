@@ -59,7 +59,7 @@ struct Member {
 }
 
 /// The nats-server, stopped when dropped.
-struct Server(Child);
+pub(crate) struct Server(Child);
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -165,7 +165,7 @@ fn quantile(v: &[Duration], p: f64) -> Duration {
     v[i.min(v.len() - 1)]
 }
 
-fn start_nats(dir: &Path) -> Result<(Server, String)> {
+pub(crate) fn start_nats(dir: &Path) -> Result<(Server, String)> {
     let exe = root().join(".venv/bin/nats-server");
     if !exe.is_file() {
         bail!("{} is missing: run scripts/setup-python", exe.display());
@@ -234,6 +234,7 @@ fn start_daemon(dir: &Path, plugin: &Path, url: &str, id: &str) -> Result<(Child
         .args(["serve", "--config"])
         .arg(&file)
         .args(["--http", "127.0.0.1:0"])
+        .envs(crate::systems::toolhost_env())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -313,29 +314,34 @@ fn signal_all(members: &[Member], signal: rustix::process::Signal) {
     }
 }
 
-async fn run(n: usize, big: usize, quick: bool) -> Result<Row> {
-    let dir = scratch(&format!("fleet-{n}"))?;
-    let (_server, url) = start_nats(&dir)?;
-    let plugin = plugin(&dir)?;
-    let manifest = toolhost_manifest::Manifest::load(&plugin)
-        .map_err(|p| anyhow::anyhow!("the bench plugin's manifest: {p:?}"))?;
+/// The group's bucket on the nats-server at `url`, once it answers.
+pub(crate) async fn bucket(url: &str, name: &str) -> Result<async_nats::jetstream::kv::Store> {
     let deadline = Instant::now() + Duration::from_secs(30);
     let client = loop {
-        match async_nats::connect(url.as_str()).await {
+        match async_nats::connect(url).await {
             Ok(c) => break c,
             Err(e) if Instant::now() > deadline => bail!("nats-server: {e}"),
             Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
         }
     };
     let js = async_nats::jetstream::new(client);
-    let kv = js
+    Ok(js
         .create_key_value(async_nats::jetstream::kv::Config {
-            bucket: "toolhost_bench".to_owned(),
+            bucket: name.to_owned(),
             history: 1,
             max_value_size: 16 * 1024 * 1024,
             ..Default::default()
         })
-        .await?;
+        .await?)
+}
+
+async fn run(n: usize, big: usize, quick: bool) -> Result<Row> {
+    let dir = scratch(&format!("fleet-{n}"))?;
+    let (_server, url) = start_nats(&dir)?;
+    let plugin = plugin(&dir)?;
+    let manifest = toolhost_manifest::Manifest::load(&plugin)
+        .map_err(|p| anyhow::anyhow!("the bench plugin's manifest: {p:?}"))?;
+    let kv = bucket(&url, "toolhost_bench").await?;
     let seen: Seen = Arc::default();
     let mut watch = kv.watch("status.*").await?;
     {

@@ -22,7 +22,9 @@
 //! `--progress STEPS` (progress forwarding only), `--sdks` (a call through
 //! each SDK's plugin only), `--scale` (the catalog at scale only),
 //! `--argcheck` (argument checking against jsonschema's `is_valid` only),
-//! `--fleet N,...` (N daemons fed through NATS JetStream only),
+//! `--features` (idle memory with each optional
+//! part configured, only), `--judge TOOLS` (one daemon's
+//! work for a large withheld revision, in-process, only), `--fleet N,...` (N daemons fed through NATS JetStream only),
 //! `--plugins N,...` (N plugins in one daemon: start, memory, stop, only),
 //! `--tasks N` (tool calls as MCP tasks against direct calls, and N tasks
 //! waiting for an answer, only), `--telemetry N` (toolhost's CPU per call
@@ -37,8 +39,10 @@
 mod argcheck;
 mod args;
 mod discovery;
+mod features;
 mod fleet;
 mod goals;
+mod judge;
 mod load;
 mod measure;
 mod plugins;
@@ -77,6 +81,14 @@ async fn main() -> Result<()> {
         println!("| measurement | RSS |\n|---|---|");
         scale::print_rss_with_tools(n).await;
         return Ok(());
+    }
+    if args.features {
+        println!("## Idle memory per optional part\n");
+        return features::report().await;
+    }
+    if let Some(n) = args.judge {
+        println!("## One daemon's work for a large withheld revision\n");
+        return judge::report(n, if args.quick { 3 } else { 11 }).await;
     }
     if args.scale {
         println!("## The catalog at scale\n");

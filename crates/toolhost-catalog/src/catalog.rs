@@ -350,6 +350,14 @@ impl Catalog {
         self.body.defects.to_vec()
     }
 
+    /// [`Catalog::defects`] without a copy: a fleet catalog may withhold
+    /// ten thousand tools, and a heartbeat or a metrics scrape wants a
+    /// count and the first few.
+    #[must_use]
+    pub fn withheld(&self) -> &[Defect] {
+        self.body.defects.as_slice()
+    }
+
     /// The catalog as a snapshot (for `GetCatalog` and `toolhost tools`).
     #[must_use]
     pub fn to_snapshot(&self) -> crate::descriptor::Snapshot {

@@ -69,7 +69,7 @@ pub(crate) fn render(sources: &Sources) -> String {
         "gauge",
         "Tools withheld.",
     );
-    let _ = writeln!(out, "toolhost_catalog_defects {}", catalog.defects().len());
+    let _ = writeln!(out, "toolhost_catalog_defects {}", catalog.withheld().len());
     family(
         &mut out,
         "toolhost_catalog_last_good",

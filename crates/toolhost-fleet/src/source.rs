@@ -524,12 +524,12 @@ async fn write_status(
     entry.epoch = c.epoch();
     entry.generation = c.generation().to_owned();
     entry.revision = c.revision();
-    let defects = c.defects();
+    let defects = c.withheld();
     entry.withheld_total = defects.len();
     entry.withheld = defects
-        .into_iter()
+        .iter()
         .take(crate::status::MAX_WITHHELD_LISTED)
-        .map(|d| (d.tool, d.reason))
+        .map(|d| (d.tool.clone(), d.reason.clone()))
         .collect();
     entry.plugins = (state.plugins)();
     entry.heartbeat = std::time::SystemTime::now()

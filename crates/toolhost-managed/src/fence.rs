@@ -15,12 +15,16 @@
 //! the backend pushed it (the wire bytes of `toolhost.admin.v1.Snapshot`,
 //! 0600). At start, before the backend has pushed, toolhost serves it
 //! instead of nothing, offered like a push, but only when it is exactly
-//! the version the fence names: a crash between the two writes leaves a
-//! pair that does not match, and then nothing is restored.
+//! the version the fence names and the bytes the fence's digest names: a
+//! crash between the two writes leaves a pair that does not match, and
+//! then nothing is restored. The snapshot (megabytes for a large catalog)
+//! is written without waiting for the disk, on every daemon of a fleet at
+//! once; the fence (small, synced) is what makes a torn or old snapshot
+//! after a power loss show.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
-use toolhost_base::files::write_private;
+use toolhost_base::files::{write_private, write_private_unsynced};
 use toolhost_catalog::{Fence, Store};
 
 /// Why the fence file could not be read or written.
@@ -49,8 +53,18 @@ pub enum FenceError {
 /// Serializes writers, so the file never goes back to an older version.
 static WRITING: Mutex<()> = Mutex::new(());
 
-/// The fence in `path`, if there is one.
-pub fn load(path: &Path) -> Result<Option<Fence>, FenceError> {
+/// The fence file: the store's fence, and the SHA-256 of the last-good
+/// snapshot written for it (absent in files from before the digest, whose
+/// snapshot was synced to disk before the fence).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct FenceFile {
+    #[serde(flatten)]
+    fence: Fence,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_good_sha256: Option<String>,
+}
+
+fn read_fence_file(path: &Path) -> Result<Option<FenceFile>, FenceError> {
     match std::fs::read(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(FenceError::Io {
@@ -66,10 +80,28 @@ pub fn load(path: &Path) -> Result<Option<Fence>, FenceError> {
     }
 }
 
-/// Writes the store's fence to `path` (a no-op before any version).
+/// The fence in `path`, if there is one.
+pub fn load(path: &Path) -> Result<Option<Fence>, FenceError> {
+    Ok(read_fence_file(path)?.map(|f| f.fence))
+}
+
+/// Writes the store's fence to `path` (a no-op before any version),
+/// keeping the digest of the last-good snapshot already there.
 pub fn persist(store: &Store, path: &Path) -> Result<(), FenceError> {
     let _one_at_a_time = WRITING.lock().unwrap_or_else(PoisonError::into_inner);
-    write_fence(store, path)
+    let digest = read_fence_file(path)
+        .ok()
+        .flatten()
+        .and_then(|f| f.last_good_sha256);
+    write_fence(store, path, digest)
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// The most a last-good snapshot may take on disk: more is not read.
@@ -95,14 +127,15 @@ pub fn persist_push(
     let current = store
         .fence()
         .is_some_and(|f| (f.generation.as_str(), f.epoch, f.revision) == version);
-    if current {
-        let last_good = last_good_path(path);
-        write_private(&last_good, pushed).map_err(|source| FenceError::Io {
-            path: last_good.display().to_string(),
-            source,
-        })?;
+    if !current {
+        return write_fence(store, path, None);
     }
-    write_fence(store, path)
+    let last_good = last_good_path(path);
+    write_private_unsynced(&last_good, pushed).map_err(|source| FenceError::Io {
+        path: last_good.display().to_string(),
+        source,
+    })?;
+    write_fence(store, path, Some(sha256_hex(pushed)))
 }
 
 /// The last-good snapshot beside the fence at `path`, if there is one.
@@ -136,6 +169,14 @@ pub fn load_last_good(path: &Path) -> Result<Option<toolhost_catalog::Snapshot>,
     if bytes.len() as u64 > MAX_LAST_GOOD_BYTES {
         return Err(corrupt(format!("larger than {MAX_LAST_GOOD_BYTES} bytes")));
     }
+    let named = read_fence_file(path)?.and_then(|f| f.last_good_sha256);
+    if let Some(named) = named
+        && named != sha256_hex(&bytes)
+    {
+        return Err(corrupt(
+            "not the snapshot the catalog fence names (a write cut short by a crash)".to_owned(),
+        ));
+    }
     let proto = toolhost_proto::admin::Snapshot::decode(bytes.as_slice())
         .map_err(|e| corrupt(e.to_string()))?;
     crate::convert::snapshot_from_proto(proto)
@@ -143,7 +184,11 @@ pub fn load_last_good(path: &Path) -> Result<Option<toolhost_catalog::Snapshot>,
         .map_err(|reasons| corrupt(reasons.join("; ")))
 }
 
-fn write_fence(store: &Store, path: &Path) -> Result<(), FenceError> {
+fn write_fence(
+    store: &Store,
+    path: &Path,
+    last_good_sha256: Option<String>,
+) -> Result<(), FenceError> {
     let Some(fence) = store.fence() else {
         return Ok(());
     };
@@ -151,6 +196,10 @@ fn write_fence(store: &Store, path: &Path) -> Result<(), FenceError> {
         path: path.display().to_string(),
         source,
     };
-    let bytes = serde_json::to_vec_pretty(&fence).map_err(|e| err(std::io::Error::other(e)))?;
+    let file = FenceFile {
+        fence,
+        last_good_sha256,
+    };
+    let bytes = serde_json::to_vec_pretty(&file).map_err(|e| err(std::io::Error::other(e)))?;
     write_private(path, &bytes).map_err(err)
 }
