@@ -89,6 +89,12 @@ pub fn load(path: &Path) -> Result<Option<Fence>, FenceError> {
 /// keeping the digest of the last-good snapshot already there.
 pub fn persist(store: &Store, path: &Path) -> Result<(), FenceError> {
     let _one_at_a_time = WRITING.lock().unwrap_or_else(PoisonError::into_inner);
+    write_fence_keeping_digest(store, path)
+}
+
+/// The fence rewritten with the digest of the snapshot already on disk:
+/// for a write that brings no snapshot, so the one there stays checked.
+fn write_fence_keeping_digest(store: &Store, path: &Path) -> Result<(), FenceError> {
     let digest = read_fence_file(path)
         .ok()
         .flatten()
@@ -128,7 +134,8 @@ pub fn persist_push(
         .fence()
         .is_some_and(|f| (f.generation.as_str(), f.epoch, f.revision) == version);
     if !current {
-        return write_fence(store, path, None);
+        // A newer push wrote its snapshot and digest first.
+        return write_fence_keeping_digest(store, path);
     }
     let last_good = last_good_path(path);
     write_private_unsynced(&last_good, pushed).map_err(|source| FenceError::Io {

@@ -252,6 +252,26 @@ mod tests {
         assert_eq!(restarted.store().current().generation(), "g1");
     }
 
+    /// An older push's write that arrives after a newer one's rewrites the
+    /// fence but keeps the newer snapshot's digest, so that one stays checked.
+    #[test]
+    fn a_late_write_of_an_older_push_keeps_the_snapshot_digest() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let fence = dir.path().join("catalog-fence.json");
+        let managed = open(dir.path()).expect("no fence yet");
+        managed.offer(push("g1", 1, 2)).expect("kept");
+        let digest = |text: &str| -> Option<String> {
+            let json: serde_json::Value = serde_json::from_str(text).ok()?;
+            json.get("last_good_sha256")?.as_str().map(str::to_owned)
+        };
+        let before = digest(&std::fs::read_to_string(&fence).expect("read"));
+        assert!(before.is_some());
+        let older = prost::Message::encode_to_vec(&push("g1", 1, 1));
+        crate::fence::persist_push(managed.store(), &fence, &older, ("g1", 1, 1)).expect("kept");
+        let after = digest(&std::fs::read_to_string(&fence).expect("read"));
+        assert_eq!(before, after);
+    }
+
     #[test]
     fn an_invalid_push_changes_nothing_on_disk() {
         let dir = tempfile::tempdir().expect("a temporary directory");
