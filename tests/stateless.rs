@@ -224,6 +224,18 @@ async fn the_direct_path_answers_exactly_as_rmcp_does() {
         assert_eq!(status, 200, "{body}");
         assert!(body.contains("\"code\":\"plugin_unavailable\""), "{body}");
     }
+    // The crashing call can answer before the daemon has reaped the
+    // process; a call sent in that window is lost with the process, so the
+    // count waits until the supervisor has seen the exit.
+    for d in [&with, &without] {
+        eventually(WAIT, "tp restarted after its crash", async || {
+            let restarts = d
+                .metric("toolhost_plugin_restarts_total{plugin=\"tp\"}")
+                .await?;
+            (restarts >= 1.0).then_some(())
+        })
+        .await;
+    }
     // The plugin saw each direct call once.
     let count = exchange(
         &with,
