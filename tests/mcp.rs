@@ -647,6 +647,16 @@ async fn a_call_to_a_restarting_plugin_is_plugin_unavailable_and_not_retried() {
         "{r:?}"
     );
     assert!(text(&r).contains("may or may not have taken effect"));
+    // The crash can be answered before the daemon has reaped the process;
+    // a call sent in that window is lost with the process. Wait until the
+    // supervisor has seen the exit.
+    eventually(WAIT, "flaky restarted after its crash", async || {
+        let restarts = d
+            .metric("toolhost_plugin_restarts_total{plugin=\"flaky\"}")
+            .await?;
+        (restarts >= 1.0).then_some(())
+    })
+    .await;
     // The restarted process hangs before its handshake: the plugin stays
     // restarting/starting, its tools stay listed; a call waits for it within
     // its own deadline (`nap`: 500 ms), then fails without being dispatched.

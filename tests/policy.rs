@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use toolhost_e2e::{
     Daemon, Scratch, TOKEN, TestConfig, agent as rmcp_agent, bin, call_tool, cli_at, error_of,
-    events, outcome_code, workspace_root,
+    events, outcome_code,
 };
 use toolhost_proto::admin as pb;
 
@@ -58,27 +58,12 @@ fn policy(extra: &str) -> String {
 
 /// Runs the Python SDK client's `steps` in `era`: what each step got.
 async fn agent(d: &Daemon, era: &str, steps: Value) -> Vec<Value> {
-    let python = workspace_root().join(".venv/bin/python");
-    let script = workspace_root().join("tests/support/approvals_client.py");
-    let out = tokio::process::Command::new(&python)
-        .arg(&script)
-        .args([&d.url, TOKEN, era, &steps.to_string()])
-        .output()
-        .await
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot run {} (scripts/setup-python): {e}",
-                python.display()
-            )
-        });
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the Python client failed ({era}):\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let line = stdout.lines().last().unwrap_or_default();
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    let got = toolhost_e2e::python_client(
+        "approvals_client.py",
+        &[&d.url, TOKEN, era, &steps.to_string()],
+    )
+    .await;
+    serde_json::from_value(got).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn invoked(root: &Path) -> usize {

@@ -21,8 +21,8 @@ use std::path::Path;
 use std::time::Duration;
 use toolhost_e2e::asker::{Asker, ERAS, call, connect, params, texts};
 use toolhost_e2e::{
-    Daemon, Scratch, TOKEN, TestConfig, events, eventually, http_exchange, http_request,
-    richplug_dir, testplug_dir,
+    Daemon, Scratch, TOKEN, TestConfig, dechunk, events, eventually, http_exchange, http_request,
+    mask_ids, richplug_dir, testplug_dir,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -45,31 +45,6 @@ async fn daemon(root: &Path, direct: bool) -> Daemon {
     d
 }
 
-/// Every run of 32 hex digits (an invocation id) as `<id>`.
-fn mask_ids(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = String::with_capacity(text.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let run = bytes[i..]
-            .iter()
-            .take_while(|b| b.is_ascii_hexdigit())
-            .count();
-        if run == 32 {
-            out.push_str("<id>");
-            i += run;
-        } else if run > 0 {
-            out.push_str(&text[i..i + run]);
-            i += run;
-        } else {
-            let c = text[i..].chars().next().unwrap();
-            out.push(c);
-            i += c.len_utf8();
-        }
-    }
-    out
-}
-
 /// One raw request: status, content type, and the body with ids masked.
 async fn exchange(d: &Daemon, headers: &[(&str, &str)], body: &str) -> (u16, String, String) {
     let (status, head, body) = http_exchange(&d.base(), "POST", "/mcp", headers, body).await;
@@ -90,22 +65,6 @@ async fn exchange(d: &Daemon, headers: &[(&str, &str)], body: &str) -> (u16, Str
         body
     };
     (status, content_type, mask_ids(&body))
-}
-
-/// The payload of a chunked HTTP/1.1 body.
-fn dechunk(mut body: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = body.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        body = rest[n..].trim_start_matches("\r\n");
-    }
-    out
 }
 
 const AUTH: (&str, &str) = ("Authorization", "Bearer test-token-0123456789");

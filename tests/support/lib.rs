@@ -552,6 +552,80 @@ pub use toolhost_bench::procs::{
     children as children_of, open_fds, peak_rss_kib, pids_with_cmdline, process_alive, rss_kib,
 };
 
+/// `text` with every run of exactly 32 hex digits (an invocation id) as
+/// `<id>`: answers that differ only in their random ids compare equal.
+#[must_use]
+pub fn mask_ids(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let run = bytes[i..]
+            .iter()
+            .take_while(|b| b.is_ascii_hexdigit())
+            .count();
+        if run == 32 {
+            out.push_str("<id>");
+            i += run;
+        } else if run > 0 {
+            out.push_str(&text[i..i + run]);
+            i += run;
+        } else {
+            let Some(c) = text[i..].chars().next() else {
+                break;
+            };
+            out.push(c);
+            i += c.len_utf8();
+        }
+    }
+    out
+}
+
+/// The payload of a chunked HTTP/1.1 body.
+#[must_use]
+pub fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        body = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// Runs the official Python SDK client `tests/support/<script>` with
+/// `args` on the checkout's virtualenv, and reads the JSON line it prints
+/// last.
+pub async fn python_client(script: &str, args: &[&str]) -> serde_json::Value {
+    let python = workspace_root().join(".venv/bin/python");
+    let script = workspace_root().join("tests/support").join(script);
+    let out = tokio::process::Command::new(&python)
+        .arg(&script)
+        .args(args)
+        .output()
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run {} (scripts/setup-python): {e}",
+                python.display()
+            )
+        });
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the Python client {} failed ({args:?}):\n{stdout}\n{}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
 /// A minimal HTTP/1.1 request over a fresh connection: (status, body).
 pub async fn http_request(
     base: &str,

@@ -326,8 +326,9 @@ pub struct HttpConfig {
     /// for 2025-era clients.
     #[serde(default)]
     pub stateless_json: bool,
-    /// Stateless JSON mode only: answer plain 2025-era `tools/call`
-    /// requests without rmcp's per-request server (default true).
+    /// Answer plain 2025-era `tools/call` requests without rmcp's
+    /// per-request server (stateless JSON mode) or session stream (a
+    /// session owed nothing but results) (default true).
     pub direct_calls: Option<bool>,
     /// Most live MCP sessions and subscriptions.
     pub max_sessions: Option<usize>,

@@ -99,7 +99,7 @@ pub(crate) fn render(sources: &Sources) -> String {
         &mut out,
         "toolhost_http_direct_calls_total",
         "counter",
-        "Stateless tools/call requests answered by toolhost's direct path rather than rmcp's.",
+        "Plain tools/call requests (stateless, or on a session owed nothing but results) answered by toolhost's direct path rather than rmcp's.",
     );
     let _ = writeln!(
         out,

@@ -70,9 +70,9 @@ pub(crate) struct Direct {
     /// The `Host` values rmcp accepts, parsed as rmcp parses them.
     allowed_hosts: Vec<Authority>,
     /// Larger bodies go to rmcp, which refuses them.
-    max_body_bytes: u64,
+    pub(crate) max_body_bytes: u64,
     /// The service's shutdown: cancels a call in progress.
-    shutdown: CancellationToken,
+    pub(crate) shutdown: CancellationToken,
 }
 
 impl Direct {
@@ -103,21 +103,15 @@ pub(crate) async fn plain_calls(
     request: Request,
     next: Next,
 ) -> Response {
-    if !plain_headers(&direct, request.method(), request.uri(), request.headers()) {
+    if request.headers().contains_key("mcp-session-id")
+        || !plain_headers(&direct, request.method(), request.uri(), request.headers())
+    {
         return next.run(request).await;
     }
-    let body_len = request.body().size_hint().exact();
-    if body_len.is_none_or(|n| n > direct.max_body_bytes) {
-        return next.run(request).await;
-    }
-    let (parts, body) = request.into_parts();
-    // The listener has read the body whole already: this is a handover.
-    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
-        return (
-            StatusCode::BAD_REQUEST,
-            "Bad Request: the body could not be read",
-        )
-            .into_response();
+    let (parts, bytes) = match read_body(&direct, request).await {
+        Ok(read) => read,
+        Err(Ok(request)) => return next.run(request).await,
+        Err(Err(refused)) => return refused,
     };
     let plain = serde_json::from_slice::<PlainCall<'_>>(&bytes)
         .ok()
@@ -129,6 +123,60 @@ pub(crate) async fn plain_calls(
             .await;
     };
     let gone = parts.extensions.get::<ClientGone>().map(|g| g.0.clone());
+    // A plain call names no token-owned state: it parks nothing and makes
+    // no task.
+    let caller = Caller {
+        binding,
+        owner: [0; 32],
+        stop: &direct.shutdown,
+        gone: gone.as_ref(),
+    };
+    answer_plain(&direct, call, caller, &parts.headers).await
+}
+
+/// The body of a request the direct path may answer, read whole: the
+/// listener has read it already, so this is a handover. A body of unknown
+/// or too large a size is handed back (`Err(Ok)`) for rmcp, which refuses
+/// what it must; one that cannot be read is answered (`Err(Err)`).
+pub(crate) async fn read_body(
+    direct: &Direct,
+    request: Request,
+) -> Result<(axum::http::request::Parts, axum::body::Bytes), Result<Request, Response>> {
+    let body_len = request.body().size_hint().exact();
+    if body_len.is_none_or(|n| n > direct.max_body_bytes) {
+        return Err(Ok(request));
+    }
+    let (parts, body) = request.into_parts();
+    match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => Ok((parts, bytes)),
+        Err(_) => Err(Err((
+            StatusCode::BAD_REQUEST,
+            "Bad Request: the body could not be read",
+        )
+            .into_response())),
+    }
+}
+
+/// Who makes a plain call, and what stops it.
+pub(crate) struct Caller<'a> {
+    pub(crate) binding: toolhost_pipeline::Binding,
+    /// Whose quota and state the call counts against.
+    pub(crate) owner: toolhost_calls::Owner,
+    /// Cancelled when the call must stop: the service's shutdown, or the
+    /// session's end or the client's `notifications/cancelled`.
+    pub(crate) stop: &'a CancellationToken,
+    /// Cancelled when the client's connection goes away.
+    pub(crate) gone: Option<&'a CancellationToken>,
+}
+
+/// Answers a plain call with one JSON body, traced and counted as rmcp's
+/// path traces and counts a request.
+pub(crate) async fn answer_plain(
+    direct: &Direct,
+    call: PlainCall<'_>,
+    caller: Caller<'_>,
+    headers: &HeaderMap,
+) -> Response {
     ANSWERED.fetch_add(1, Ordering::Relaxed);
     let started = std::time::Instant::now();
     let span = toolhost_mcp::request_span(
@@ -138,10 +186,9 @@ pub(crate) async fn plain_calls(
             tool: Some(&call.params.name),
             id: &call.id,
             meta: None,
-            headers: Some(&parts.headers),
+            headers: Some(headers),
             version: Some(
-                parts
-                    .headers
+                headers
                     .get("mcp-protocol-version")
                     .and_then(|v| v.to_str().ok())
                     .unwrap_or("2025-03-26"),
@@ -151,11 +198,11 @@ pub(crate) async fn plain_calls(
     );
     let (message, ended) = match &span {
         Some(s) => {
-            answer(&direct, call, binding, gone)
+            answer(direct, call, caller)
                 .with_context(s.context().clone())
                 .await
         }
-        None => answer(&direct, call, binding, gone).await,
+        None => answer(direct, call, caller).await,
     };
     direct
         .hub
@@ -168,14 +215,14 @@ pub(crate) async fn plain_calls(
 async fn answer(
     direct: &Direct,
     call: PlainCall<'_>,
-    binding: toolhost_pipeline::Binding,
-    gone: Option<CancellationToken>,
+    caller: Caller<'_>,
 ) -> (ServerJsonRpcMessage, toolhost_mcp::Ended) {
-    // Nothing reaches a plain stateless client before its result: no
-    // progress token, no level set (a fresh handler per request), and no
-    // declared capability to answer a question.
+    // Nothing reaches the client of a plain call before its result: no
+    // progress token, no level set (a fresh handler per stateless request;
+    // a session's facts say so), and no declared capability to answer a
+    // question.
     let request = CallRequest {
-        binding,
+        binding: caller.binding,
         name: call.params.name.into_owned(),
         arguments: call.params.arguments.map(serde_json::Value::Object),
         wants: Wants {
@@ -183,14 +230,12 @@ async fn answer(
             log_level: None,
             can_ask: false,
         },
-        // A plain call names no token-owned state: it parks nothing and
-        // makes no task.
-        owner: [0; 32],
+        owner: caller.owner,
         tasks: TaskOffer::NotOffered,
     };
     let stop = Stop {
-        request: &direct.shutdown,
-        gone: gone.as_ref(),
+        request: caller.stop,
+        gone: caller.gone,
     };
     let done = match direct
         .hub
@@ -224,7 +269,7 @@ async fn answer(
 }
 
 /// rmcp's answer to a stateless JSON request: 200, `application/json`.
-fn json_response(message: &ServerJsonRpcMessage) -> Response {
+pub(crate) fn json_response(message: &ServerJsonRpcMessage) -> Response {
     match serde_json::to_vec(message) {
         Ok(body) => {
             let mut r = Response::new(Body::from(body));
@@ -246,12 +291,12 @@ fn json_response(message: &ServerJsonRpcMessage) -> Response {
 /// (`_meta`, `task`, anything) make it another shape, for rmcp.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct PlainCall<'a> {
+pub(crate) struct PlainCall<'a> {
     #[serde(borrow)]
-    jsonrpc: Cow<'a, str>,
-    id: RequestId,
+    pub(crate) jsonrpc: Cow<'a, str>,
+    pub(crate) id: RequestId,
     #[serde(borrow)]
-    method: Cow<'a, str>,
+    pub(crate) method: Cow<'a, str>,
     #[serde(borrow)]
     params: PlainParams<'a>,
 }
@@ -268,11 +313,16 @@ struct PlainParams<'a> {
 }
 
 /// Whether the request line and headers are ones rmcp would take for a
-/// stateless JSON POST, read conservatively: when in doubt, no.
-fn plain_headers(direct: &Direct, method: &Method, uri: &Uri, headers: &HeaderMap) -> bool {
+/// JSON POST (the session id aside), read conservatively: when in doubt,
+/// no.
+pub(crate) fn plain_headers(
+    direct: &Direct,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+) -> bool {
     method == Method::POST
         && !headers.contains_key(header::ORIGIN)
-        && !headers.contains_key("mcp-session-id")
         && host_allowed(uri, headers, &direct.allowed_hosts)
         && accepts_json_and_sse(headers)
         && content_type_is_json(headers)

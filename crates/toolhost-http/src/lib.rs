@@ -8,7 +8,9 @@
 //! caps before rmcp opens it (`admission`). A stateless protocol-1
 //! `tools/call` may skip rmcp's per-request session altogether and go
 //! straight to the call host (`direct`): the same call, the same span,
-//! the same result bytes, for a fraction of the cost.
+//! the same result bytes, for a fraction of the cost. So may a plain call
+//! on a 2025-era session whose client is owed nothing but the result
+//! (`session_calls`): one JSON body instead of the session's SSE stream.
 //!
 //! The connections themselves (accept loop, caps, timeouts) are
 //! `toolhost-net`'s; what a request means in MCP is `toolhost-mcp`'s.
@@ -21,6 +23,7 @@
 mod admission;
 mod direct;
 mod router;
+mod session_calls;
 mod sessions;
 
 pub use direct::answered as direct_calls_answered;

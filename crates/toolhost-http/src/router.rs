@@ -2,6 +2,7 @@
 //! rmcp's `StreamableHttpService`.
 
 use crate::direct::{Direct, plain_calls};
+use crate::session_calls::{SessionCalls, session_calls};
 use crate::sessions::{Sessions, own_sessions};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -29,10 +30,12 @@ pub struct HttpOptions {
     /// `json_response = true`): cheaper per call, no server-initiated
     /// notifications for legacy clients.
     pub stateless_json: bool,
-    /// In stateless JSON mode, answer a plain 2025-era `tools/call` (a name
-    /// and arguments, nothing else) directly instead of through rmcp's
-    /// per-request server (see `direct`): the same answer for much less
-    /// work. On by default; off sends every request through rmcp.
+    /// Answer a plain 2025-era `tools/call` (a name and arguments, nothing
+    /// else) directly instead of through rmcp: in stateless JSON mode
+    /// instead of its per-request server (see `direct`), and on a session
+    /// whose client is owed nothing but the result instead of the session's
+    /// worker and SSE stream (see `session_calls`). The same answer for
+    /// much less work. On by default; off sends every request through rmcp.
     pub direct_calls: bool,
     /// Largest request body.
     pub max_body_bytes: usize,
@@ -131,13 +134,22 @@ pub fn http_router(hub: Arc<Hub>, tokens: Arc<TokenTable>, options: HttpOptions)
     let mut manager = LocalSessionManager::default();
     manager.session_config.keep_alive = None;
     let manager = Arc::new(manager);
-    let sessions = Sessions::new(options.session_idle_timeout);
+    let sessions = Sessions::new(options.session_idle_timeout, options.shutdown.clone());
     hub.set_listen_timeout(options.session_idle_timeout);
     tokio::spawn(crate::sessions::sweep(
         Arc::clone(&sessions),
         Arc::clone(&manager),
         options.shutdown.clone(),
     ));
+    let direct = Arc::new(Direct::new(
+        Arc::clone(&hub),
+        Arc::clone(&tokens),
+        &allowed_hosts,
+        options.max_body_bytes,
+        options.shutdown.clone(),
+    ));
+    let calls_on_sessions = (!options.stateless_json && options.direct_calls)
+        .then(|| Arc::new(SessionCalls::new(Arc::clone(&direct), Arc::clone(&manager))));
     let service = Shared(Arc::new(StreamableHttpService::new(
         move || {
             Ok(toolhost_mcp::Traced::new(
@@ -153,25 +165,35 @@ pub fn http_router(hub: Arc<Hub>, tokens: Arc<TokenTable>, options: HttpOptions)
         tokens: Arc::clone(&tokens),
         max_body_bytes: options.max_body_bytes,
     });
-    let mut mcp = axum::Router::new()
-        .fallback_service(service)
-        .layer(axum::middleware::from_fn_with_state(
-            admission,
-            crate::admission::admit_listens,
-        ))
-        .layer(axum::middleware::from_fn_with_state(sessions, own_sessions));
+    let mut mcp =
+        axum::Router::new()
+            .fallback_service(service)
+            .layer(axum::middleware::from_fn_with_state(
+                admission,
+                crate::admission::admit_listens,
+            ));
+    // Under the session owners' layer: it hands on only the caller's own
+    // sessions, and counts their activity.
+    if let Some(calls) = calls_on_sessions {
+        mcp = mcp.layer(axum::middleware::from_fn_with_state(calls, session_calls));
+    }
+    let mut mcp = mcp.layer(axum::middleware::from_fn_with_state(sessions, own_sessions));
     if options.stateless_json && options.direct_calls {
-        let direct = Arc::new(Direct::new(
-            Arc::clone(&hub_for_metrics),
-            Arc::clone(&tokens),
-            &allowed_hosts,
-            options.max_body_bytes,
-            options.shutdown.clone(),
-        ));
         mcp = mcp.layer(axum::middleware::from_fn_with_state(direct, plain_calls));
     }
+    with_gate_and_probes(mcp, options.metrics, tokens, ready_hub)
+}
+
+/// `/mcp` and `/metrics` behind the token gate, `/healthz` and `/readyz`
+/// open.
+fn with_gate_and_probes(
+    mcp: axum::Router,
+    metrics: Option<Metrics>,
+    tokens: Arc<TokenTable>,
+    ready_hub: Arc<Hub>,
+) -> axum::Router {
     let mut gated = axum::Router::new().nest_service("/mcp", mcp);
-    if let Some(render) = options.metrics {
+    if let Some(render) = metrics {
         gated = gated.route(
             "/metrics",
             axum::routing::get(move || {

@@ -27,7 +27,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use toolhost_calls::Owner;
 use toolhost_calls::callers::digest;
-use toolhost_mcp::bearer_token;
+use toolhost_mcp::{SessionFacts, bearer_token};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 
@@ -36,6 +36,21 @@ struct Session {
     owner: Owner,
     last_request: Instant,
     in_flight: usize,
+    /// What the session settled at its start (filled by the handler).
+    facts: Arc<SessionFacts>,
+    /// Cancelled when the session ends: calls answered outside rmcp stop
+    /// with it, as rmcp's own do.
+    ended: CancellationToken,
+}
+
+/// The caller's own live session, as a request on it carries it (an
+/// extension) to the layers under [`own_sessions`].
+#[derive(Debug, Clone)]
+pub(crate) struct OwnedSession {
+    pub(crate) id: Arc<str>,
+    pub(crate) owner: Owner,
+    pub(crate) facts: Arc<SessionFacts>,
+    pub(crate) ended: CancellationToken,
 }
 
 /// Session owners and activity, shared by the middleware and the sweeper.
@@ -43,6 +58,8 @@ struct Session {
 pub(crate) struct Sessions {
     by_id: Mutex<HashMap<String, Session>>,
     idle_timeout: Duration,
+    /// The service's shutdown, parent of every session's end.
+    shutdown: CancellationToken,
 }
 
 /// Keeps a request counted as in progress on its session until dropped.
@@ -71,14 +88,15 @@ enum Verdict {
     /// Another token's session.
     Foreign,
     /// The caller's own.
-    Own,
+    Own(OwnedSession),
 }
 
 impl Sessions {
-    pub(crate) fn new(idle_timeout: Duration) -> Arc<Self> {
+    pub(crate) fn new(idle_timeout: Duration, shutdown: CancellationToken) -> Arc<Self> {
         Arc::new(Self {
             by_id: Mutex::new(HashMap::new()),
             idle_timeout,
+            shutdown,
         })
     }
 
@@ -89,7 +107,12 @@ impl Sessions {
     fn verdict(&self, id: &str, owner: &Owner) -> Verdict {
         match self.lock().get(id) {
             None => Verdict::Unknown,
-            Some(s) if s.owner == *owner => Verdict::Own,
+            Some(s) if s.owner == *owner => Verdict::Own(OwnedSession {
+                id: Arc::from(id),
+                owner: s.owner,
+                facts: Arc::clone(&s.facts),
+                ended: s.ended.clone(),
+            }),
             Some(_) => Verdict::Foreign,
         }
     }
@@ -112,12 +135,16 @@ impl Sessions {
                 owner,
                 last_request: Instant::now(),
                 in_flight: 0,
+                facts: SessionFacts::new(),
+                ended: self.shutdown.child_token(),
             },
         );
     }
 
     fn forget(&self, id: &str) {
-        self.lock().remove(id);
+        if let Some(s) = self.lock().remove(id) {
+            s.ended.cancel();
+        }
     }
 
     /// Sessions with no request in progress and none for the idle timeout.
@@ -151,7 +178,7 @@ fn not_found() -> Response {
 /// records new ones, counts activity.
 pub(crate) async fn own_sessions(
     State(sessions): State<Arc<Sessions>>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     let owner = bearer_token(request.headers()).map_or([0; 32], digest);
@@ -174,7 +201,11 @@ pub(crate) async fn own_sessions(
     match sessions.verdict(&id, &owner) {
         Verdict::Foreign => return not_found(),
         Verdict::Unknown => return next.run(request).await,
-        Verdict::Own => {}
+        Verdict::Own(owned) => {
+            // The handler fills the facts; the direct path reads them.
+            request.extensions_mut().insert(Arc::clone(&owned.facts));
+            request.extensions_mut().insert(owned);
+        }
     }
     let method = request.method().clone();
     // A standalone GET stream is the server's channel, not client activity.
@@ -238,22 +269,26 @@ mod tests {
 
     #[test]
     fn a_session_belongs_to_the_token_that_created_it() {
-        let s = Sessions::new(Duration::from_secs(60));
+        let s = Sessions::new(Duration::from_secs(60), CancellationToken::new());
         s.created("a", [1; 32]);
-        assert!(matches!(s.verdict("a", &[1; 32]), Verdict::Own));
+        assert!(matches!(s.verdict("a", &[1; 32]), Verdict::Own(_)));
         assert!(matches!(s.verdict("a", &[2; 32]), Verdict::Foreign));
         assert!(matches!(s.verdict("b", &[1; 32]), Verdict::Unknown));
     }
 
     #[test]
     fn a_request_in_progress_keeps_its_session_from_idling_out() {
-        let s = Sessions::new(Duration::ZERO);
+        let s = Sessions::new(Duration::ZERO, CancellationToken::new());
         s.created("a", [1; 32]);
         let activity = s.begin("a");
         assert!(s.idle(Instant::now()).is_empty());
         drop(activity);
         assert_eq!(s.idle(Instant::now()), vec!["a".to_owned()]);
+        let Verdict::Own(owned) = s.verdict("a", &[1; 32]) else {
+            panic!("the session is its creator's");
+        };
         s.forget("a");
         assert_eq!(s.len(), 0);
+        assert!(owned.ended.is_cancelled(), "its calls stop with it");
     }
 }

@@ -46,6 +46,8 @@ pub struct Handler {
     /// The level the client set with `logging/setLevel` (2025 era; a
     /// 2026-07-28 request names its own). Per session, like `admitted`.
     log_level: Arc<std::sync::Mutex<Option<LoggingLevel>>>,
+    /// The version `initialize` settled on. Per session, like `admitted`.
+    negotiated: Arc<std::sync::OnceLock<ProtocolVersion>>,
 }
 
 impl Handler {
@@ -57,6 +59,7 @@ impl Handler {
             identity,
             admitted: Arc::default(),
             log_level: Arc::default(),
+            negotiated: Arc::default(),
         }
     }
 
@@ -139,6 +142,7 @@ impl ServerHandler for Handler {
             }
         }
         result.instructions = Some(self.hub.listing.instructions_for(&b.surface).to_string());
+        let _ = self.negotiated.set(result.protocol_version.clone());
         Ok(result)
     }
 
@@ -156,9 +160,22 @@ impl ServerHandler for Handler {
         ))
     }
 
-    async fn on_initialized(&self, _cx: NotificationContext<RoleServer>) {
+    async fn on_initialized(&self, cx: NotificationContext<RoleServer>) {
         if let Some(id) = self.admitted.get() {
             self.hub.mark_ready(*id);
+        }
+        // The transport's record of this session (HTTP sessions only): what
+        // a call answered outside rmcp owes the client besides its result.
+        let facts = cx
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.extensions.get::<Arc<crate::facts::SessionFacts>>());
+        if let (Some(facts), Some(info), Some(version)) =
+            (facts, cx.peer.peer_info(), self.negotiated.get())
+            && *version < ProtocolVersion::V_2026_07_28
+        {
+            let can_ask = crate::facts::can_elicit(&info.capabilities);
+            facts.settle(can_ask, Arc::clone(&self.log_level));
         }
     }
 
@@ -339,8 +356,7 @@ fn is_modern(cx: &RequestContext<RoleServer>) -> bool {
 /// Whether the client can answer a form question.
 fn can_elicit(cx: &RequestContext<RoleServer>) -> bool {
     cx.client_capabilities()
-        .and_then(|c| c.elicitation)
-        .is_some_and(|e| e.form.is_some() || e.url.is_none())
+        .is_some_and(|c| crate::facts::can_elicit(&c))
 }
 
 impl Handler {

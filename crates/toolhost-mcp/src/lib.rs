@@ -26,6 +26,7 @@
 
 mod content;
 mod deliver;
+mod facts;
 mod handler;
 mod hosted;
 mod hub;
@@ -36,6 +37,7 @@ mod unmarked;
 
 pub use content::result_of;
 pub use deliver::Nowhere;
+pub use facts::SessionFacts;
 pub use handler::{Handler, Identity};
 pub use hub::{DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_TOKEN, Hub, ListenTicket, Refused};
 pub use identity::{Authorized, bearer_token, request_binding};
