@@ -254,19 +254,20 @@ impl Admin for AdminService {
     ) -> Result<Response<pb::ListPluginsResponse>, Status> {
         let running = self.state.plugins.all();
         let catalog = self.state.store.current();
-        let defects = catalog.defects();
+        let defects = catalog.withheld();
         let mut plugins = Vec::new();
         for info in self.state.lifecycle.list() {
             let handle = running.iter().rev().find(|h| h.id() == info.id);
             let id = info.id.clone();
             let mut st = plugin_status(info, handle);
-            st.withheld = defects
-                .iter()
-                .filter(|d| {
-                    catalog
-                        .get(&d.tool)
-                        .is_some_and(|e| e.descriptor.plugin_id == id)
-                })
+            let mine = defects.iter().filter(|d| {
+                catalog
+                    .get(&d.tool)
+                    .is_some_and(|e| e.descriptor.plugin_id == id)
+            });
+            st.withheld_total = u32::try_from(mine.clone().count()).unwrap_or(u32::MAX);
+            st.withheld = mine
+                .take(toolhost_catalog::MAX_LISTED)
                 .map(|d| pb::Defect {
                     tool: d.tool.clone(),
                     reason: d.reason.clone(),
@@ -478,11 +479,12 @@ impl Admin for AdminService {
             sessions: n((self.state.sessions)()),
             bound_tokens: n(self.state.tokens.len()),
             withheld: c
-                .defects()
-                .into_iter()
+                .withheld()
+                .iter()
+                .take(toolhost_catalog::MAX_LISTED)
                 .map(|d| pb::Defect {
-                    tool: d.tool,
-                    reason: d.reason,
+                    tool: d.tool.clone(),
+                    reason: d.reason.clone(),
                 })
                 .collect(),
             admin_socket: format!(

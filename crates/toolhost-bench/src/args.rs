@@ -57,6 +57,10 @@ pub(crate) struct Args {
     /// list runs each: `--fleet 50,100,200`).
     #[arg(long, value_name = "N", value_delimiter = ',')]
     pub(crate) fleet: Vec<usize>,
+    /// Only the fleet's large revision with its plugins installed on every
+    /// daemon and its tools served (a list runs each: `--fleet-served 1,4`).
+    #[arg(long, value_name = "N", value_delimiter = ',')]
+    pub(crate) fleet_served: Vec<usize>,
     /// Only many plugins in one daemon: start to ready, memory, stop (a
     /// list runs each: `--plugins 250,500,1000`).
     #[arg(long, value_name = "N", value_delimiter = ',')]

@@ -30,9 +30,9 @@ use std::time::{Duration, Instant};
 use toolhost_bench::procs;
 
 const TOKEN: &str = "fleet-bench-token-0123456789";
-const EPOCH: u64 = 1_700_000_000_000;
+pub(crate) const EPOCH: u64 = 1_700_000_000_000;
 /// The longest any one phase may take before the run fails.
-const PHASE: Duration = Duration::from_secs(300);
+pub(crate) const PHASE: Duration = Duration::from_secs(300);
 
 /// Records when its session was told the tool list changed.
 #[derive(Clone, Default)]
@@ -70,7 +70,7 @@ impl Drop for Server {
 
 /// When each daemon's status entry first showed each revision, from a
 /// live watch of `status.*`.
-type Seen = Arc<Mutex<HashMap<(String, u64), Instant>>>;
+pub(crate) type Seen = Arc<Mutex<HashMap<(String, u64), Instant>>>;
 
 /// Everything measured at one N.
 struct Row {
@@ -143,7 +143,7 @@ pub(crate) async fn report(sizes: &[usize], quick: bool) -> Result<()> {
 }
 
 /// The memory available now, in KiB (`MemAvailable`).
-fn available_kib() -> u64 {
+pub(crate) fn available_kib() -> u64 {
     std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|s| {
@@ -155,7 +155,7 @@ fn available_kib() -> u64 {
         .unwrap_or(0)
 }
 
-fn quantile(v: &[Duration], p: f64) -> Duration {
+pub(crate) fn quantile(v: &[Duration], p: f64) -> Duration {
     let mut v = v.to_vec();
     v.sort();
     if v.is_empty() {
@@ -218,15 +218,24 @@ fn snapshot_bytes(manifest: &toolhost_manifest::Manifest, revision: u64, tools: 
     prost::Message::encode_to_vec(&toolhost_managed::snapshot_to_proto(&s))
 }
 
-fn start_daemon(dir: &Path, plugin: &Path, url: &str, id: &str) -> Result<(Child, String)> {
+pub(crate) fn start_daemon(
+    dir: &Path,
+    plugins: &[PathBuf],
+    url: &str,
+    id: &str,
+) -> Result<(Child, String)> {
     let d = dir.join(id);
+    let plugins: Vec<String> = plugins
+        .iter()
+        .map(|p| format!("{:?}", p.display().to_string()))
+        .collect();
     std::fs::create_dir_all(&d)?;
     let file = d.join("toolhost.toml");
     std::fs::write(
         &file,
         format!(
-            "plugins = [{:?}]\nstate_dir = {:?}\n[log]\nlevel = \"warn\"\n[[http.tokens]]\ntoken = \"{TOKEN}\"\nsurface = \"chat\"\ntask_id = \"t\"\nsession_id = \"s\"\n[backend.nats]\nurl = \"{url}\"\ngroup = \"bench\"\ndaemon = \"{id}\"\n",
-            plugin.display().to_string(),
+            "plugins = [{}]\nstate_dir = {:?}\n[log]\nlevel = \"warn\"\n[[http.tokens]]\ntoken = \"{TOKEN}\"\nsurface = \"chat\"\ntask_id = \"t\"\nsession_id = \"s\"\n[backend.nats]\nurl = \"{url}\"\ngroup = \"bench\"\ndaemon = \"{id}\"\n",
+            plugins.join(", "),
             d.join("state").display().to_string()
         ),
     )?;
@@ -257,7 +266,7 @@ async fn connect(url: &str) -> Result<rmcp::service::RunningService<RoleClient, 
 
 /// Waits until every daemon's status showed `revision`; each one's time
 /// from `from`.
-async fn applied(
+pub(crate) async fn applied(
     seen: &Seen,
     ids: &[String],
     revision: u64,
@@ -369,7 +378,7 @@ async fn run(n: usize, big: usize, quick: bool) -> Result<Row> {
         for id in chunk {
             let (dir, plugin, url, id) = (dir.clone(), plugin.clone(), url.clone(), id.clone());
             starting.push(tokio::task::spawn_blocking(move || {
-                start_daemon(&dir, &plugin, &url, &id)
+                start_daemon(&dir, std::slice::from_ref(&plugin), &url, &id)
             }));
         }
         for s in starting {

@@ -34,10 +34,10 @@ pub async fn report(n: usize, rounds: u64) -> Result<()> {
         let answer = managed.offer(pushed)?;
         apply.push(t.elapsed());
         anyhow::ensure!(
-            answer.revision == revision && answer.defects.len() == n,
+            answer.revision == revision && answer.defects_total as usize == n,
             "revision {revision}: outcome {} with {} withheld",
             answer.outcome,
-            answer.defects.len()
+            answer.defects_total
         );
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -24,7 +24,7 @@
 //! `--argcheck` (argument checking against jsonschema's `is_valid` only),
 //! `--features` (idle memory with each optional
 //! part configured, only), `--judge TOOLS` (one daemon's
-//! work for a large withheld revision, in-process, only), `--fleet N,...` (N daemons fed through NATS JetStream only),
+//! work for a large withheld revision, in-process, only), `--fleet N,...` (N daemons fed through NATS JetStream only), `--fleet-served N,...` (the large revision with its plugins installed and its tools served),
 //! `--plugins N,...` (N plugins in one daemon: start, memory, stop, only),
 //! `--tasks N` (tool calls as MCP tasks against direct calls, and N tasks
 //! waiting for an answer, only), `--telemetry N` (toolhost's CPU per call
@@ -41,6 +41,7 @@ mod args;
 mod discovery;
 mod features;
 mod fleet;
+mod fleet_served;
 mod goals;
 mod judge;
 mod load;
@@ -101,6 +102,10 @@ async fn main() -> Result<()> {
     if !args.plugins.is_empty() {
         println!("## Many plugins in one daemon\n");
         return plugins::report(&args.plugins).await;
+    }
+    if !args.fleet_served.is_empty() {
+        println!("## A fleet through NATS JetStream, the large revision served\n");
+        return fleet_served::report(&args.fleet_served, args.quick).await;
     }
     if !args.fleet.is_empty() {
         println!("## A fleet through NATS JetStream\n");

@@ -24,7 +24,7 @@ fn small_plugin(root: &Path, id: &str, testplug: &Path) -> Result<PathBuf> {
 }
 
 /// (ready, listed) plugins, through the admin API.
-async fn ready(admin: &mut toolhost_admin::Client) -> (usize, usize) {
+pub(crate) async fn ready(admin: &mut toolhost_admin::Client) -> (usize, usize) {
     match admin
         .list_plugins(toolhost_admin::admin::ListPluginsRequest {})
         .await

@@ -35,5 +35,7 @@ pub use descriptor::{
     CallPolicy, CallRate, Descriptor, Fingerprint, MAX_RATE_BURST, Snapshot, canonical_digest,
 };
 pub use installed::{HELD_FOR_THE_OPERATOR, Installed};
-pub use store::{Absence, Fence, OfferResult, Outcome, Store};
+pub use store::{
+    Absence, Fence, MAX_LISTED, MAX_TOOLS, OfferResult, Outcome, Store, listed_reasons,
+};
 pub use toolhost_manifest::TaskSupport;

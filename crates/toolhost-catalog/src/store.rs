@@ -24,6 +24,24 @@ use toolhost_validate::CompiledSchema;
 /// Most tools a snapshot may hold.
 pub const MAX_TOOLS: usize = 100_000;
 
+/// Most withheld tools, or reasons, an answer to the operator or the
+/// backend names; the rest are counted. A snapshot of 100,000 tools that
+/// all name a plugin a daemon lacks is ordinary in a fleet, and listing
+/// them would make one answer about 15 MB, over the 4 MiB a gRPC client
+/// reads by default: the push would be taken and its answer lost.
+pub const MAX_LISTED: usize = 100;
+
+/// `reasons` with at most [`MAX_LISTED`] kept, and one more line counting
+/// the rest.
+pub fn listed_reasons(mut reasons: Vec<String>) -> Vec<String> {
+    if reasons.len() > MAX_LISTED {
+        let more = reasons.len() - MAX_LISTED;
+        reasons.truncate(MAX_LISTED);
+        reasons.push(format!("and {more} more"));
+    }
+    reasons
+}
+
 /// What the store did with an offered snapshot.
 ///
 /// ```
@@ -1093,4 +1111,20 @@ fn trace_applied(prev: &Catalog, next: &Catalog) {
         changed = %diff.changed.join(" "),
         "catalog applied"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MAX_LISTED, listed_reasons};
+
+    #[test]
+    fn reasons_past_the_listed_many_are_counted_in_one_line() {
+        let few: Vec<String> = (0..MAX_LISTED).map(|i| format!("r{i}")).collect();
+        assert_eq!(listed_reasons(few.clone()), few);
+        let many: Vec<String> = (0..MAX_LISTED + 250).map(|i| format!("r{i}")).collect();
+        let listed = listed_reasons(many);
+        assert_eq!(listed.len(), MAX_LISTED + 1);
+        assert_eq!(listed[MAX_LISTED - 1], format!("r{}", MAX_LISTED - 1));
+        assert_eq!(listed[MAX_LISTED], "and 250 more");
+    }
 }

@@ -103,44 +103,59 @@ pub async fn catalog(t: &Target, cmd: &CatalogCommand) -> Result<ExitCode> {
                 .into_inner();
             let outcome =
                 pb::PushOutcome::try_from(r.outcome).unwrap_or(pb::PushOutcome::Unspecified);
-            let word = outcome
-                .as_str_name()
-                .trim_start_matches("PUSH_OUTCOME_")
-                .to_ascii_lowercase();
-            if t.format == Format::Json {
-                let defects: Vec<_> = r
-                    .defects
-                    .iter()
-                    .map(|d| serde_json::json!({ "tool": d.tool, "reason": d.reason }))
-                    .collect();
-                outjson!(serde_json::json!({
-                    "outcome": word,
-                    "offered": { "generation": snap.generation, "epoch": snap.epoch, "revision": snap.revision },
-                    "generation": r.generation,
-                    "revision": r.revision,
-                    "reasons": r.reasons,
-                    "defects": defects,
-                }));
-            } else {
-                outln!(
-                    "{word}: offered generation {} epoch {} revision {}; now generation {} revision {}",
-                    snap.generation,
-                    snap.epoch,
-                    snap.revision,
-                    r.generation,
-                    r.revision
-                );
-                for reason in &r.reasons {
-                    outln!("  reason: {reason}");
-                }
-                for d in &r.defects {
-                    outln!("  withheld: {}: {}", d.tool, d.reason);
-                }
-            }
+            print_push(t, &snap, &r, outcome);
             Ok(match outcome {
                 pb::PushOutcome::Accepted | pb::PushOutcome::Unchanged => ExitCode::SUCCESS,
                 _ => ExitCode::from(1),
             })
+        }
+    }
+}
+
+/// The answer to `toolhost catalog push`, as JSON or as lines.
+fn print_push(
+    t: &Target,
+    snap: &toolhost_catalog::Snapshot,
+    r: &pb::PushCatalogResponse,
+    outcome: pb::PushOutcome,
+) {
+    let word = outcome
+        .as_str_name()
+        .trim_start_matches("PUSH_OUTCOME_")
+        .to_ascii_lowercase();
+    if t.format == Format::Json {
+        let defects: Vec<_> = r
+            .defects
+            .iter()
+            .map(|d| serde_json::json!({ "tool": d.tool, "reason": d.reason }))
+            .collect();
+        outjson!(serde_json::json!({
+            "outcome": word,
+            "offered": { "generation": snap.generation, "epoch": snap.epoch, "revision": snap.revision },
+            "generation": r.generation,
+            "revision": r.revision,
+            "reasons": r.reasons,
+            "defects": defects,
+            "defects_total": r.defects_total,
+        }));
+    } else {
+        outln!(
+            "{word}: offered generation {} epoch {} revision {}; now generation {} revision {}",
+            snap.generation,
+            snap.epoch,
+            snap.revision,
+            r.generation,
+            r.revision
+        );
+        for reason in &r.reasons {
+            outln!("  reason: {reason}");
+        }
+        for d in &r.defects {
+            outln!("  withheld: {}: {}", d.tool, d.reason);
+        }
+        let more = (r.defects_total as usize).saturating_sub(r.defects.len());
+        if more > 0 {
+            outln!("  and {more} more withheld (toolhost status counts them)");
         }
     }
 }

@@ -288,6 +288,10 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
             toolhost_base::term::one_line(&d.reason)
         );
     }
+    let more = (st.defects as usize).saturating_sub(st.withheld.len());
+    if more > 0 {
+        outln!("          and {more} more withheld");
+    }
     outln!(
         "sessions  {} listening, {} token(s) bound",
         st.sessions,
@@ -506,6 +510,10 @@ async fn list(t: &Target, c: &mut toolhost_admin::Client) -> Result<ExitCode> {
             );
             for d in &p.withheld {
                 outln!("    withheld {}: {}", d.tool, d.reason);
+            }
+            let more = (p.withheld_total as usize).saturating_sub(p.withheld.len());
+            if more > 0 {
+                outln!("    and {more} more withheld");
             }
             print_grants(&p);
         }

@@ -211,6 +211,7 @@ pub(crate) fn plugin_json(p: &pb::PluginStatus) -> serde_json::Value {
         "held": p.held.as_ref().map(|h| serde_json::json!({ "version": h.version, "why": h.why, "changes": h.changes })),
         "pid": p.pid, "restarts": p.restarts, "failures": p.failures, "crash_loop": p.state == "restarting" && p.failures >= toolhost_runtime::CRASH_LOOP, "last_error": p.last_error,
         "withheld": p.withheld.iter().map(|d| serde_json::json!({ "tool": d.tool, "reason": d.reason })).collect::<Vec<_>>(),
+        "withheld_total": p.withheld_total,
         "config": p.config.iter().map(|i| serde_json::json!({ "name": i.name, "secret": i.secret, "required": i.required, "state": i.state, "source": i.source, "problem": i.problem })).collect::<Vec<_>>(),
         "missing_config": p.missing_config,
         "unimplemented_tools": p.unimplemented_tools,

@@ -73,7 +73,8 @@ impl Managed {
                 generation: current.generation().to_owned(),
                 revision: current.revision(),
                 defects: vec![],
-                reasons,
+                reasons: toolhost_catalog::listed_reasons(reasons),
+                defects_total: 0,
             },
             Ok(s) => {
                 let offered = (s.generation.clone(), s.epoch, s.revision);
@@ -108,15 +109,17 @@ impl Managed {
                     outcome: outcome.into(),
                     generation: r.generation,
                     revision: r.revision,
+                    defects_total: u32::try_from(r.defects.len()).unwrap_or(u32::MAX),
                     defects: r
                         .defects
                         .into_iter()
+                        .take(toolhost_catalog::MAX_LISTED)
                         .map(|d| pb::Defect {
                             tool: d.tool,
                             reason: d.reason,
                         })
                         .collect(),
-                    reasons: r.reasons,
+                    reasons: toolhost_catalog::listed_reasons(r.reasons),
                 }
             }
         };
