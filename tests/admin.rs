@@ -181,7 +181,7 @@ async fn managed_pushes_follow_the_store_rules_and_reach_clients() {
     // a plugin that is not installed, are withheld and reported.
     let mut tampered = snapshot(&tp, "g2", 3);
     if let Some(echo) = tampered.tools.iter_mut().find(|t| t.local_name == "echo") {
-        echo.input_schema = json!({ "type": "object", "properties": { "anything": {} } });
+        echo.input_schema = json!({ "type": "object", "properties": { "anything": {} } }).into();
     }
     let mut ghost = tampered.tools[0].clone();
     ghost.plugin_id = "ghost".to_owned();
@@ -1054,7 +1054,8 @@ async fn memory_follows_the_catalog_down_from_10000_tools_to_8() {
                     "type": "object",
                     "properties": { format!("arg_{i}"): { "type": "string", "maxLength": 100 } },
                     "required": [format!("arg_{i}")]
-                });
+                })
+                .into();
                 t.seal();
                 t
             })

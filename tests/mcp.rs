@@ -1114,7 +1114,8 @@ mod big {
             description: description.to_owned(),
             instructions: None,
             surfaces: vec!["chat".to_owned()],
-            input_schema: json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+            input_schema: json!({"type": "object", "properties": {"text": {"type": "string"}}})
+                .into(),
             output_schema: None,
             annotations: {
                 let read_only = local.starts_with("get") || local.starts_with("search");

@@ -33,7 +33,7 @@ fn nested(mut d: Descriptor) -> Descriptor {
             "properties": { "file": {"type": "string"}, "line": {"type": "integer"}, "text": {"type": "string"} }
         } } },
         "required": ["steps"]
-    });
+    }).into();
     d
 }
 

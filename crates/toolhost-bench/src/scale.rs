@@ -30,7 +30,7 @@ fn tool(plugin: &str, i: usize) -> Descriptor {
             "type": "object",
             "properties": { format!("arg_{i}"): { "type": "string", "maxLength": 100 }, "count": { "type": "integer" } },
             "required": [format!("arg_{i}")]
-        }),
+        }).into(),
         output_schema: None,
         annotations: Annotations::default(),
         timeout_ms: 30_000,

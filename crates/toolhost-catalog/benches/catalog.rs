@@ -36,7 +36,8 @@ fn tool(i: usize) -> Descriptor {
                 "count": { "type": "integer", "minimum": 0 }
             },
             "required": [format!("arg_{i}")]
-        }),
+        })
+        .into(),
         output_schema: None,
         annotations: Annotations::default(),
         timeout_ms: 30_000,

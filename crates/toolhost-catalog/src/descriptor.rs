@@ -1,5 +1,6 @@
 //! Descriptors and snapshots: the data a catalog is made of.
 
+use crate::schema::Schema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -57,10 +58,10 @@ pub struct Descriptor {
     pub instructions: Option<String>,
     /// Where the tool is offered; sorted and unique once normalized.
     pub surfaces: Vec<String>,
+    /// As declared (a pushed one kept as its text until served).
+    pub input_schema: Schema,
     /// As declared.
-    pub input_schema: Value,
-    /// As declared.
-    pub output_schema: Option<Value>,
+    pub output_schema: Option<Schema>,
     /// Behaviour hints.
     #[serde(with = "annotations_serde")]
     pub annotations: Annotations,
@@ -178,7 +179,7 @@ impl Canonical {
     }
 
     /// The input schema, then the output schema or its absence.
-    fn schemas(&mut self, input: &Value, output: Option<&Value>) {
+    fn schemas(&mut self, input: &Schema, output: Option<&Schema>) {
         self.value(input);
         match output {
             None => self.0.update([0]),
@@ -312,7 +313,16 @@ impl Descriptor {
         for s in &self.surfaces {
             c.str(s);
         }
-        c.schemas(&self.input_schema, self.output_schema.as_ref());
+        // The schemas by their canonical digests: sealing a pushed
+        // descriptor must not build its schemas' trees (crate::schema).
+        c.0.update(self.input_schema.digest());
+        match &self.output_schema {
+            None => c.0.update([0]),
+            Some(s) => {
+                c.0.update([1]);
+                c.0.update(s.digest());
+            }
+        }
         c.hints(self.annotations);
         c.0.update([
             u8::from(self.unknown_arguments == UnknownArguments::Report),
@@ -419,8 +429,8 @@ impl Descriptor {
             description: t.description.clone(),
             instructions: t.instructions.clone(),
             surfaces: t.surfaces.clone(),
-            input_schema: t.input_schema.clone(),
-            output_schema: t.output_schema.clone(),
+            input_schema: t.input_schema.clone().into(),
+            output_schema: t.output_schema.clone().map(Schema::from),
             annotations: t.annotations,
             timeout_ms: t.timeout_ms,
             aliases: t.aliases.clone(),
@@ -608,67 +618,5 @@ impl Snapshot {
     pub fn sealed(mut self) -> Self {
         self.seal();
         self
-    }
-}
-
-/// SHA-256 of a JSON value in canonical form (object keys sorted at every
-/// level, compact). Equal schemas get equal digests whatever their key order.
-#[must_use]
-pub fn canonical_digest(v: &Value) -> [u8; 32] {
-    let mut h = Sha256::new();
-    feed(&mut h, v);
-    h.finalize().into()
-}
-
-fn feed(h: &mut Sha256, v: &Value) {
-    match v {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            h.update(b"{");
-            for k in keys {
-                feed(h, &Value::String(k.clone()));
-                h.update(b":");
-                if let Some(inner) = map.get(k) {
-                    feed(h, inner);
-                }
-                h.update(b",");
-            }
-            h.update(b"}");
-        }
-        Value::Array(items) => {
-            h.update(b"[");
-            for i in items {
-                feed(h, i);
-                h.update(b",");
-            }
-            h.update(b"]");
-        }
-        other => h.update(other.to_string().as_bytes()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn digest_ignores_key_order() {
-        let a = json!({"type":"object","properties":{"a":{"type":"string"},"b":{}}});
-        let b: Value = serde_json::from_str(
-            r#"{"properties":{"b":{},"a":{"type":"string"}},"type":"object"}"#,
-        )
-        .unwrap_or_default();
-        assert_eq!(canonical_digest(&a), canonical_digest(&b));
-        assert_ne!(
-            canonical_digest(&a),
-            canonical_digest(&json!({"type":"object"}))
-        );
-        // Strings that look like structure do not collide with structure.
-        assert_ne!(
-            canonical_digest(&json!(["a,"])),
-            canonical_digest(&json!(["a", ""]))
-        );
     }
 }

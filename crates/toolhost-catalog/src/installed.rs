@@ -9,7 +9,8 @@
 //! the timeout is at most the declared one (narrowing is allowed). Titles
 //! and descriptions are the backend's to choose.
 
-use crate::descriptor::{Descriptor, canonical_digest};
+use crate::descriptor::Descriptor;
+use crate::schema::canonical_digest;
 use std::collections::{BTreeMap, HashMap};
 use toolhost_manifest::{Annotations, Manifest};
 use toolhost_validate::UnknownArguments;

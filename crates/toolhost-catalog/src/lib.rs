@@ -28,13 +28,13 @@
 mod catalog;
 mod descriptor;
 mod installed;
+mod schema;
 mod store;
 
 pub use catalog::{Catalog, Defect, Entry, NameChanges};
-pub use descriptor::{
-    CallPolicy, CallRate, Descriptor, Fingerprint, MAX_RATE_BURST, Snapshot, canonical_digest,
-};
+pub use descriptor::{CallPolicy, CallRate, Descriptor, Fingerprint, MAX_RATE_BURST, Snapshot};
 pub use installed::{HELD_FOR_THE_OPERATOR, Installed};
+pub use schema::{Schema, canonical_digest};
 pub use store::{
     Absence, Fence, MAX_LISTED, MAX_TOOLS, OfferResult, Outcome, Store, listed_reasons,
 };

@@ -13,8 +13,9 @@
 //! invariant. Its model-based tests are in `tests/store.rs`.
 
 use crate::catalog::{Body, ByFingerprint, Catalog, Defect, Entries, Entry};
-use crate::descriptor::{Descriptor, Snapshot, canonical_digest};
+use crate::descriptor::{Descriptor, Snapshot};
 use crate::installed::Installed;
+use crate::schema::Schema;
 use arc_swap::ArcSwap;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -967,16 +968,18 @@ fn plan(
     (plan, same, duplicates)
 }
 
+/// The compiled schema for `schema`'s digest: from the cache, without
+/// building the schema's tree, or compiled now from the tree.
 fn compile_cached(
     w: &mut Writer,
-    schema: &serde_json::Value,
+    schema: &Schema,
 ) -> ([u8; 32], Result<Arc<CompiledSchema>, String>) {
-    let digest = canonical_digest(schema);
+    let digest = schema.digest();
     if let Some(c) = w.schemas.get(&digest) {
         return (digest, Ok(Arc::clone(c)));
     }
     w.compilations += 1;
-    match CompiledSchema::compile(schema) {
+    match CompiledSchema::compile(schema.value()) {
         Ok(c) => {
             let c = Arc::new(c);
             w.schemas.insert(digest, Arc::clone(&c));
@@ -1001,8 +1004,8 @@ fn compile_cached(
 fn judged_entry(w: &mut Writer, d: Descriptor, installed: Option<&Installed>) -> Entry {
     if let Some(inst) = installed {
         let digests = (
-            canonical_digest(&d.input_schema),
-            d.output_schema.as_ref().map(canonical_digest),
+            d.input_schema.digest(),
+            d.output_schema.as_ref().map(Schema::digest),
         );
         if let Some(why) = inst.verdict(&d, &digests) {
             return withheld_entry(d, digests, why);

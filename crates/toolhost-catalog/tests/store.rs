@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use toolhost_catalog::{Descriptor, Fence, Outcome, Snapshot, Store};
+use toolhost_catalog::{Descriptor, Fence, Outcome, Schema, Snapshot, Store};
 use toolhost_manifest::{Annotations, naming};
 use toolhost_validate::UnknownArguments;
 
@@ -22,7 +22,7 @@ fn tool(plugin: &str, local: &str, surfaces: &[&str], schema: Value) -> Descript
         description: format!("{local} of {plugin}"),
         instructions: None,
         surfaces: surfaces.iter().map(|s| (*s).to_owned()).collect(),
-        input_schema: schema,
+        input_schema: schema.into(),
         output_schema: None,
         annotations: Annotations::default(),
         timeout_ms: 1000,
@@ -316,7 +316,7 @@ fn a_tool_whose_contract_changes_under_its_name_is_marked_with_the_change() {
     assert_eq!(s.current().contract_changed_at(&ping), 0);
 
     // A schema change marks too; an unrelated later change keeps the mark.
-    v2[1].input_schema = json!({ "type": "object", "properties": { "x": {} } });
+    v2[1].input_schema = json!({ "type": "object", "properties": { "x": {} } }).into();
     s.offer(snap("g1", 4, v2.clone()));
     let later = s.current().change_seq();
     assert_eq!(s.current().contract_changed_at(&ping), later);
@@ -345,7 +345,7 @@ fn one_changed_tool_compiles_one_schema() {
     s.offer(snap("g1", 1, many.clone()));
     assert_eq!(s.compilations(), 200);
     let mut next = many;
-    next[7].input_schema = json!({ "type": "object", "properties": { "changed": {} } });
+    next[7].input_schema = json!({ "type": "object", "properties": { "changed": {} } }).into();
     assert_eq!(s.offer(snap("g1", 2, next)).outcome, Outcome::Accepted);
     assert_eq!(s.compilations(), 201);
 }
@@ -640,7 +640,8 @@ fn a_revision_of_the_same_names_in_any_order_replaces_only_what_changed() {
     assert!(visible(&store, "task").contains(&ping));
     // A replaced tool with a broken schema is withheld, and said so.
     let mut broken = base();
-    broken[1].input_schema = json!({ "type": "object", "properties": { "x": { "type": 5 } } });
+    broken[1].input_schema =
+        json!({ "type": "object", "properties": { "x": { "type": 5 } } }).into();
     let r = store.offer(snap("g", 5, broken));
     assert_eq!(r.outcome, Outcome::Accepted);
     assert_eq!(r.defects.len(), 1);
@@ -683,19 +684,22 @@ fn a_sealed_descriptor_equals_by_fingerprint_and_an_unsealed_one_by_content() {
     assert_ne!(sa, sb);
     // Key order in a schema does not change the fingerprint.
     let mut k1 = a.clone();
-    k1.input_schema = serde_json::from_str(r#"{"type":"object","properties":{"a":{},"b":{}}}"#)
-        .unwrap_or_default();
+    k1.input_schema = Schema::parse(r#"{"type":"object","properties":{"a":{},"b":{}}}"#.into())
+        .unwrap_or_else(|e| panic!("{e}"));
     let mut k2 = a.clone();
-    k2.input_schema = serde_json::from_str(r#"{"properties":{"b":{},"a":{}},"type":"object"}"#)
-        .unwrap_or_default();
+    k2.input_schema = serde_json::from_str::<serde_json::Value>(
+        r#"{"properties":{"b":{},"a":{}},"type":"object"}"#,
+    )
+    .unwrap_or_default()
+    .into();
     k1.seal();
     k2.seal();
     assert_eq!(k1.fingerprint, k2.fingerprint);
     // An integer and the same number as a float are different schemas.
     let mut n1 = a.clone();
-    n1.input_schema = json!({ "type": "object", "maxProperties": 1 });
+    n1.input_schema = json!({ "type": "object", "maxProperties": 1 }).into();
     let mut n2 = a;
-    n2.input_schema = json!({ "type": "object", "maxProperties": 1.0 });
+    n2.input_schema = json!({ "type": "object", "maxProperties": 1.0 }).into();
     n1.seal();
     n2.seal();
     assert_ne!(n1.fingerprint, n2.fingerprint);
@@ -778,7 +782,7 @@ fn a_pushed_schema_that_differs_from_the_installed_one_is_withheld_without_compi
     // A schema that would not even compile: the judgement comes first and
     // names what matters to the operator, the difference.
     snapshot.tools[0].input_schema =
-        json!({ "type": "object", "properties": { "x": { "type": 12 } } });
+        json!({ "type": "object", "properties": { "x": { "type": 12 } } }).into();
     let s = Store::new("kandev");
     let r = s.offer_managed(snapshot, &installed);
     assert_eq!(r.defects.len(), 1);

@@ -1,17 +1,19 @@
 //! Catalog snapshots between the wire (`toolhost.admin.v1.Snapshot`, schemas
 //! as JSON text) and the catalog's own types.
 
-use serde_json::Value;
-use toolhost_catalog::{CallPolicy, CallRate, Descriptor, Snapshot};
+use toolhost_catalog::{CallPolicy, CallRate, Descriptor, Schema, Snapshot};
 use toolhost_manifest::{Annotations, TaskSupport};
 use toolhost_proto::admin as pb;
 use toolhost_validate::UnknownArguments;
 
-fn schema(text: &str, what: &str, tool: &str) -> Result<Option<Value>, String> {
+/// A pushed schema, checked to be JSON and kept as its text: a tool this
+/// daemon withholds never has its schema's tree built (toolhost_catalog's
+/// `Schema`).
+fn schema(text: String, what: &str, tool: &str) -> Result<Option<Schema>, String> {
     if text.trim().is_empty() {
         return Ok(None);
     }
-    serde_json::from_str(text)
+    Schema::parse(text)
         .map(Some)
         .map_err(|e| format!("{tool}: {what} is not valid JSON: {e}"))
 }
@@ -32,7 +34,7 @@ pub fn snapshot_from_proto(p: pb::Snapshot) -> Result<Snapshot, Vec<String>> {
     let mut tools = Vec::with_capacity(p.tools.len());
     for t in p.tools {
         let name = t.exposed_name.clone();
-        let input = match schema(&t.input_schema_json, "input_schema_json", &name) {
+        let input = match schema(t.input_schema_json, "input_schema_json", &name) {
             Ok(Some(v)) => v,
             Ok(None) => {
                 problems.push(format!("{name}: input_schema_json is required"));
@@ -43,7 +45,7 @@ pub fn snapshot_from_proto(p: pb::Snapshot) -> Result<Snapshot, Vec<String>> {
                 continue;
             }
         };
-        let output = match schema(&t.output_schema_json, "output_schema_json", &name) {
+        let output = match schema(t.output_schema_json, "output_schema_json", &name) {
             Ok(v) => v,
             Err(e) => {
                 problems.push(e);
@@ -122,11 +124,11 @@ pub fn snapshot_to_proto(s: &Snapshot) -> pb::Snapshot {
                 title: d.title.clone().unwrap_or_default(),
                 description: d.description.clone(),
                 surfaces: d.surfaces.clone(),
-                input_schema_json: d.input_schema.to_string(),
+                input_schema_json: d.input_schema.text().into_owned(),
                 output_schema_json: d
                     .output_schema
                     .as_ref()
-                    .map(Value::to_string)
+                    .map(|s| s.text().into_owned())
                     .unwrap_or_default(),
                 annotations: Some(pb::Annotations {
                     read_only: d.annotations.read_only,
@@ -184,6 +186,42 @@ mod tests {
         let problems = snapshot_from_proto(wire).err().unwrap_or_default();
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert!(problems[0].contains("task 7"), "{problems:?}");
+    }
+
+    /// A fleet's daemon judges every pushed tool and serves few: a tool
+    /// whose plugin is not installed keeps its schema as text, and the
+    /// tree is built when an install serves it.
+    #[test]
+    fn a_withheld_tools_schema_stays_text_until_an_install_serves_it() {
+        let s = one_tool();
+        let mut wire = snapshot_to_proto(&s);
+        // Spaced and reordered as a backend might write it.
+        wire.tools[0].input_schema_json = "{ \"type\" : \"object\" }".to_owned();
+        wire.revision = 1;
+        let pushed = snapshot_from_proto(wire).unwrap_or_else(|p| panic!("{p:?}"));
+        assert_eq!(pushed.tools[0], s.tools[0], "the same contract by digest");
+        let store = toolhost_catalog::Store::new("kandev");
+        let nothing = toolhost_catalog::Installed::default();
+        let r = store.offer_managed(pushed, &nothing);
+        assert_eq!(r.defects.len(), 1, "{r:?}");
+        let cur = store.current();
+        let withheld = cur
+            .entries()
+            .next()
+            .map(|e| e.descriptor.input_schema.is_built());
+        assert_eq!(withheld, Some(false));
+
+        let text = "id = \"p\"\nversion = \"1.0.0\"\nname = \"P\"\n[runtime]\ncommand = \"/bin/true\"\n\
+                    [[tools]]\nname = \"t\"\ndescription = \"Does it.\"\nsurfaces = [\"chat\"]\n\
+                    input_schema = { type = \"object\" }\ntask = \"optional\"\n\
+                    instructions = \"Call it once per task.\"\n";
+        let m = toolhost_manifest::Manifest::parse(std::path::Path::new("/none"), text)
+            .unwrap_or_else(|p| panic!("{p:?}"));
+        store.rejudge(&toolhost_catalog::Installed::from_manifests([&m]));
+        let cur = store.current();
+        let served = cur.entries().next();
+        assert!(served.is_some_and(|e| e.is_sound()), "{served:?}");
+        assert!(served.is_some_and(|e| e.descriptor.input_schema.is_built()));
     }
 
     #[test]

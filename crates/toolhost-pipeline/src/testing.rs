@@ -15,7 +15,7 @@ pub(crate) fn descriptor(
         description: "Adds a note.".into(),
         instructions: None,
         surfaces: vec!["chat".into()],
-        input_schema: serde_json::json!({ "type": "object" }),
+        input_schema: serde_json::json!({ "type": "object" }).into(),
         output_schema: None,
         annotations: Default::default(),
         timeout_ms,

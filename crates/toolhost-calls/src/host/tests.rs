@@ -135,7 +135,7 @@ fn tool(name: &str, task: TaskSupport) -> Descriptor {
         description: "A tool.".into(),
         instructions: None,
         surfaces: vec!["chat".into()],
-        input_schema: serde_json::json!({ "type": "object" }),
+        input_schema: serde_json::json!({ "type": "object" }).into(),
         output_schema: None,
         annotations: Default::default(),
         timeout_ms: 10_000,

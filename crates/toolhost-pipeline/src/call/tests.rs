@@ -170,7 +170,8 @@ fn add_note(timeout_ms: u32) -> Descriptor {
             "type": "object",
             "properties": { "text": { "type": "string", "maxLength": 100 } },
             "required": ["text"]
-        }),
+        })
+        .into(),
         output_schema: None,
         annotations: Default::default(),
         timeout_ms,
@@ -188,7 +189,7 @@ fn other_tool() -> Descriptor {
     Descriptor {
         local_name: "ping".into(),
         exposed_name: "kandev_notes_ping".into(),
-        input_schema: json!({ "type": "object" }),
+        input_schema: json!({ "type": "object" }).into(),
         ..add_note(1000)
     }
 }
@@ -695,11 +696,14 @@ async fn a_result_over_the_limit_is_refused_and_says_the_tool_ran() {
 
 fn with_output_schema() -> Descriptor {
     Descriptor {
-        output_schema: Some(json!({
-            "type": "object",
-            "properties": { "id": { "type": "integer" } },
-            "required": ["id"]
-        })),
+        output_schema: Some(
+            json!({
+                "type": "object",
+                "properties": { "id": { "type": "integer" } },
+                "required": ["id"]
+            })
+            .into(),
+        ),
         ..add_note(1000)
     }
 }
@@ -812,7 +816,8 @@ async fn report_mode_names_the_ignored_arguments_beside_the_result() {
     let mut read_only = Descriptor {
         unknown_arguments: UnknownArguments::Report,
         output_schema: Some(
-            json!({ "type": "object", "additionalProperties": false, "properties": { "id": {} } }),
+            json!({ "type": "object", "additionalProperties": false, "properties": { "id": {} } })
+                .into(),
         ),
         ..add_note(1000)
     };
