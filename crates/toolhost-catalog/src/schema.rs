@@ -148,15 +148,6 @@ impl Schema {
     pub fn is_built(&self) -> bool {
         self.tree.get().is_some()
     }
-
-    /// The tree, taken.
-    #[must_use]
-    pub fn into_value(mut self) -> Value {
-        match self.tree.take() {
-            Some(v) => v,
-            None => self.value().clone(),
-        }
-    }
 }
 
 impl From<Value> for Schema {
@@ -194,12 +185,6 @@ impl PartialEq for Schema {
 }
 
 impl Eq for Schema {}
-
-impl PartialEq<Value> for Schema {
-    fn eq(&self, other: &Value) -> bool {
-        self.digest == canonical_digest(other)
-    }
-}
 
 impl fmt::Debug for Schema {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -473,6 +458,19 @@ mod tests {
         let tree: Value = serde_json::from_str(text).unwrap_or_default();
         let s = Schema::parse(text.into()).map_err(|e| e.to_string());
         assert_eq!(s.map(|s| s.digest()), Ok(canonical_digest(&tree)));
+    }
+
+    /// A backend's schema nested past serde_json's depth limit is refused
+    /// as a tree's would be, without exhausting the stack.
+    #[test]
+    fn a_schema_nested_beyond_the_limit_is_refused() {
+        for deep in ["[".repeat(100_000), "{\"a\":".repeat(100_000)] {
+            let e = Schema::parse(deep).map(|_| ()).map_err(|e| e.to_string());
+            assert!(
+                e.as_ref().is_err_and(|e| e.contains("recursion limit")),
+                "{e:?}"
+            );
+        }
     }
 
     #[test]
