@@ -975,8 +975,30 @@ async fn a_pushed_contract_change_of_a_held_plugin_waits_for_the_operator() {
     let (_, status) = toolhost_e2e::cli_at(&sock, &["status"]);
     assert!(status.contains("held for the operator"), "{status}");
 
-    // The operator reads it and accepts: served at the same version.
-    let (ok, out) = toolhost_e2e::cli_at(&sock, &["catalog", "accept", "kandev_tp_count"]);
+    // The operator reads it and accepts what was shown: served at the
+    // same version. Naming another contract accepts nothing.
+    let shown = r.defects[0]
+        .reason
+        .split("(contract ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .expect("the reason names the contract")
+        .to_owned();
+    let (ok, out) = toolhost_e2e::cli_at(
+        &sock,
+        &[
+            "catalog",
+            "accept",
+            "kandev_tp_count",
+            "--contract",
+            "0123456789abcdef0123456789abcdef",
+        ],
+    );
+    assert!(!ok && out.contains("not the one you named"), "{out}");
+    let (ok, out) = toolhost_e2e::cli_at(
+        &sock,
+        &["catalog", "accept", "kandev_tp_count", "--contract", &shown],
+    );
     assert!(ok, "{out}");
     assert!(
         out.contains("accepted contract")
@@ -997,9 +1019,21 @@ async fn a_pushed_contract_change_of_a_held_plugin_waits_for_the_operator() {
         .expect("a tool result");
     assert_eq!(ran.is_error, Some(false), "{ran:?}");
     // What is not held cannot be accepted, and an unknown name is not found.
-    let (ok, out) = toolhost_e2e::cli_at(&sock, &["catalog", "accept", "kandev_tp_echo"]);
+    let (ok, out) = toolhost_e2e::cli_at(
+        &sock,
+        &["catalog", "accept", "kandev_tp_echo", "--contract", &shown],
+    );
     assert!(!ok && out.contains("is not held"), "{out}");
-    let (ok, out) = toolhost_e2e::cli_at(&sock, &["catalog", "accept", "kandev_tp_nothing"]);
+    let (ok, out) = toolhost_e2e::cli_at(
+        &sock,
+        &[
+            "catalog",
+            "accept",
+            "kandev_tp_nothing",
+            "--contract",
+            &shown,
+        ],
+    );
     assert!(!ok && out.contains("no tool by that name"), "{out}");
 
     // The acceptance is kept: after a restart, the last pushed catalog is

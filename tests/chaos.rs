@@ -401,6 +401,7 @@ async fn plugins_misbehave_while_agents_work() {
                         dry_run: false,
                         values: Default::default(),
                         path: src.display().to_string(),
+                        ..Default::default()
                     })
                     .await
                     .is_ok()

@@ -161,6 +161,7 @@ async fn install_upgrade_disable_enable_remove_while_agents_work() {
             dry_run: false,
             values: Default::default(),
             path: v2.display().to_string(),
+            ..Default::default()
         })
         .await;
     assert!(r.is_ok(), "upgrade: {r:?}");
@@ -168,6 +169,10 @@ async fn install_upgrade_disable_enable_remove_while_agents_work() {
         (told.load(Ordering::SeqCst) > told_before).then_some(())
     })
     .await;
+    // Told, the client lists again, as clients do: the new schema is what
+    // its session was shown, so its call is judged by it (a session that
+    // calls without listing is refused once first, docs/CONTRACT.md §4).
+    assert!(names(&c).await.contains(&"kandev_kit_echo".to_owned()));
     assert_eq!(
         echo(&c, "too long now").await,
         "invalid_arguments",
@@ -186,6 +191,7 @@ async fn install_upgrade_disable_enable_remove_while_agents_work() {
             dry_run: false,
             values: Default::default(),
             path: v3.display().to_string(),
+            ..Default::default()
         })
         .await;
     let e = r.err().map(|s| s.message().to_owned()).unwrap_or_default();
@@ -530,7 +536,7 @@ async fn every_lifecycle_operation_under_load_fails_no_call_of_another_plugin() 
     let out = run(&["plugins", "upgrade", &path(&extra3)]);
     assert!(out.contains("held: version 3.0.0"), "{out}");
     answered_after("a held upgrade").await;
-    run(&["plugins", "accept", "extra"]);
+    run(&["plugins", "accept", "extra", "--version", "3.0.0"]);
     answered_after("accept").await;
     let out = run(&["plugins", "upgrade", &path(&extra4)]);
     assert!(out.contains("held: version 4.0.0"), "{out}");

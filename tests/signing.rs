@@ -344,7 +344,7 @@ async fn upgrade_dry_run_names_every_contract_change_and_changes_nothing() {
     }
     let (_, shown) = cli_at(&admin, &["plugins", "show", "tp"]);
     assert!(shown.starts_with("tp 1.0.0"), "held: {shown}");
-    let (ok, text) = cli_at(&admin, &["plugins", "accept", "tp"]);
+    let (ok, text) = cli_at(&admin, &["plugins", "accept", "tp", "--version", "1.1.0"]);
     assert!(ok && text.contains("the upgrade changed:"), "{text}");
     for line in expected {
         assert!(text.contains(line), "missing {line:?} in\n{text}");
@@ -604,7 +604,7 @@ async fn a_held_upgrade_keeps_the_old_version_serving_under_load_until_it_is_acc
     assert!(ok && json.contains("\"held\""), "{json}");
 
     // Accepted, it takes over as an upgrade does, under the same load.
-    let (ok, text) = cli_at(&admin, &["plugins", "accept", "tp"]);
+    let (ok, text) = cli_at(&admin, &["plugins", "accept", "tp", "--version", "2.0.0"]);
     assert!(ok && text.contains("the upgrade changed:"), "{text}");
     answered_after("the acceptance").await;
     eventually(WAIT, "the new description listed", async || {
@@ -617,7 +617,7 @@ async fn a_held_upgrade_keeps_the_old_version_serving_under_load_until_it_is_acc
         "{shown}"
     );
     assert_eq!(installed_dirs(r), ["tp@2.0.0"]);
-    let (ok, text) = cli_at(&admin, &["plugins", "accept", "tp"]);
+    let (ok, text) = cli_at(&admin, &["plugins", "accept", "tp", "--version", "2.0.0"]);
     assert!(
         !ok && text.contains("no upgrade of plugin tp is held"),
         "{text}"

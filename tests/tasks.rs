@@ -806,6 +806,7 @@ async fn an_upgrade_lets_a_running_task_finish_on_the_old_process() {
             dry_run: false,
             values: Default::default(),
             path: v2.display().to_string(),
+            ..Default::default()
         })
         .await
     });

@@ -991,3 +991,89 @@ fn no_production_function_is_long_without_saying_why() {
         long.join("\n")
     );
 }
+
+/// The token bucket and the escaping of text a person reads are
+/// `toolhost-base`'s, once: a second copy drifts (the approval question
+/// once escaped fewer invisible characters than the log lines did).
+/// Outside `toolhost-base`, no source defines a bucket's refill, a
+/// character class of "unsafe" or "invisible" text, or writes a `\u{..}`
+/// escape of its own.
+#[test]
+fn the_token_bucket_and_the_escaping_rule_live_only_in_base() {
+    let forbidden = [
+        "fn refill(",
+        "struct Bucket ",
+        "struct Bucket{",
+        "fn is_invisible(",
+        "fn is_unsafe(",
+        "\"\\\\u{{{:",
+    ];
+    let mut wrong = Vec::new();
+    for src in source_dirs() {
+        if src.ends_with("toolhost-base/src") {
+            continue;
+        }
+        let mut files = Vec::new();
+        collect_rs(&src, &mut files);
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap_or_default();
+            for (n, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or_default();
+                if let Some(p) = forbidden.iter().find(|p| code.contains(**p)) {
+                    wrong.push(format!("{}:{}: {p}", f.display(), n + 1));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The pipeline runs the steps and asks the operator's policy through a
+/// seam: it links no expression interpreter (the policy's rules are CEL,
+/// in `toolhost-policy`), and stays about the size of its job.
+#[test]
+fn the_pipeline_carries_no_policy_engine() {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "tree",
+            "-p",
+            "toolhost-pipeline",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "--offline",
+        ])
+        .current_dir(toolhost_e2e::workspace_root())
+        .output()
+        .expect("cargo tree runs");
+    let tree = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !tree.lines().any(|l| l.starts_with("cel ")),
+        "toolhost-pipeline pulls the CEL interpreter:\n{tree}"
+    );
+    let mut files = Vec::new();
+    collect_rs(
+        &toolhost_e2e::workspace_root().join("crates/toolhost-pipeline/src"),
+        &mut files,
+    );
+    let lines: usize = files
+        .iter()
+        .filter(|f| !f.to_string_lossy().contains("/tests"))
+        .map(|f| {
+            std::fs::read_to_string(f)
+                .unwrap_or_default()
+                .lines()
+                .count()
+        })
+        .sum();
+    assert!(
+        lines < 4_200,
+        "toolhost-pipeline has {lines} lines of source outside its tests"
+    );
+}

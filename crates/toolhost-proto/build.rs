@@ -10,6 +10,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         root.join("toolhost/admin/v1/admin.proto"),
     ];
     let fds = protox::compile(&files, [&root])?;
+    // The message shapes (no comments), for `strict.rs`: which fields a
+    // message has, so a reader can refuse the ones it does not know.
+    let mut shapes = fds.clone();
+    for f in &mut shapes.file {
+        f.source_code_info = None;
+    }
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
+    std::fs::write(
+        out.join("descriptors.bin"),
+        prost::Message::encode_to_vec(&shapes),
+    )?;
     tonic_prost_build::configure()
         // prost's codec with small first buffers (src/codec.rs).
         .codec_path("crate::codec::Codec")

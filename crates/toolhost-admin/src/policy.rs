@@ -4,16 +4,20 @@
 //! arguments.
 
 use toolhost_catalog::Catalog;
-use toolhost_pipeline::Pipeline;
+use toolhost_policy::OperatorPolicy;
 use toolhost_proto::admin as pb;
 
 /// The policy over each tool of `plugin` in `catalog`.
-pub(crate) fn tool_policies(p: &Pipeline, catalog: &Catalog, plugin: &str) -> Vec<pb::ToolPolicy> {
+pub(crate) fn tool_policies(
+    p: &OperatorPolicy,
+    catalog: &Catalog,
+    plugin: &str,
+) -> Vec<pb::ToolPolicy> {
     catalog
         .entries()
         .filter(|e| e.descriptor.plugin_id == plugin)
         .map(|e| {
-            let (approval, rate, rules) = p.policy_of(&e.descriptor);
+            let (approval, rate, rules) = p.describe(&e.descriptor);
             pb::ToolPolicy {
                 tool: e.descriptor.exposed_name.clone(),
                 approval,
@@ -25,8 +29,8 @@ pub(crate) fn tool_policies(p: &Pipeline, catalog: &Catalog, plugin: &str) -> Ve
 }
 
 /// The operator's word over calls, daemon-wide, for `status`.
-pub(crate) fn summary(p: &Pipeline) -> pb::PolicySummary {
-    let rates = p.rate_limits().policy();
+pub(crate) fn summary(p: &OperatorPolicy) -> pb::PolicySummary {
+    let rates = p.rates().policy();
     let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
     pb::PolicySummary {
         approvals: p.approvals().policy().summary(),
@@ -35,14 +39,14 @@ pub(crate) fn summary(p: &Pipeline) -> pb::PolicySummary {
             .map(|b| format!("{} calls a minute, bursts of {}", b.per_minute, b.burst))
             .unwrap_or_default(),
         tool_rate_limits: n(rates.tools.len()),
-        rules: n(p.rules().map_or(0, |r| r.len())),
+        rules: n(p.rules().len()),
         approvals_pending: n(p.approvals().pending().len()),
     }
 }
 
 /// A pending approval as the admin API shows it: ids and a digest, never
 /// the arguments.
-pub(crate) fn approval_entry(p: toolhost_pipeline::approval::Pending) -> pb::ApprovalEntry {
+pub(crate) fn approval_entry(p: toolhost_policy::Pending) -> pb::ApprovalEntry {
     pb::ApprovalEntry {
         binding: Some(pb::SessionBinding {
             surface: p.surface,

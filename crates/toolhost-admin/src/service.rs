@@ -37,9 +37,9 @@ pub struct AdminState {
     pub tokens: Arc<TokenTable>,
     /// The tool calls run as MCP tasks.
     pub tasks: Arc<Tasks>,
-    /// The call pipeline: the operator's policy over calls, and the
-    /// approvals waiting for the operator.
-    pub pipeline: Arc<toolhost_pipeline::Pipeline>,
+    /// The operator's policy over calls, and the approvals waiting for
+    /// the operator.
+    pub policy: Arc<toolhost_policy::OperatorPolicy>,
     /// How many MCP sessions and subscriptions listen for list changes.
     pub sessions: Arc<dyn Fn() -> usize + Send + Sync>,
     /// The fleet link, when the catalog comes through NATS.
@@ -77,12 +77,17 @@ fn lifecycle_status(e: LifecycleError) -> Status {
         LifecycleError::Managed
         | LifecycleError::NotManaged
         | LifecycleError::Static { .. }
-        | LifecycleError::AlreadyThere { .. } => Status::failed_precondition(message),
+        | LifecycleError::AlreadyThere { .. }
+        | LifecycleError::Downgrade { .. }
+        | LifecycleError::NotReviewed { .. } => Status::failed_precondition(message),
         LifecycleError::StartFailed { .. } => Status::aborted(message),
         LifecycleError::Untrusted { .. } => Status::permission_denied(message),
         LifecycleError::Io { .. } => Status::internal(message),
     }
 }
+
+/// The shortest token `BindSession` binds.
+pub const MIN_TOKEN_BYTES: usize = 16;
 
 /// The `toolhost.admin.v1.Admin` implementation.
 #[derive(Debug, Clone)]
@@ -186,7 +191,8 @@ impl Admin for AdminService {
         &self,
         request: Request<pb::AcceptContractRequest>,
     ) -> Result<Response<pb::AcceptContractResponse>, Status> {
-        let tool = request.into_inner().tool;
+        let r = request.into_inner();
+        let (tool, reviewed) = (r.tool, r.contract);
         if self.state.managed.is_none() {
             return Err(lifecycle_status(LifecycleError::NotManaged));
         }
@@ -208,7 +214,22 @@ impl Admin for AdminService {
             )));
         }
         let d = &entry.descriptor;
-        let contract = d.contract_fingerprint();
+        let contract = entry.contract_fingerprint();
+        // The operator accepts what they read, not whatever the backend
+        // pushed after: the fingerprint they were shown must be the one
+        // held now.
+        if reviewed.trim().is_empty() {
+            return Err(Status::failed_precondition(format!(
+                "say which contract of {tool} you reviewed: toolhost catalog accept {tool} --contract {contract} \
+                 (toolhost status names the held contract and its texts)"
+            )));
+        }
+        if !reviewed.trim().eq_ignore_ascii_case(&contract) {
+            return Err(Status::failed_precondition(format!(
+                "the contract pushed for {tool} is now {contract}, not the one you named: the backend pushed other \
+                 texts after your review. Read them (toolhost status) before you accept"
+            )));
+        }
         let (title, description) = (d.title.clone().unwrap_or_default(), d.description.clone());
         drop(catalog);
         let lifecycle = &self.state.lifecycle;
@@ -231,10 +252,10 @@ impl Admin for AdminService {
         request: Request<pb::BindSessionRequest>,
     ) -> Result<Response<pb::BindSessionResponse>, Status> {
         let r = request.into_inner();
-        if r.token.len() < 16 {
-            return Err(Status::invalid_argument(
-                "a token must be at least 16 characters",
-            ));
+        if r.token.len() < MIN_TOKEN_BYTES {
+            return Err(Status::invalid_argument(format!(
+                "a token must be at least {MIN_TOKEN_BYTES} characters (docs/CONTRACT.md §3): a shorter one could be guessed"
+            )));
         }
         self.state.tokens.bind(&r.token, binding_of(r.binding)?);
         Ok(Response::new(pb::BindSessionResponse {}))
@@ -273,7 +294,7 @@ impl Admin for AdminService {
                     reason: d.reason.clone(),
                 })
                 .collect();
-            st.policies = crate::policy::tool_policies(&self.state.pipeline, &catalog, &id);
+            st.policies = crate::policy::tool_policies(&self.state.policy, &catalog, &id);
             plugins.push(st);
         }
         Ok(Response::new(pb::ListPluginsResponse { plugins }))
@@ -297,10 +318,13 @@ impl Admin for AdminService {
         let set = bounded_values(r.values)?;
         let path = std::path::PathBuf::from(r.path);
         let lifecycle = &self.state.lifecycle;
+        let options = toolhost_lifecycle::UpgradeOptions {
+            allow_downgrade: r.allow_downgrade,
+        };
         let done = if r.dry_run {
-            lifecycle.upgrade_preview(&path).await
+            lifecycle.upgrade_preview(&path, options).await
         } else {
-            lifecycle.upgrade_reporting(&path, &set).await
+            lifecycle.upgrade_reporting(&path, &set, options).await
         };
         self.upgrade_answer(done)
     }
@@ -311,7 +335,12 @@ impl Admin for AdminService {
     ) -> Result<Response<pb::LifecycleResponse>, Status> {
         let r = request.into_inner();
         let set = bounded_values(r.values)?;
-        let done = self.state.lifecycle.accept(&r.id, &set).await;
+        let nonempty = |s: String| (!s.trim().is_empty()).then_some(s);
+        let reviewed = toolhost_lifecycle::Reviewed {
+            version: nonempty(r.version),
+            statement: nonempty(r.statement),
+        };
+        let done = self.state.lifecycle.accept(&r.id, &reviewed, &set).await;
         self.upgrade_answer(done)
     }
 
@@ -513,7 +542,7 @@ impl Admin for AdminService {
                 .into_iter()
                 .map(|(state, count)| (state.to_owned(), n(count)))
                 .collect(),
-            policy: Some(crate::policy::summary(&self.state.pipeline)),
+            policy: Some(crate::policy::summary(&self.state.policy)),
         }))
     }
 
@@ -563,7 +592,7 @@ impl Admin for AdminService {
     ) -> Result<Response<pb::ListApprovalsResponse>, Status> {
         let approvals = self
             .state
-            .pipeline
+            .policy
             .approvals()
             .pending()
             .into_iter()
@@ -577,7 +606,7 @@ impl Admin for AdminService {
         request: Request<pb::DecideApprovalRequest>,
     ) -> Result<Response<pb::DecideApprovalResponse>, Status> {
         let r = request.into_inner();
-        match self.state.pipeline.approvals().decide(&r.id, r.approve) {
+        match self.state.policy.approvals().decide(&r.id, r.approve) {
             Ok(p) => {
                 tracing::info!(target: "toolhost::audit", approval = %toolhost_base::log_safe(&p.id, 64),
                     tool = %p.tool, arguments_digest = %p.arguments_digest, approved = r.approve,

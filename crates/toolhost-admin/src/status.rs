@@ -80,6 +80,8 @@ pub(crate) fn plugin_status(
         version: h.version,
         why: h.why,
         changes: h.changes,
+        statement: h.statement,
+        downgrade: h.downgrade,
     });
     st.disk = info.disk.map(|d| pb::DiskUse {
         used_bytes: d.used.unwrap_or(0),

@@ -17,7 +17,7 @@
 //!   closed pipe (Rust ignores SIGPIPE so that a daemon survives a closed
 //!   socket).
 
-use crate::text::{Lines, escaped, first_unsafe, is_unsafe};
+use crate::text::{escaped, is_unsafe};
 use std::borrow::Cow;
 use std::io::Write as _;
 
@@ -55,7 +55,10 @@ impl std::fmt::Display for Format {
 
 /// `text` with every unsafe character but newlines and tabs escaped.
 fn for_terminal(text: &str) -> Cow<'_, str> {
-    if first_unsafe(text, Lines::Prose).is_none() {
+    if !text
+        .chars()
+        .any(|c| is_unsafe(c) && !matches!(c, '\n' | '\t'))
+    {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 16);
@@ -89,8 +92,12 @@ fn json_for_terminal(json: &str) -> Cow<'_, str> {
     let mut out = String::with_capacity(json.len() + 16);
     for c in json.chars() {
         if is_unsafe(c) && c != '\n' {
-            // Every unsafe character is in the Basic Multilingual Plane.
-            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+            // JSON escapes UTF-16 units: a character past the Basic
+            // Multilingual Plane (a tag character) is a surrogate pair.
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
         } else {
             out.push(c);
         }

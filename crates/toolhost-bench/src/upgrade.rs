@@ -76,9 +76,8 @@ pub async fn report() -> Result<()> {
     let begin = Instant::now();
     admin
         .upgrade_plugin(toolhost_admin::admin::UpgradePluginRequest {
-            dry_run: false,
-            values: Default::default(),
             path: v2.display().to_string(),
+            ..Default::default()
         })
         .await?;
     let end = Instant::now();

@@ -16,16 +16,18 @@
 use crate::callers::{Owner, task_owner};
 use crate::deliver::{Delivery, Driven, Stop, drive};
 use crate::parked::{NotTaken, Parked, Waiting};
-use crate::port::{Builtin, CallPipeline};
+use crate::port::{Admission, Builtin, CallPipeline};
 use crate::relay::{Relay, Running, TaskPlan, Wants};
 use crate::tasks::{TaskRefused, TaskState, TaskView, Tasks, ended};
 use serde_json::Value;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use toolhost_catalog::Entry;
 use toolhost_pipeline::{
-    Answer, Binding, CallResult, ErrorCode, Question, Resolution, Unanswered, UnknownTool,
+    Answer, Binding, CallMode, CallResult, ErrorCode, Question, Resolution, Unanswered,
+    UnknownTool, arguments_digest,
 };
 
 /// How long past its longest deadline a call is surely over.
@@ -157,8 +159,7 @@ impl CallHost {
             Mode::Task(lifetime) => self.start_task(request, entry, lifetime, stop).await,
             Mode::Direct => {
                 let (owner, tool) = (request.owner, request.name.clone());
-                let arguments =
-                    toolhost_pipeline::approval::arguments_digest(&request.arguments.as_ref());
+                let arguments = arguments_digest(&request.arguments.as_ref());
                 let running = self.start(request, entry, None);
                 self.drive_call(running, (owner, tool, arguments), to, stop)
                     .await
@@ -175,7 +176,7 @@ impl CallHost {
         tool: &str,
         arguments: Option<&Value>,
     ) -> Result<Waiting, NotTaken> {
-        let digest = toolhost_pipeline::approval::arguments_digest(&arguments);
+        let digest = arguments_digest(&arguments);
         self.parked.take(handle, owner, tool, &digest)
     }
 
@@ -224,19 +225,62 @@ impl CallHost {
         }
     }
 
-    /// Starts the pipeline's call, not yet driven.
+    /// Starts the pipeline's call, not yet driven: admission, then (for a
+    /// task) the task made from `plan`'s place, then the rest of the call.
     fn start(&self, request: CallRequest, entry: Arc<Entry>, plan: Option<TaskPlan>) -> Running {
-        let (mut relay, events) = Relay::new(request.wants);
+        let (relay, events) = Relay::new(request.wants, plan.is_some());
         let cancel = CancellationToken::new();
-        let admitted = plan.map(|p| relay.make_task(p, cancel.clone()));
-        let expires = Instant::now() + relay.longest(self.pipeline.max_timeout()) + SLACK;
-        let call = Arc::clone(&self.pipeline).run(
-            request.binding,
-            entry,
-            request.arguments,
-            Box::new(relay),
-            cancel.clone(),
-        );
+        let (mode, longest) = match &plan {
+            Some(p) => (CallMode::Task { cap: p.cap }, p.cap),
+            None => (CallMode::Direct, self.pipeline.max_timeout()),
+        };
+        let expires = Instant::now() + longest + SLACK;
+        let (admitted_tx, admitted_rx) = match plan {
+            Some(_) => {
+                let (tx, rx) = oneshot::channel();
+                (Some(tx), Some(rx))
+            }
+            None => (None, None),
+        };
+        let pipeline = Arc::clone(&self.pipeline);
+        let (binding, arguments, call_cancel) =
+            (request.binding, request.arguments, cancel.clone());
+        let call: crate::relay::CallFuture = Box::pin(async move {
+            let admission = pipeline
+                .admit(
+                    &binding,
+                    &entry,
+                    arguments,
+                    &relay,
+                    call_cancel.clone(),
+                    mode,
+                )
+                .await;
+            let admitted = match admission {
+                Admission::Done(r) => return r,
+                Admission::Admitted(a) => a,
+            };
+            let task =
+                match (plan, admitted_tx) {
+                    (Some(plan), Some(tx)) => {
+                        match plan.place.create(&plan.tool, call_cancel, plan.lifetime) {
+                            Ok(id) => {
+                                let _ = tx.send(id.clone());
+                                Some(id)
+                            }
+                            Err(e) => {
+                                return admitted.abandon(CallResult::failure(
+                            ErrorCode::Internal,
+                            format!("{e}; nothing reached the plugin, so the call may be repeated"),
+                            None,
+                        ));
+                            }
+                        }
+                    }
+                    _ => None,
+                };
+            admitted.finish(task).await
+        });
         // The call may outlive the request (a parked call, a task): it
         // keeps the request's trace context, so its spans stay in the
         // request's trace.
@@ -252,7 +296,7 @@ impl CallHost {
             cancel,
             expires,
             task: None,
-            admitted,
+            admitted: admitted_rx,
         }
     }
 

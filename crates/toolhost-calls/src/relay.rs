@@ -64,8 +64,8 @@ pub(crate) struct Relay {
     log_level: Option<LogLevel>,
     can_ask: bool,
     shared: Arc<Shared>,
-    /// Set when the call is to run as a task.
-    task: Option<TaskHook>,
+    /// The call runs as a task, whose status message is its progress.
+    task: bool,
 }
 
 /// What makes a call a task: the place it holds among the tasks, turned
@@ -78,40 +78,6 @@ pub(crate) struct TaskPlan {
     pub(crate) lifetime: Duration,
     /// The operator's cap on a task's lifetime.
     pub(crate) cap: Duration,
-}
-
-/// A [`TaskPlan`] on its way through the pipeline.
-struct TaskHook {
-    plan: Mutex<Option<TaskPlan>>,
-    cap: Duration,
-    cancel: CancellationToken,
-    id: std::sync::OnceLock<String>,
-    admitted: Mutex<Option<oneshot::Sender<String>>>,
-}
-
-impl TaskHook {
-    fn admit(&self) -> Result<(), String> {
-        let plan = self
-            .plan
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
-            .ok_or_else(|| "the task was already created".to_owned())?;
-        let id = plan
-            .place
-            .create(&plan.tool, self.cancel.clone(), plan.lifetime)
-            .map_err(|e| e.to_string())?;
-        let _ = self.id.set(id.clone());
-        if let Some(tx) = self
-            .admitted
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
-        {
-            let _ = tx.send(id);
-        }
-        Ok(())
-    }
 }
 
 /// The driving request's side of a call's events.
@@ -146,7 +112,7 @@ pub struct Wants {
 }
 
 impl Relay {
-    pub(crate) fn new(wants: Wants) -> (Self, Events) {
+    pub(crate) fn new(wants: Wants, task: bool) -> (Self, Events) {
         let shared = Arc::new(Shared::default());
         (
             Self {
@@ -154,34 +120,10 @@ impl Relay {
                 log_level: wants.log_level,
                 can_ask: wants.can_ask,
                 shared: Arc::clone(&shared),
-                task: None,
+                task,
             },
             Events { shared, sent: None },
         )
-    }
-
-    /// Makes the call a task when the pipeline admits it: `plan`'s place
-    /// becomes the task, cancelled through `cancel`. The receiver gets the
-    /// task's id then; it is dropped unsent if the call ends before.
-    pub(crate) fn make_task(
-        &mut self,
-        plan: TaskPlan,
-        cancel: CancellationToken,
-    ) -> oneshot::Receiver<String> {
-        let (tx, rx) = oneshot::channel();
-        self.task = Some(TaskHook {
-            cap: plan.cap,
-            plan: Mutex::new(Some(plan)),
-            cancel,
-            id: std::sync::OnceLock::new(),
-            admitted: Mutex::new(Some(tx)),
-        });
-        rx
-    }
-
-    /// How long the call may run at most: a task's cap, else `direct`.
-    pub(crate) fn longest(&self, direct: Duration) -> Duration {
-        self.task.as_ref().map_or(direct, |t| t.cap)
     }
 }
 
@@ -190,7 +132,7 @@ impl Caller for Relay {
     /// not the client sent a progress token (the Tasks extension gives it
     /// no reason to).
     fn wants_progress(&self) -> bool {
-        self.wants_progress || self.task.is_some()
+        self.wants_progress || self.task
     }
     fn log_level(&self) -> Option<LogLevel> {
         self.log_level
@@ -219,15 +161,6 @@ impl Caller for Relay {
             p.logs.push_back(message);
         }
         self.shared.arrived.notify_one();
-    }
-    fn task_lifetime_cap(&self) -> Option<Duration> {
-        self.task.as_ref().map(|t| t.cap)
-    }
-    fn admitted(&self) -> Result<(), String> {
-        self.task.as_ref().map_or(Ok(()), TaskHook::admit)
-    }
-    fn task_id(&self) -> Option<String> {
-        self.task.as_ref().and_then(|t| t.id.get().cloned())
     }
     fn ask(&self, question: Question) -> AskFuture<'_> {
         Box::pin(async move {
@@ -300,11 +233,14 @@ mod tests {
     use toolhost_pipeline::LogLevel;
 
     fn relay() -> (Relay, Events) {
-        Relay::new(Wants {
-            progress: true,
-            log_level: Some(LogLevel::Debug),
-            can_ask: true,
-        })
+        Relay::new(
+            Wants {
+                progress: true,
+                log_level: Some(LogLevel::Debug),
+                can_ask: true,
+            },
+            false,
+        )
     }
 
     fn log(n: usize) -> LogMessage {

@@ -25,9 +25,29 @@ pub struct Entry {
     /// Whether the schemas were compiled: a descriptor withheld when it
     /// arrived never is, until a change of what is installed serves it.
     pub(crate) compiled: bool,
+    /// The contract's digest ([`Descriptor::contract_digest`]), computed
+    /// the first time a listing or a call needs it: a withheld tool never
+    /// pays for it.
+    pub(crate) contract: std::sync::OnceLock<[u8; 16]>,
 }
 
 impl Entry {
+    /// The digest of the tool's contract with the model (what
+    /// `tools/list` shows of it), computed once.
+    #[must_use]
+    pub fn contract_digest(&self) -> [u8; 16] {
+        *self
+            .contract
+            .get_or_init(|| self.descriptor.contract_digest())
+    }
+
+    /// [`Entry::contract_digest`] as 32 hex digits (the listing's
+    /// `_meta["toolhost/contract"]`).
+    #[must_use]
+    pub fn contract_fingerprint(&self) -> String {
+        crate::descriptor::hex(&self.contract_digest())
+    }
+
     /// Whether the tool can be listed and called: every declared schema
     /// compiled.
     #[must_use]

@@ -38,7 +38,14 @@ impl Fingerprint {
 ///
 /// Two descriptors are equal when their content is; when both are sealed,
 /// that is decided by their fingerprints.
+///
+/// As JSON (what `toolhost catalog push` reads and `catalog show` prints)
+/// a descriptor is [`DescriptorJson`]: the backend's policy is flat, as
+/// docs/CONTRACT.md §2 names it (`requires_approval`, `rate_per_minute`,
+/// `rate_burst`), and an unknown key is refused by name, never dropped: a
+/// misspelt `requires_approval` must not serve a tool without asking.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(try_from = "DescriptorJson", into = "DescriptorJson")]
 pub struct Descriptor {
     /// The plugin that implements it.
     pub plugin_id: String,
@@ -84,12 +91,131 @@ pub struct Descriptor {
     pub task_timeout_ms: Option<u32>,
     /// What the backend asks of this tool's calls beyond the operator's
     /// policy. An installed plugin's descriptor asks nothing.
-    #[serde(default, skip_serializing_if = "CallPolicy::is_nothing")]
     pub call_policy: CallPolicy,
     /// The content's digest once sealed; [`Fingerprint::UNSEALED`] until
     /// then (and after any field is changed by hand: seal again).
-    #[serde(skip)]
     pub fingerprint: Fingerprint,
+}
+
+/// A descriptor as JSON: every field by the name docs/CONTRACT.md §2 gives
+/// it, unknown keys refused.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DescriptorJson {
+    plugin_id: String,
+    plugin_version: String,
+    local_name: String,
+    exposed_name: String,
+    title: Option<String>,
+    description: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    instructions: Option<String>,
+    surfaces: Vec<String>,
+    input_schema: Schema,
+    output_schema: Option<Schema>,
+    #[serde(with = "annotations_serde")]
+    annotations: Annotations,
+    timeout_ms: u32,
+    aliases: BTreeMap<String, String>,
+    unknown_arguments: UnknownArguments,
+    #[serde(default)]
+    reset_timeout_on_progress: bool,
+    #[serde(default, with = "task_serde")]
+    task: TaskSupport,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    task_timeout_ms: Option<u32>,
+    /// Every call needs a person's approval first.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    requires_approval: bool,
+    /// A per-tool rate: calls a minute (with `rate_burst`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rate_per_minute: Option<u32>,
+    /// A per-tool rate: the most calls at once (with `rate_per_minute`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rate_burst: Option<u32>,
+    /// The same policy, nested, as `catalog show` printed it before the
+    /// flat names: read, never written.
+    #[serde(default, skip_serializing)]
+    call_policy: Option<CallPolicy>,
+}
+
+impl TryFrom<DescriptorJson> for Descriptor {
+    type Error = String;
+
+    fn try_from(j: DescriptorJson) -> Result<Self, String> {
+        let flat = CallPolicy {
+            requires_approval: j.requires_approval,
+            rate: match (j.rate_per_minute, j.rate_burst) {
+                (None, None) => None,
+                (Some(per_minute), Some(burst)) => Some(CallRate { per_minute, burst }),
+                _ => {
+                    return Err(format!(
+                        "{}: rate_per_minute and rate_burst go together (give both, or neither)",
+                        j.exposed_name
+                    ));
+                }
+            },
+        };
+        let call_policy = match j.call_policy {
+            Some(nested) if !flat.is_nothing() && nested != flat => {
+                return Err(format!(
+                    "{}: the policy is given twice, as call_policy and as requires_approval/rate_*, and they differ",
+                    j.exposed_name
+                ));
+            }
+            Some(nested) => nested,
+            None => flat,
+        };
+        Ok(Self {
+            plugin_id: j.plugin_id,
+            plugin_version: j.plugin_version,
+            local_name: j.local_name,
+            exposed_name: j.exposed_name,
+            title: j.title,
+            description: j.description,
+            instructions: j.instructions,
+            surfaces: j.surfaces,
+            input_schema: j.input_schema,
+            output_schema: j.output_schema,
+            annotations: j.annotations,
+            timeout_ms: j.timeout_ms,
+            aliases: j.aliases,
+            unknown_arguments: j.unknown_arguments,
+            reset_timeout_on_progress: j.reset_timeout_on_progress,
+            task: j.task,
+            task_timeout_ms: j.task_timeout_ms,
+            call_policy,
+            fingerprint: Fingerprint::UNSEALED,
+        })
+    }
+}
+
+impl From<Descriptor> for DescriptorJson {
+    fn from(d: Descriptor) -> Self {
+        Self {
+            plugin_id: d.plugin_id,
+            plugin_version: d.plugin_version,
+            local_name: d.local_name,
+            exposed_name: d.exposed_name,
+            title: d.title,
+            description: d.description,
+            instructions: d.instructions,
+            surfaces: d.surfaces,
+            input_schema: d.input_schema,
+            output_schema: d.output_schema,
+            annotations: d.annotations,
+            timeout_ms: d.timeout_ms,
+            aliases: d.aliases,
+            unknown_arguments: d.unknown_arguments,
+            reset_timeout_on_progress: d.reset_timeout_on_progress,
+            task: d.task,
+            task_timeout_ms: d.task_timeout_ms,
+            requires_approval: d.call_policy.requires_approval,
+            rate_per_minute: d.call_policy.rate.map(|r| r.per_minute),
+            rate_burst: d.call_policy.rate.map(|r| r.burst),
+            call_policy: None,
+        }
+    }
 }
 
 impl PartialEq for Descriptor {
@@ -151,6 +277,17 @@ pub struct CallRate {
     pub per_minute: u32,
     /// The most calls at once, at least 1.
     pub burst: u32,
+}
+
+/// Bytes as lowercase hex.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            use std::fmt::Write as _;
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }
 
 /// Feeds the canonical encoding of a descriptor's parts to a hasher:
@@ -245,6 +382,12 @@ impl Descriptor {
     /// tool means (the plugin's version, timeouts, surfaces). 32 hex digits.
     #[must_use]
     pub fn contract_fingerprint(&self) -> String {
+        hex(&self.contract_digest())
+    }
+
+    /// [`Descriptor::contract_fingerprint`]'s 16 bytes.
+    #[must_use]
+    pub fn contract_digest(&self) -> [u8; 16] {
         let mut c = Canonical(Sha256::new());
         c.str(&self.exposed_name);
         c.opt_str(self.title.as_deref());
@@ -254,13 +397,9 @@ impl Descriptor {
         c.hints(self.annotations);
         c.str(&format!("{:?}", self.task));
         let digest = c.0.finalize();
-        digest[..16]
-            .iter()
-            .fold(String::with_capacity(32), |mut s, b| {
-                use std::fmt::Write as _;
-                let _ = write!(s, "{b:02x}");
-                s
-            })
+        let mut out = [0; 16];
+        out.copy_from_slice(&digest[..16]);
+        out
     }
 
     /// Computes the fingerprint (surfaces sorted first, as a normalized
@@ -388,6 +527,7 @@ mod annotations_serde {
     use toolhost_manifest::Annotations;
 
     #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
     struct Wire {
         read_only: bool,
         destructive: bool,
@@ -534,6 +674,7 @@ impl Descriptor {
 /// A catalog as data: what a backend pushes, or what the embedded authority
 /// builds from installed plugins.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Snapshot {
     /// Which authority run this belongs to. A generation that has been
     /// replaced never comes back.

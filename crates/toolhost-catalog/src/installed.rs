@@ -223,7 +223,7 @@ impl Installed {
         }
         Some(format!(
             "{HELD_FOR_THE_OPERATOR}: its title, description or instructions differ from what {} declares for {}, \
-             and contract_changes = \"hold\" applies to {} (contract {contract}); toolhost catalog accept {} serves it",
+             and contract_changes = \"hold\" applies to {} (contract {contract}); toolhost catalog accept {} --contract {contract} serves it",
             d.plugin_id, d.local_name, d.plugin_id, d.exposed_name
         ))
     }

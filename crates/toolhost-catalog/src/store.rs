@@ -1024,6 +1024,7 @@ fn withheld_entry(d: Descriptor, digests: ([u8; 32], Option<[u8; 32]>), why: Str
         schema_digests: digests,
         withheld: Some(why),
         compiled: false,
+        contract: std::sync::OnceLock::new(),
     }
 }
 
@@ -1043,6 +1044,7 @@ fn rejudged(w: &mut Writer, old: &Entry, withheld: Option<String>) -> Entry {
             schema_digests: old.schema_digests,
             withheld,
             compiled: true,
+            contract: old.contract.clone(),
         },
     }
 }
@@ -1067,6 +1069,7 @@ fn compile_entry(w: &mut Writer, d: Descriptor) -> Entry {
         schema_digests: (in_digest, out_digest),
         withheld: None,
         compiled: true,
+        contract: std::sync::OnceLock::new(),
     }
 }
 

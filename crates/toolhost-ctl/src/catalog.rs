@@ -59,9 +59,16 @@ pub enum CatalogCommand {
     /// pushed tool held because its title, description or instructions
     /// differ from what its plugin declares, accepting the contract it has
     /// now (printed, with its texts).
+    ///
+    /// Name the contract fingerprint you reviewed (the held reason and
+    /// `toolhost status` name it): if the backend pushed other texts
+    /// since, nothing is accepted.
     Accept {
         /// The tool's exposed name.
         tool: String,
+        /// The contract fingerprint you reviewed.
+        #[arg(long)]
+        contract: String,
     },
 }
 
@@ -77,7 +84,7 @@ pub async fn catalog(t: &Target, cmd: &CatalogCommand) -> Result<ExitCode> {
             epoch,
             revision,
         } => crate::fleet::build_catalog(paths, prefix, generation, *epoch, *revision),
-        CatalogCommand::Accept { tool } => accept(&mut c, tool).await,
+        CatalogCommand::Accept { tool, contract } => accept(&mut c, tool, contract).await,
         CatalogCommand::Show => {
             let snap = c
                 .get_catalog(pb::GetCatalogRequest {})
@@ -161,10 +168,11 @@ fn print_push(
 }
 
 /// `toolhost catalog accept TOOL`: the contract accepted, with its texts.
-async fn accept(c: &mut toolhost_admin::Client, tool: &str) -> Result<ExitCode> {
+async fn accept(c: &mut toolhost_admin::Client, tool: &str, contract: &str) -> Result<ExitCode> {
     let r = c
         .accept_contract(pb::AcceptContractRequest {
             tool: tool.to_owned(),
+            contract: contract.to_owned(),
         })
         .await
         .map_err(|s| anyhow::anyhow!("{}", s.message()))?

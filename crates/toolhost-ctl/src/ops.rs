@@ -67,17 +67,34 @@ pub enum PluginsCommand {
         /// adds), stored once it has taken over.
         values: Vec<String>,
         /// Only print what the upgrade would change (tools, descriptions,
-        /// schemas, annotations, sandbox asks), or why it would be
+        /// schemas, annotations, sandbox asks, runtime), or why it would be
         /// refused; change nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Allow this one upgrade to an older version (refused otherwise:
+        /// an old release stays validly signed, whatever holes it has).
+        /// Audited.
+        #[arg(long)]
+        allow_downgrade: bool,
     },
     /// Accept the upgrade held for a plugin (it changed the plugin's
     /// sandbox asks, or its contract under contract_changes = "hold"): it
     /// takes over as an upgrade does.
+    ///
+    /// Name what you reviewed: the held version (`--version`) or its
+    /// statement digest (`--statement`), as `plugins show ID` prints them.
+    /// If a later upgrade replaced it, nothing is accepted.
+    #[command(group = clap::ArgGroup::new("reviewed").required(true).args(["version", "statement"]))]
     Accept {
         /// The plugin id.
         id: String,
+        /// The held version you reviewed.
+        #[arg(long)]
+        version: Option<String>,
+        /// The statement digest (sha256:HEX) of the held upgrade you
+        /// reviewed.
+        #[arg(long)]
+        statement: Option<String>,
         /// NAME=VALUE or NAME=@FILE: values the held version needs (by
         /// default, those given with the upgrade).
         values: Vec<String>,
@@ -431,15 +448,18 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
             path,
             values,
             dry_run,
+            allow_downgrade,
         } => {
             if *dry_run {
-                return crate::upgrades::upgrade_dry_run(&mut c, &absolute(path)).await;
+                return crate::upgrades::upgrade_dry_run(&mut c, &absolute(path), *allow_downgrade)
+                    .await;
             }
             let answer = c
                 .upgrade_plugin(pb::UpgradePluginRequest {
                     path: absolute(path).display().to_string(),
                     values: config_values(values)?,
                     dry_run: false,
+                    allow_downgrade: *allow_downgrade,
                 })
                 .await;
             if crate::upgrades::reported_held(&answer, path) {
@@ -447,10 +467,17 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
             }
             answer
         }
-        PluginsCommand::Accept { id, values } => {
+        PluginsCommand::Accept {
+            id,
+            version,
+            statement,
+            values,
+        } => {
             c.accept_upgrade(pb::AcceptUpgradeRequest {
                 id: id.clone(),
                 values: config_values(values)?,
+                version: version.clone().unwrap_or_default(),
+                statement: statement.clone().unwrap_or_default(),
             })
             .await
         }

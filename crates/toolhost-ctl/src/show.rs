@@ -70,6 +70,8 @@ pub(crate) fn one_line_status(p: &pb::PluginStatus) -> pb::PluginStatus {
             version: line(&h.version),
             why: line(&h.why),
             changes: lines(&h.changes),
+            statement: line(&h.statement),
+            downgrade: h.downgrade,
         }),
         ..p.clone()
     }
@@ -77,10 +79,21 @@ pub(crate) fn one_line_status(p: &pb::PluginStatus) -> pb::PluginStatus {
 
 /// An upgrade held for the operator, and what to do about it.
 pub(crate) fn print_held(id: &str, h: &pb::HeldUpgrade, indent: &str) {
+    let statement = if h.statement.is_empty() {
+        String::new()
+    } else {
+        format!(", statement {}", h.statement)
+    };
+    let back = if h.downgrade {
+        " (an older version: the operator allowed it)"
+    } else {
+        ""
+    };
     outln!(
-        "{indent}held: version {} waits for the operator ({}); accept: toolhost plugins accept {id}; reject: toolhost plugins reject {id}",
+        "{indent}held: version {}{statement}{back} waits for the operator ({}); accept what you reviewed: toolhost plugins accept {id} --version {}; reject: toolhost plugins reject {id}",
         h.version,
-        h.why
+        h.why,
+        h.version
     );
 }
 

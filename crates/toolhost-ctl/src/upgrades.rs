@@ -108,6 +108,8 @@ pub(crate) fn reported_held(
         version,
         why: toolhost_base::term::one_line(&r.held).into_owned(),
         changes: Vec::new(),
+        statement: String::new(),
+        downgrade: false,
     };
     print_held(&id, &held, "");
     outln!("the installed version keeps serving");
@@ -143,12 +145,14 @@ pub(crate) fn print_changes(changes: &[String], verb: &str) {
 pub(crate) async fn upgrade_dry_run(
     c: &mut toolhost_admin::Client,
     path: &std::path::Path,
+    allow_downgrade: bool,
 ) -> anyhow::Result<std::process::ExitCode> {
     let r = c
         .upgrade_plugin(pb::UpgradePluginRequest {
             path: path.display().to_string(),
             values: Default::default(),
             dry_run: true,
+            allow_downgrade,
         })
         .await
         .map_err(|s| anyhow::anyhow!("{}", s.message()))?;

@@ -12,6 +12,7 @@ use toolhost_runtime::Plugins;
 pub(crate) struct Sources {
     pub(crate) hub: Arc<Hub>,
     pub(crate) pipeline: Arc<Pipeline>,
+    pub(crate) policy: Arc<toolhost_policy::OperatorPolicy>,
     pub(crate) plugins: Arc<Plugins>,
     pub(crate) fleet: Option<Arc<dyn toolhost_managed::LinkStatus>>,
 }
@@ -33,6 +34,7 @@ pub(crate) fn render(sources: &Sources) -> String {
     let Sources {
         hub,
         pipeline,
+        policy,
         plugins: running,
         fleet,
     } = sources;
@@ -112,7 +114,7 @@ pub(crate) fn render(sources: &Sources) -> String {
         "counter",
         "Approvals by outcome: asked (a question put to the user), pending (waiting for the operator), granted, denied, expired, refused (nobody could be asked).",
     );
-    let a = pipeline.approvals().stats();
+    let a = policy.approvals().stats();
     for (outcome, n) in [
         ("asked", a.asked),
         ("pending", a.pending_created),
@@ -123,6 +125,17 @@ pub(crate) fn render(sources: &Sources) -> String {
     ] {
         let _ = writeln!(out, "toolhost_approvals_total{{outcome=\"{outcome}\"}} {n}");
     }
+    family(
+        &mut out,
+        "toolhost_rule_budget_refusals_total",
+        "counter",
+        "Calls refused before their argument rules ran, because the rules could cost more than their budget at the call's argument size.",
+    );
+    let _ = writeln!(
+        out,
+        "toolhost_rule_budget_refusals_total {}",
+        policy.rules().over_budget()
+    );
     family(
         &mut out,
         "toolhost_calls_awaiting_answer",

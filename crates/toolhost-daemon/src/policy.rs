@@ -33,9 +33,9 @@ pub struct ApprovalsFile {
 
 impl ApprovalsFile {
     /// The policy, defaults filled in and checked.
-    pub fn resolve(&self) -> anyhow::Result<toolhost_pipeline::ApprovalPolicy> {
-        let d = toolhost_pipeline::ApprovalPolicy::default();
-        let policy = toolhost_pipeline::ApprovalPolicy {
+    pub fn resolve(&self) -> anyhow::Result<toolhost_policy::ApprovalPolicy> {
+        let d = toolhost_policy::ApprovalPolicy::default();
+        let policy = toolhost_policy::ApprovalPolicy {
             destructive: self.destructive,
             tools: self.tools.iter().cloned().collect(),
             plugins: self.plugins.iter().cloned().collect(),
@@ -78,7 +78,7 @@ pub struct RateFile {
 }
 
 impl RateFile {
-    fn resolve(self, place: &str) -> anyhow::Result<toolhost_pipeline::Rate> {
+    fn resolve(self, place: &str) -> anyhow::Result<toolhost_policy::Rate> {
         let burst = self.burst.unwrap_or((self.per_minute / 10.0).max(1.0));
         let sane = |v: f64| v.is_finite() && (0.001..=1_000_000.0).contains(&v);
         if !sane(self.per_minute) {
@@ -87,7 +87,7 @@ impl RateFile {
         if !sane(burst) || burst < 1.0 {
             bail!("[rate_limits] {place}: burst must be 1 to 1000000");
         }
-        Ok(toolhost_pipeline::Rate {
+        Ok(toolhost_policy::Rate {
             per_minute: self.per_minute,
             burst,
         })
@@ -108,8 +108,8 @@ pub struct RateLimitsFile {
 
 impl RateLimitsFile {
     /// The limits, checked.
-    pub fn resolve(&self) -> anyhow::Result<toolhost_pipeline::RatePolicy> {
-        Ok(toolhost_pipeline::RatePolicy {
+    pub fn resolve(&self) -> anyhow::Result<toolhost_policy::RatePolicy> {
+        Ok(toolhost_policy::RatePolicy {
             binding: self.binding.map(|b| b.resolve("binding")).transpose()?,
             tools: self
                 .tools
@@ -136,8 +136,8 @@ pub struct RuleFile {
 }
 
 /// Compiles the `[[rules]]`; a bad one is an error naming its place.
-pub fn compile_rules(rules: &[RuleFile]) -> anyhow::Result<toolhost_pipeline::rules::Rules> {
-    use toolhost_pipeline::rules::{RuleSpec, Rules, Scope};
+pub fn compile_rules(rules: &[RuleFile]) -> anyhow::Result<toolhost_policy::Rules> {
+    use toolhost_policy::{RuleSpec, Rules, Scope};
     let mut specs = Vec::with_capacity(rules.len());
     for (i, r) in rules.iter().enumerate() {
         let scope = match (&r.tool, &r.plugin) {

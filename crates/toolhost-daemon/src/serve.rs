@@ -226,6 +226,7 @@ impl Daemon {
         } else {
             None
         };
+        let policy = Arc::clone(&s.policy);
         let pipeline = Arc::new(pipeline(s, &store, &plugins)?);
         let hub = hub(s, &pipeline);
         let tokens = Arc::new(TokenTable::new());
@@ -270,13 +271,14 @@ impl Daemon {
             lifecycle: Arc::clone(&lifecycle),
             tokens: Arc::clone(&tokens),
             tasks: Arc::clone(hub.tasks()),
-            pipeline: Arc::clone(&pipeline),
+            policy: Arc::clone(&policy),
             sessions,
             fleet: link.clone(),
         }));
         let metrics = Arc::new(crate::metrics::Sources {
             hub: Arc::clone(&hub),
             pipeline,
+            policy,
             plugins,
             fleet: link,
         });
@@ -520,13 +522,7 @@ fn plugin_summary(
 /// The call pipeline, with the backend's Authorizer when configured.
 fn pipeline(s: &Settings, store: &Arc<Store>, plugins: &Arc<Plugins>) -> Result<Pipeline> {
     let mut pipeline = Pipeline::new(Arc::clone(store), Arc::clone(plugins) as _, s.limits)
-        .with_approvals(Arc::new(toolhost_pipeline::Approvals::new(
-            s.approvals.clone(),
-        )))
-        .with_rate_limits(Arc::new(toolhost_pipeline::RateLimiter::new(
-            s.rate_limits.clone(),
-        )))
-        .with_rules(Arc::clone(&s.rules));
+        .with_policy(Arc::clone(&s.policy) as _);
     if let Some((addr, timeout)) = &s.authorize {
         let address = AuthorizerAddress::parse(addr)?;
         pipeline = pipeline.with_authorizer(Authorizer::new(&address, *timeout)?);

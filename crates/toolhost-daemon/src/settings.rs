@@ -141,12 +141,10 @@ pub struct Settings {
     pub agent_view: toolhost_listing::AgentView,
     /// The bounds of hosted tasks (`[tasks]`).
     pub tasks: toolhost_calls::TaskLimits,
-    /// Which calls need a person's approval (`[approvals]`).
-    pub approvals: toolhost_pipeline::ApprovalPolicy,
-    /// How fast each token and each tool may call (`[rate_limits]`).
-    pub rate_limits: toolhost_pipeline::RatePolicy,
-    /// The argument rules (`[[rules]]`), compiled.
-    pub rules: std::sync::Arc<toolhost_pipeline::rules::Rules>,
+    /// The operator's word over calls: which need a person's approval
+    /// (`[approvals]`), how fast each token and tool may call
+    /// (`[rate_limits]`), and the argument rules (`[[rules]]`), compiled.
+    pub policy: std::sync::Arc<toolhost_policy::OperatorPolicy>,
     /// Where spans go (`[telemetry]`); `None`: nothing is traced.
     pub telemetry: Option<toolhost_telemetry::Export>,
     /// `--dev`: what to tell the developer once HTTP listens.
@@ -180,7 +178,18 @@ impl Config {
                 .iter()
                 .map(|(id, p)| (id, p.contract_changes.as_deref())),
         )?;
-        let rules = std::sync::Arc::new(crate::policy::compile_rules(&self.rules)?);
+        let rules = crate::policy::compile_rules(&self.rules)?;
+        for r in rules.reach() {
+            if r.max_arguments < toolhost_policy::rules::MAX_RULE_INPUT_BYTES {
+                tracing::warn!(rule = %r.place, max_arguments_bytes = r.max_arguments,
+                    "this rule's cost grows faster than its arguments: calls with larger arguments are refused before it runs");
+            }
+        }
+        let policy = std::sync::Arc::new(toolhost_policy::OperatorPolicy::new(
+            approvals,
+            rate_limits,
+            rules,
+        ));
         let telemetry = match &self.telemetry {
             Some(t) => crate::telemetry::resolve(t)?,
             None => None,
@@ -293,9 +302,7 @@ impl Config {
             sandbox: self.sandbox.resolve()?,
             agent_view,
             tasks,
-            approvals,
-            rate_limits,
-            rules,
+            policy,
             telemetry,
             dev,
         })

@@ -74,6 +74,16 @@ impl InstallFile {
                 .map_err(|e| anyhow::anyhow!("[install] trusted_keys[{i}]: {e}"))?;
             keys.push(key);
         }
+        if let Some((i, j, id)) = toolhost_lifecycle::package::shared_ids(&keys)
+            .into_iter()
+            .next()
+        {
+            anyhow::bail!(
+                "[install] trusted_keys[{i}] and trusted_keys[{j}] have the same key id {id}: a key id is chosen by \
+                 the key's maker, so one key can carry another's id; trust each signer by one key, and give two \
+                 keys of one signer ids of their own"
+            );
+        }
         let require_signature = self.require_signature.unwrap_or(!keys.is_empty());
         if require_signature && keys.is_empty() {
             anyhow::bail!(

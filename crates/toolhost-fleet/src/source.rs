@@ -440,6 +440,17 @@ fn read(
             value.value.len()
         ));
     }
+    // A field this toolhost does not know is refused, not dropped: a
+    // backend's policy it cannot read must not go unapplied.
+    let unknown =
+        toolhost_proto::strict::unknown_fields("toolhost.admin.v1.Snapshot", &value.value)
+            .map_err(|e| format!("not a toolhost.admin.v1.Snapshot: {e}"))?;
+    if !unknown.is_empty() {
+        return Err(format!(
+            "the value has fields this toolhost does not know ({}); the current catalog stays",
+            unknown.join(", ")
+        ));
+    }
     <toolhost_proto::admin::Snapshot as prost::Message>::decode(value.value.as_ref())
         .map_err(|e| format!("not a toolhost.admin.v1.Snapshot: {e}"))
 }

@@ -19,6 +19,7 @@
 //! What this module must not do: answer anything but an over-limit listen
 //! request, or change a request it passes on.
 
+use crate::identity::{bearer_token, request_binding};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode};
@@ -28,7 +29,6 @@ use std::sync::Arc;
 use toolhost_calls::TokenTable;
 use toolhost_calls::callers::digest;
 use toolhost_mcp::Hub;
-use toolhost_mcp::{bearer_token, request_binding};
 
 const LISTEN: &[u8] = b"subscriptions/listen";
 

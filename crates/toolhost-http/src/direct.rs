@@ -28,6 +28,7 @@
 //! the pipeline's), or answer any request whose shape it does not fully
 //! know.
 
+use crate::identity::request_binding;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
@@ -42,7 +43,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio_util::sync::CancellationToken;
 use toolhost_calls::{CallRequest, Hosted, Stop, TaskOffer, TokenTable, Wants};
 use toolhost_mcp::Hub;
-use toolhost_mcp::request_binding;
 use toolhost_net::ClientGone;
 use toolhost_telemetry::FutureExt as _;
 

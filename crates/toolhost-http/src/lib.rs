@@ -22,6 +22,7 @@
 
 mod admission;
 mod direct;
+mod identity;
 mod router;
 mod session_calls;
 mod sessions;

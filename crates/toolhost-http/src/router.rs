@@ -2,6 +2,7 @@
 //! rmcp's `StreamableHttpService`.
 
 use crate::direct::{Direct, plain_calls};
+use crate::identity::bearer_token;
 use crate::session_calls::{SessionCalls, session_calls};
 use crate::sessions::{Sessions, own_sessions};
 use axum::extract::{Request, State};
@@ -13,8 +14,8 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use toolhost_calls::TokenTable;
+use toolhost_mcp::Authorized;
 use toolhost_mcp::Hub;
-use toolhost_mcp::{Authorized, bearer_token};
 use toolhost_mcp::{Handler, Identity};
 
 /// HTTP settings.
@@ -96,8 +97,14 @@ async fn require_token(
     mut request: Request,
     next: Next,
 ) -> Response {
-    if let Some(binding) = bearer_token(request.headers()).and_then(|t| tokens.resolve(t)) {
-        request.extensions_mut().insert(Authorized(binding));
+    if let Some((binding, owner)) = bearer_token(request.headers()).and_then(|t| {
+        tokens
+            .resolve(t)
+            .map(|b| (b, toolhost_calls::callers::digest(t)))
+    }) {
+        request
+            .extensions_mut()
+            .insert(Authorized { binding, owner });
         return next.run(request).await;
     }
     let mut r = (
@@ -128,7 +135,7 @@ pub fn http_router(hub: Arc<Hub>, tokens: Arc<TokenTable>, options: HttpOptions)
             .with_legacy_session_mode(false)
             .with_json_response(true);
     }
-    let identity = Identity::Tokens(Arc::clone(&tokens));
+    let identity = Identity::Gated;
     // Idleness is toolhost's to judge (see `sessions`): rmcp's own timer
     // counts the notifications toolhost sends as activity.
     let mut manager = LocalSessionManager::default();

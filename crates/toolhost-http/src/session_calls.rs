@@ -32,6 +32,7 @@
 //! fully know.
 
 use crate::direct::{Caller, Direct, PlainCall, answer_plain, plain_headers, read_body};
+use crate::identity::request_binding;
 use crate::sessions::OwnedSession;
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -46,7 +47,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio_util::sync::CancellationToken;
-use toolhost_mcp::{SessionFacts, request_binding};
+use toolhost_mcp::SessionFacts;
 use toolhost_net::ClientGone;
 
 /// A `notifications/cancelled` is a few dozen bytes; larger bodies are not

@@ -13,6 +13,7 @@
 //! GET stream does not), and a session with a request in progress is never
 //! idle, so a long tool call is not cut off.
 
+use crate::identity::bearer_token;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode};
@@ -27,7 +28,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use toolhost_calls::Owner;
 use toolhost_calls::callers::digest;
-use toolhost_mcp::{SessionFacts, bearer_token};
+use toolhost_mcp::SessionFacts;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 

@@ -5,6 +5,11 @@
 //! the sandbox. `plugins upgrade --dry-run` prints it before anything
 //! changes, and the upgrade itself prints and logs it.
 //!
+//! Every `[runtime]` field that changes is listed too (its environment
+//! variable by variable, values shown escaped): `LD_PRELOAD` set by an
+//! upgrade runs code as surely as a changed file does, and an operator
+//! reviewing an upgrade must see it.
+//!
 //! A changed description is the "rug pull" (a tool installed harmless and
 //! upgraded to instruct the model), so texts are shown, old and new: the
 //! operator must read what the model will read. Every text is escaped and
@@ -47,7 +52,42 @@ pub fn changes(old: &Manifest, new: &Manifest) -> Vec<String> {
             ));
         }
     }
+    runtime_changes(&old.runtime, &new.runtime, &mut out);
     out
+}
+
+/// Each `[runtime]` field that differs (the command and its arguments are
+/// a sandbox ask, listed above).
+fn runtime_changes(
+    old: &toolhost_manifest::Runtime,
+    new: &toolhost_manifest::Runtime,
+    out: &mut Vec<String>,
+) {
+    let shown = |v: Option<&String>| v.map_or_else(|| "(unset)".to_owned(), |v| quoted(v));
+    let names: std::collections::BTreeSet<&String> = old.env.keys().chain(new.env.keys()).collect();
+    for name in names {
+        let (was, now) = (old.env.get(name), new.env.get(name));
+        if was != now {
+            out.push(format!(
+                "runtime.env `{}`: {} -> {}",
+                escaped(name, 64),
+                shown(was),
+                shown(now)
+            ));
+        }
+    }
+    if old.startup_timeout_ms != new.startup_timeout_ms {
+        out.push(format!(
+            "runtime.startup_timeout_ms: {} -> {}",
+            old.startup_timeout_ms, new.startup_timeout_ms
+        ));
+    }
+    if old.protocol != new.protocol {
+        out.push(format!(
+            "runtime.protocol: {} -> {}",
+            old.protocol, new.protocol
+        ));
+    }
 }
 
 /// Whether anything the manifest asks of the sandbox changed (paths,

@@ -23,7 +23,8 @@ pub(crate) struct StateFile {
     /// Disabled plugins (installed or static).
     #[serde(default)]
     pub disabled: BTreeSet<String>,
-    /// Installed plugins a trusted key signed: id -> the key's id.
+    /// Installed plugins a trusted key signed: id -> the whole public key
+    /// (base64; a record made before keys were stored whole holds its id).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub signers: BTreeMap<String, String>,
     /// Upgrades placed but held for the operator: id -> the held version.
@@ -51,6 +52,13 @@ pub(crate) struct HeldUpgrade {
     /// What it changes (`crate::contract::changes`), texts escaped.
     #[serde(default)]
     pub changes: Vec<String>,
+    /// The digest of its statement (`sha256:HEX`), recomputed from what was
+    /// placed: what the operator reviews and names to accept it.
+    #[serde(default)]
+    pub statement: String,
+    /// It goes back in version: the operator allowed it for this upgrade.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub downgrade: bool,
 }
 
 impl StateFile {

@@ -45,6 +45,6 @@ pub use archive::ArchiveLimits;
 pub use files::private_dir;
 pub use lifecycle::{
     DISK_CHECK, DiskInfo, HeldInfo, Lifecycle, LifecycleConfig, LifecycleError, PluginInfo,
-    Upgraded,
+    Reviewed, UpgradeOptions, Upgraded,
 };
 pub use spec::plugin_spec;

@@ -374,26 +374,106 @@ pub struct TrustPolicy {
     pub allow_signer_change: bool,
 }
 
+/// A trusted key that verified a package: known by its whole public key,
+/// never by its id alone. A minisign key id is 8 bytes its maker chooses,
+/// so another key can carry the same id; only the key itself says who
+/// signed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrustedKey {
+    /// The id minisign prints (16 hex digits): for a person to recognize.
+    pub id: String,
+    /// The whole public key, as the base64 line of its `.pub` file: what
+    /// is stored and compared.
+    pub key: String,
+}
+
+impl TrustedKey {
+    /// The key `pk`.
+    #[must_use]
+    pub fn of(pk: &minisign::PublicKey) -> Self {
+        Self {
+            id: public_key_id(pk),
+            key: pk.to_base64(),
+        }
+    }
+
+    /// The SHA-256 of the public key's bytes, first 16 bytes in hex: what
+    /// tells two keys of one id apart at a glance.
+    #[must_use]
+    pub fn fingerprint(&self) -> String {
+        fingerprint_of(&self.key)
+    }
+
+    /// "key ID (sha256:FINGERPRINT)".
+    #[must_use]
+    pub fn describe(&self) -> String {
+        format!("key {} (sha256:{})", self.id, self.fingerprint())
+    }
+
+    /// Whether `stored` (what the state file recorded for a plugin's
+    /// signer) names this key: its whole key, or (a record from before
+    /// keys were stored whole) its id.
+    #[must_use]
+    pub fn is(&self, stored: &str) -> bool {
+        if is_legacy_key_id(stored) {
+            return self.id.eq_ignore_ascii_case(stored);
+        }
+        self.key == stored
+    }
+}
+
+/// Whether a stored signer is a bare key id (16 hex digits), as records
+/// made before keys were stored whole are.
+#[must_use]
+pub fn is_legacy_key_id(stored: &str) -> bool {
+    stored.len() == 16 && stored.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// How a stored signer (a whole key, or a legacy id) reads for a person.
+#[must_use]
+pub fn describe_stored(stored: &str) -> String {
+    if is_legacy_key_id(stored) {
+        return format!("key {stored}");
+    }
+    match minisign::PublicKey::from_base64(stored) {
+        Ok(pk) => TrustedKey::of(&pk).describe(),
+        Err(_) => "an unreadable key".to_owned(),
+    }
+}
+
+fn fingerprint_of(key: &str) -> String {
+    let bytes = minisign::PublicKey::from_base64(key)
+        .map(|pk| pk.to_bytes())
+        .unwrap_or_else(|_| key.as_bytes().to_vec());
+    hex(&Sha256::digest(bytes)[..16])
+}
+
 /// How a package was found to be signed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Signer {
     /// No signature came with it.
     Unsigned,
-    /// Verified with a trusted key (its id).
-    Trusted(String),
+    /// Verified with this trusted key.
+    Trusted(TrustedKey),
     /// Signed with a key the operator does not trust (its id): not
     /// verified, so treated as unsigned.
     UnknownKey(String),
 }
 
 impl Signer {
+    /// The trusted key, when there is one.
+    #[must_use]
+    pub fn trusted(&self) -> Option<&TrustedKey> {
+        match self {
+            Self::Trusted(k) => Some(k),
+            _ => None,
+        }
+    }
+
     /// The trusted key's id, when there is one.
     #[must_use]
     pub fn key_id(&self) -> Option<&str> {
-        match self {
-            Self::Trusted(id) => Some(id),
-            _ => None,
-        }
+        self.trusted().map(|k| k.id.as_str())
     }
 }
 
@@ -481,6 +561,10 @@ pub fn verify(
     }
 }
 
+/// Verifies `text` over `statement` with the trusted key that made it.
+/// The id in a signature only says which keys to try: every trusted key
+/// with that id is tried, and the signer is the one whose signature
+/// verifies, known by its whole key.
 fn check_signature(
     statement: &[u8],
     text: &str,
@@ -489,15 +573,40 @@ fn check_signature(
     let sig = minisign::SignatureBox::from_string(text)
         .map_err(|_| PackageError::Malformed("the signature is not a minisign signature".into()))?;
     let key_id = key_id_of(sig.keynum());
-    let Some(pk) = trusted.iter().find(|pk| pk.keynum() == sig.keynum()) else {
+    let mut candidates = trusted
+        .iter()
+        .filter(|pk| pk.keynum() == sig.keynum())
+        .peekable();
+    if candidates.peek().is_none() {
         return Ok(Signer::UnknownKey(key_id));
-    };
-    minisign::verify(pk, &sig, std::io::Cursor::new(statement), true, false, false).map_err(|_| {
-        PackageError::Untrusted(format!(
-            "the signature by key {key_id} does not verify: the package's statement is not what that key signed"
-        ))
-    })?;
-    Ok(Signer::Trusted(key_id))
+    }
+    candidates
+        .find(|pk| {
+            minisign::verify(pk, &sig, std::io::Cursor::new(statement), true, false, false).is_ok()
+        })
+        .map(|pk| Signer::Trusted(TrustedKey::of(pk)))
+        .ok_or_else(|| {
+            PackageError::Untrusted(format!(
+                "the signature claiming key {key_id} does not verify with the trusted key of that id: the \
+                 package's statement is not what that key signed (or another key carries its id)"
+            ))
+        })
+}
+
+/// Trusted keys that share an id, by their places in the list: a key id
+/// is chosen by the key's maker, so two keys of one id are refused when
+/// the configuration is read.
+#[must_use]
+pub fn shared_ids(keys: &[minisign::PublicKey]) -> Vec<(usize, usize, String)> {
+    let mut out = Vec::new();
+    for (i, a) in keys.iter().enumerate() {
+        for (j, b) in keys.iter().enumerate().skip(i + 1) {
+            if a.keynum() == b.keynum() {
+                out.push((i, j, public_key_id(a)));
+            }
+        }
+    }
+    out
 }
 
 /// The id of a public key.
@@ -531,6 +640,10 @@ mod tests {
         let sig = sign(&s, &kp.sk).unwrap();
         let signer = check_signature(&s.to_bytes(), &sig, std::slice::from_ref(&kp.pk)).unwrap();
         assert_eq!(signer.key_id(), Some(public_key_id(&kp.pk).as_str()));
+        assert_eq!(
+            signer.trusted().map(|k| k.key.clone()),
+            Some(kp.pk.to_base64())
+        );
         let mut changed = s.clone();
         changed.version = "1.0.1".into();
         let refused = check_signature(&changed.to_bytes(), &sig, &[kp.pk]).unwrap_err();
@@ -545,6 +658,47 @@ mod tests {
         let sig = sign(&s, &signer.sk).unwrap();
         let got = check_signature(&s.to_bytes(), &sig, &[other.pk]).unwrap();
         assert_eq!(got, Signer::UnknownKey(public_key_id(&signer.pk)));
+    }
+
+    /// A key made with another signer's id: minisign accepts it, and it
+    /// must never pass for the other signer.
+    fn forged_with_id_of(victim: &minisign::PublicKey) -> minisign::KeyPair {
+        let mut kp = minisign::KeyPair::generate_unencrypted_keypair().unwrap();
+        let mut pk = kp.pk.to_bytes();
+        let mut sk = kp.sk.to_bytes();
+        // Both boxes carry the id right after the 2-byte algorithm (the
+        // secret key's after its algorithm, KDF, checksum and salt).
+        pk[2..10].copy_from_slice(victim.keynum());
+        let at = 2 + 2 + 2 + 32 + 8 + 8;
+        sk[at..at + 8].copy_from_slice(victim.keynum());
+        kp.pk = minisign::PublicKey::from_bytes(&pk).unwrap();
+        kp.sk = minisign::SecretKey::from_bytes(&sk).unwrap();
+        kp
+    }
+
+    #[test]
+    fn a_key_with_a_trusted_keys_id_is_not_that_key() {
+        let victim = minisign::KeyPair::generate_unencrypted_keypair().unwrap();
+        let forged = forged_with_id_of(&victim.pk);
+        assert_eq!(public_key_id(&forged.pk), public_key_id(&victim.pk));
+        let s = statement();
+        let sig = sign(&s, &forged.sk).unwrap();
+        // Trusting only the victim: the forged signature does not verify.
+        let r = check_signature(&s.to_bytes(), &sig, std::slice::from_ref(&victim.pk));
+        assert!(matches!(r, Err(PackageError::Untrusted(_))), "{r:?}");
+        // Trusting both (whatever the order): the signer is the forger's
+        // whole key, which is not the victim's.
+        for keys in [
+            [victim.pk.clone(), forged.pk.clone()],
+            [forged.pk.clone(), victim.pk.clone()],
+        ] {
+            let signer = check_signature(&s.to_bytes(), &sig, &keys).unwrap();
+            let k = signer.trusted().unwrap();
+            assert!(k.is(&forged.pk.to_base64()));
+            assert!(!k.is(&victim.pk.to_base64()));
+            assert_ne!(k.fingerprint(), TrustedKey::of(&victim.pk).fingerprint());
+        }
+        assert_eq!(shared_ids(&[victim.pk.clone(), forged.pk.clone()]).len(), 1);
     }
 
     #[test]

@@ -136,9 +136,15 @@ pub(crate) fn run(
     binding: &Binding,
     name: &str,
     arguments: Option<Value>,
+    pins: &toolhost_pipeline::Pins,
 ) -> CallResult {
     let started = std::time::Instant::now();
-    let result = answer(catalog, binding, arguments);
+    let (result, shown) = answer(catalog, binding, arguments);
+    if !shown.is_empty() {
+        // What the answer showed is a listing: a later change of one of
+        // these contracts is refused once, as after `tools/list`.
+        pins.listed(binding, Arc::new(toolhost_pipeline::Shown::of(shown)));
+    }
     tracing::info!(
         target: "toolhost::audit",
         tool = %name,
@@ -153,13 +159,18 @@ pub(crate) fn run(
 
 /// Kept whole on purpose: it validates the find tool's arguments, searches and
 /// renders in one pass over the surface's tools.
-fn answer(catalog: &Catalog, binding: &Binding, arguments: Option<Value>) -> CallResult {
+fn answer<'c>(
+    catalog: &'c Catalog,
+    binding: &Binding,
+    arguments: Option<Value>,
+) -> (CallResult, Vec<&'c Arc<Entry>>) {
     let Some(schema) = compiled() else {
-        return CallResult::failure(
+        let r = CallResult::failure(
             ErrorCode::Internal,
             "the find tool's schema does not compile",
             None,
         );
+        return (r, Vec::new());
     };
     let policy = ToolPolicy {
         aliases: &std::collections::BTreeMap::new(),
@@ -168,11 +179,9 @@ fn answer(catalog: &Catalog, binding: &Binding, arguments: Option<Value>) -> Cal
     let args = match check_arguments(schema, &policy, arguments) {
         Ok(c) => c.arguments,
         Err(e) => {
-            return CallResult::failure(
-                ErrorCode::InvalidArguments,
-                e.message,
-                Some(&e.violations),
-            );
+            let r =
+                CallResult::failure(ErrorCode::InvalidArguments, e.message, Some(&e.violations));
+            return (r, Vec::new());
         }
     };
     let query = words(
@@ -204,6 +213,7 @@ fn answer(catalog: &Catalog, binding: &Binding, arguments: Option<Value>) -> Cal
     });
     let matches = scored.len();
     let mut tools = Vec::new();
+    let mut shown = Vec::new();
     let mut lines = Vec::new();
     let mut bytes = 0usize;
     for (_, e) in scored.iter().take(usize::try_from(limit).unwrap_or(5)) {
@@ -220,6 +230,7 @@ fn answer(catalog: &Catalog, binding: &Binding, arguments: Option<Value>) -> Cal
             first_sentence(&e.descriptor.description)
         ));
         tools.push(v);
+        shown.push(*e);
     }
     let text = if tools.is_empty() {
         "No tool here matches those words. Try other words, or fewer.".to_owned()
@@ -233,13 +244,14 @@ fn answer(catalog: &Catalog, binding: &Binding, arguments: Option<Value>) -> Cal
     let mut structured = Map::new();
     structured.insert("matches".into(), json!(matches));
     structured.insert("tools".into(), Value::Array(tools));
-    CallResult {
+    let r = CallResult {
         content: vec![toolhost_pipeline::content::Block::text(text)],
         structured: Some(Value::Object(structured)),
         is_error: false,
         code: None,
         meta: None,
-    }
+    };
+    (r, shown)
 }
 
 /// A description's first sentence, at most 160 bytes.

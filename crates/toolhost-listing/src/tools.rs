@@ -4,6 +4,7 @@ use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use toolhost_catalog::{Catalog, Entry};
+use toolhost_pipeline::Shown;
 
 /// One descriptor as MCP shows it: schemas exactly as declared (no alias,
 /// no added `additionalProperties`), title, and the four hints.
@@ -34,7 +35,7 @@ pub fn to_tool(e: &Entry) -> Tool {
     let mut meta = JsonObject::new();
     meta.insert(
         CONTRACT_META.to_owned(),
-        serde_json::Value::String(d.contract_fingerprint()),
+        serde_json::Value::String(e.contract_fingerprint()),
     );
     t.meta = Some(rmcp::model::MetaObject(meta));
     t
@@ -51,29 +52,32 @@ pub(crate) struct ListingCache {
     by_surface: Mutex<HashMap<String, Listing>>,
 }
 
-/// A surface's listing and the surface epoch it was built at.
-type Listing = (u64, Arc<Vec<Tool>>);
+/// A surface's listing, the surface epoch it was built at, and what it
+/// shows of each contract.
+type Listing = (u64, Arc<Vec<Tool>>, Arc<Shown>);
 
 impl ListingCache {
     /// The listing of `surface`, with `builtin` (the find tool, when it is
-    /// served) in its place in name order.
+    /// served) in its place in name order, and what it shows of each
+    /// tool's contract.
     pub(crate) fn listing(
         &self,
         catalog: &Catalog,
         surface: &str,
         builtin: Option<Tool>,
-    ) -> Arc<Vec<Tool>> {
+    ) -> (Arc<Vec<Tool>>, Arc<Shown>) {
         let epoch = catalog.surface_epoch(surface);
-        if let Some((e, tools)) = self
+        if let Some((e, tools, shown)) = self
             .by_surface
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get(surface)
             && *e == epoch
         {
-            return Arc::clone(tools);
+            return (Arc::clone(tools), Arc::clone(shown));
         }
         let mut tools: Vec<Tool> = catalog.visible(surface).map(|e| to_tool(e)).collect();
+        let shown = Arc::new(Shown::of(catalog.visible(surface)));
         if let Some(b) = builtin {
             let at = tools.partition_point(|t| t.name < b.name);
             tools.insert(at, b);
@@ -85,11 +89,14 @@ impl ListingCache {
             .unwrap_or_else(PoisonError::into_inner);
         // A concurrent builder may have stored a newer epoch; keep the newest.
         match cache.get(surface) {
-            Some((e, _)) if *e > epoch => {}
+            Some((e, _, _)) if *e > epoch => {}
             _ => {
-                cache.insert(surface.to_owned(), (epoch, Arc::clone(&tools)));
+                cache.insert(
+                    surface.to_owned(),
+                    (epoch, Arc::clone(&tools), Arc::clone(&shown)),
+                );
             }
         }
-        tools
+        (tools, shown)
     }
 }

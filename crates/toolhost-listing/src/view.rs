@@ -31,9 +31,15 @@ impl Default for AgentView {
     }
 }
 
+/// A page of a listing: its tools, the next page's cursor, and what the
+/// whole listing shows of each contract.
+pub type Page = (Vec<Tool>, Option<String>, Arc<toolhost_pipeline::Shown>);
+
 /// The listings, instructions and find tool over a catalog store.
 pub struct Listing {
     store: Arc<Store>,
+    /// What each session was shown (the find tool's answers are listings too).
+    pins: Arc<toolhost_pipeline::Pins>,
     view: RwLock<AgentView>,
     listings: tools::ListingCache,
     instructions: instructions::InstructionsCache,
@@ -50,9 +56,10 @@ impl std::fmt::Debug for Listing {
 impl Listing {
     /// Listings over `store`'s current catalog, with the default view.
     #[must_use]
-    pub fn new(store: Arc<Store>) -> Arc<Self> {
+    pub fn new(store: Arc<Store>, pins: Arc<toolhost_pipeline::Pins>) -> Arc<Self> {
         Arc::new(Self {
             store,
+            pins,
             view: RwLock::new(AgentView::default()),
             listings: tools::ListingCache::default(),
             instructions: instructions::InstructionsCache::default(),
@@ -83,23 +90,19 @@ impl Listing {
     }
 
     /// The page of `surface`'s listing after `cursor` (the find tool in
-    /// its place when it is served), the next page's cursor, and the
-    /// change sequence of the catalog it was read from. A cursor this
-    /// daemon did not make is refused.
-    pub fn page(
-        &self,
-        surface: &str,
-        cursor: Option<&str>,
-    ) -> Result<(Vec<Tool>, Option<String>, u64), McpError> {
+    /// its place when it is served), the next page's cursor, and what the
+    /// whole listing shows of each tool's contract (for the session's
+    /// pins). A cursor this daemon did not make is refused.
+    pub fn page(&self, surface: &str, cursor: Option<&str>) -> Result<Page, McpError> {
         let catalog = self.store.current();
         let view = self.view();
         let builtin = self
             .find_tool_name(&catalog)
             .zip(view.find_tools.as_deref())
             .map(|(_, prefix)| find::tool(prefix));
-        let tools = self.listings.listing(&catalog, surface, builtin);
+        let (tools, shown) = self.listings.listing(&catalog, surface, builtin);
         let (page, next) = pages::page(&tools, cursor, view.tools_page_size)?;
-        Ok((page, next, catalog.change_seq()))
+        Ok((page, next, shown))
     }
 
     /// The built-in find tool's exposed name, when it is served and no
@@ -137,6 +140,6 @@ impl toolhost_calls::port::Builtin for Listing {
         name: &str,
         arguments: Option<serde_json::Value>,
     ) -> CallResult {
-        find::run(&self.store.current(), binding, name, arguments)
+        find::run(&self.store.current(), binding, name, arguments, &self.pins)
     }
 }

@@ -6,7 +6,7 @@
 
 use crate::deliver::{QUESTION_KEY, ToSession};
 use crate::hub::{Hub, Owner};
-use crate::identity::{bearer_token, request_binding};
+use crate::identity::authorized;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, CustomRequest, CustomResult,
     ElicitResult, GetTaskParams, GetTaskResult, Implementation, InitializeRequestParams,
@@ -18,8 +18,7 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
-use toolhost_calls::callers::digest;
-use toolhost_calls::{CallRequest, NotTaken, Stop, TaskOffer, TokenTable, Wants};
+use toolhost_calls::{CallRequest, NotTaken, Stop, TaskOffer, Wants};
 use toolhost_net::ClientGone;
 use toolhost_pipeline::Binding;
 
@@ -29,9 +28,11 @@ pub enum Identity {
     /// One binding for the whole transport (stdio: the process is the
     /// identity).
     Fixed(Binding),
-    /// Per request, from the `Authorization: Bearer` token (HTTP). Looked up
-    /// on every request, so a revoked token stops working at once.
-    Tokens(Arc<TokenTable>),
+    /// Per request, as the transport's gate established it
+    /// ([`crate::Authorized`] in the request's extensions: HTTP looks the
+    /// bearer token up on every request, so a revoked token stops working
+    /// at once).
+    Gated,
 }
 
 /// One MCP session (or, for 2026-07-28 clients, one request).
@@ -71,9 +72,7 @@ impl Handler {
     fn binding(&self, extensions: &rmcp::model::Extensions) -> Result<Binding, McpError> {
         let found = match &self.identity {
             Identity::Fixed(b) => Some(b.clone()),
-            Identity::Tokens(table) => extensions
-                .get::<http::request::Parts>()
-                .and_then(|p| request_binding(&p.headers, &p.extensions, table)),
+            Identity::Gated => authorized(extensions).map(|a| a.binding.clone()),
         };
         found.ok_or_else(|| {
             McpError::invalid_request("this session has no valid binding (bearer token)", None)
@@ -85,10 +84,7 @@ impl Handler {
     fn owner(&self, extensions: &rmcp::model::Extensions) -> Owner {
         match &self.identity {
             Identity::Fixed(_) => [0; 32],
-            Identity::Tokens(_) => extensions
-                .get::<http::request::Parts>()
-                .and_then(|p| bearer_token(&p.headers))
-                .map_or([0; 32], digest),
+            Identity::Gated => authorized(extensions).map_or([0; 32], |a| a.owner),
         }
     }
 }
@@ -217,8 +213,8 @@ impl ServerHandler for Handler {
     ) -> Result<ListToolsResult, McpError> {
         let b = self.binding(&cx.extensions)?;
         let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
-        let (page, next, seq) = self.hub.listing.page(&b.surface, cursor)?;
-        self.hub.listed(&b, seq, cursor.is_none());
+        let (page, next, shown) = self.hub.listing.page(&b.surface, cursor)?;
+        self.hub.listed(&b, shown);
         let mut result = ListToolsResult::with_all_items(page);
         result.next_cursor = next;
         Ok(result)

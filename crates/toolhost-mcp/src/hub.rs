@@ -131,7 +131,7 @@ impl Hub {
             Arc::clone(&pipeline) as _,
             Arc::new(toolhost_calls::Tasks::default()),
         ));
-        let listing = Listing::new(Arc::clone(&store));
+        let listing = Listing::new(Arc::clone(&store), Arc::clone(pipeline.pins()));
         host.set_builtin(Arc::clone(&listing) as _);
         Arc::new(Self {
             host,
@@ -167,11 +167,14 @@ impl Hub {
         self.host.tasks()
     }
 
-    /// Records that `binding` listed the tools from a catalog at change
-    /// sequence `seq` (a first page when `from_start`): a call of a tool
-    /// whose contract changed after it is refused once.
-    pub(crate) fn listed(&self, binding: &toolhost_pipeline::Binding, seq: u64, from_start: bool) {
-        self.pipeline.pins().listed(binding, seq, from_start);
+    /// Records what `binding` was shown of each tool's contract: a call of
+    /// one whose contract is then another is refused once.
+    pub(crate) fn listed(
+        &self,
+        binding: &toolhost_pipeline::Binding,
+        shown: Arc<toolhost_pipeline::Shown>,
+    ) {
+        self.pipeline.pins().listed(binding, shown);
     }
 
     /// The call host: calls parked on a question, the tasks.

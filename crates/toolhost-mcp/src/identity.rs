@@ -1,85 +1,26 @@
-//! Who a request is: the bearer token of an HTTP request, and the binding
-//! it stands for (the token table itself is `toolhost_calls::TokenTable`).
+//! Who a request is, as far as MCP's meaning needs it: the binding it acts
+//! for and whose quota it counts against. The transport establishes it
+//! (HTTP's bearer-token gate in `toolhost-http`, a fixed binding for
+//! stdio); this crate never reads a header or a token.
 
-use axum::http::{HeaderMap, header};
-use toolhost_calls::TokenTable;
+use crate::hub::Owner;
 use toolhost_pipeline::Binding;
 
-/// The binding the token gate resolved for this request, put in the
-/// request's extensions (which no client can set), so later layers do not
-/// hash and look the token up again.
+/// The caller a transport's gate established for one request, put in the
+/// request's extensions (which no client can set).
 #[derive(Debug, Clone)]
-pub struct Authorized(pub Binding);
-
-/// This request's binding: the gate's, or (where no gate ran) the token's
-/// own lookup in `tokens`.
-pub fn request_binding(
-    headers: &HeaderMap,
-    extensions: &axum::http::Extensions,
-    tokens: &TokenTable,
-) -> Option<Binding> {
-    match extensions.get::<Authorized>() {
-        Some(Authorized(binding)) => Some(binding.clone()),
-        None => bearer_token(headers).and_then(|t| tokens.resolve(t)),
-    }
+pub struct Authorized {
+    /// The binding the request acts for.
+    pub binding: Binding,
+    /// Whose quota its sessions, parked calls and tasks count against
+    /// (a digest of the token).
+    pub owner: Owner,
 }
 
-/// The token of an `Authorization: Bearer <token>` header.
+/// The caller the gate established for this request, if one did.
 #[must_use]
-pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
-    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = v.split_once(' ')?;
-    (scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty()).then(|| token.trim())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use axum::http::HeaderValue;
-
-    #[test]
-    fn bearer_tokens_parse() {
-        let mut h = HeaderMap::new();
-        assert_eq!(bearer_token(&h), None);
-        h.insert(
-            header::AUTHORIZATION,
-            HeaderValue::from_static("Bearer abc"),
-        );
-        assert_eq!(bearer_token(&h), Some("abc"));
-        h.insert(
-            header::AUTHORIZATION,
-            HeaderValue::from_static("bearer  abc "),
-        );
-        assert_eq!(bearer_token(&h), Some("abc"));
-        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic abc"));
-        assert_eq!(bearer_token(&h), None);
-        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer "));
-        assert_eq!(bearer_token(&h), None);
-    }
-
-    #[test]
-    fn a_request_binding_is_the_gates_or_else_the_tokens() {
-        let t = TokenTable::new();
-        t.bind("secret", Binding::new("chat", "task-1", "s", None));
-        let mut with_token = HeaderMap::new();
-        with_token.insert(
-            header::AUTHORIZATION,
-            HeaderValue::from_static("Bearer secret"),
-        );
-        let none = axum::http::Extensions::new();
-        let found = request_binding(&with_token, &none, &t).map(|b| b.task_id);
-        assert_eq!(found.as_deref(), Some("task-1"), "no gate ran: the table");
-        assert!(
-            request_binding(&HeaderMap::new(), &none, &t).is_none(),
-            "no token"
-        );
-        let mut gated = axum::http::Extensions::new();
-        gated.insert(Authorized(Binding::new("chat", "task-2", "s", None)));
-        let found = request_binding(&with_token, &gated, &t).map(|b| b.task_id);
-        assert_eq!(
-            found.as_deref(),
-            Some("task-2"),
-            "the gate's verdict is used"
-        );
-    }
+pub fn authorized(extensions: &rmcp::model::Extensions) -> Option<&Authorized> {
+    extensions
+        .get::<http::request::Parts>()
+        .and_then(|p| p.extensions.get::<Authorized>())
 }

@@ -40,7 +40,7 @@ pub use deliver::Nowhere;
 pub use facts::SessionFacts;
 pub use handler::{Handler, Identity};
 pub use hub::{DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_TOKEN, Hub, ListenTicket, Refused};
-pub use identity::{Authorized, bearer_token, request_binding};
+pub use identity::{Authorized, authorized};
 pub use operations::Ended;
 pub use traced::{Request, Traced, request_span, serve_stdio};
 pub use unmarked::UnmarkedSessions;

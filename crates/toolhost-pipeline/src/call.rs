@@ -28,16 +28,14 @@
 //! each is short; split apart, the order that is the pipeline's whole
 //! point would live nowhere.
 
-use crate::approval::{self, Approvals, Counted, Decision, OperatorVerdict};
 use crate::authorize::{Authorizer, Verdict};
 use crate::binding::Binding;
 use crate::caller::{Caller, Silent, Unanswered};
 use crate::content::Block;
 use crate::counters::{CallStats, Counters};
+use crate::policy::{ApprovalNote, Asked, Asking, CallFacts, Decision, NoPolicy, Policy, Refusal};
 use crate::port::{PluginLink, PluginPort};
-use crate::rate::{Rate, RateLimiter};
 use crate::result::{CallResult, ErrorCode};
-use crate::rules::Rules;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -118,15 +116,10 @@ pub struct Pipeline {
     pub(crate) limits: Limits,
     /// The backend's `Authorize`, when configured.
     authorizer: Option<Authorizer>,
-    /// Which calls need a person's approval, and those in flight.
-    approvals: Arc<Approvals>,
-    /// The operator's rate limits; `None` when none is set, so a call pays
-    /// nothing for them.
-    rates: Arc<RateLimiter>,
-    /// The operator's argument rules; `None` when there are none.
-    rules: Option<Arc<Rules>>,
-    /// What each session last listed.
-    pins: crate::pins::Pins,
+    /// The operator's word: rate limits, argument rules, approvals.
+    policy: Arc<dyn Policy>,
+    /// What each session was shown of each tool.
+    pins: Arc<crate::pins::Pins>,
     counters: Counters,
 }
 
@@ -140,10 +133,8 @@ impl Pipeline {
             plugins,
             limits,
             authorizer: None,
-            approvals: Arc::default(),
-            rates: Arc::default(),
-            rules: None,
-            pins: crate::pins::Pins::default(),
+            policy: Arc::new(NoPolicy),
+            pins: Arc::default(),
             counters: Counters::default(),
         }
     }
@@ -151,68 +142,15 @@ impl Pipeline {
     /// What each session last listed: the listing records it, and a call
     /// of a tool whose contract changed since is refused once.
     #[must_use]
-    pub fn pins(&self) -> &crate::pins::Pins {
+    pub fn pins(&self) -> &Arc<crate::pins::Pins> {
         &self.pins
     }
 
-    /// Limits calls per binding and per tool (`limiter`'s policy).
+    /// Asks `policy` about every call (`toolhost-policy` implements it).
     #[must_use]
-    pub fn with_rate_limits(mut self, limiter: Arc<RateLimiter>) -> Self {
-        self.rates = limiter;
+    pub fn with_policy(mut self, policy: Arc<dyn Policy>) -> Self {
+        self.policy = policy;
         self
-    }
-
-    /// Checks the arguments of the calls `rules` name against them.
-    #[must_use]
-    pub fn with_rules(mut self, rules: Arc<Rules>) -> Self {
-        self.rules = (!rules.is_empty()).then_some(rules);
-        self
-    }
-
-    /// The argument rules, when there are any.
-    #[must_use]
-    pub fn rules(&self) -> Option<&Arc<Rules>> {
-        self.rules.as_ref()
-    }
-
-    /// What the operator's policy decides over `d`'s calls: (approval,
-    /// the tool's own rate limit, how many rules apply), in words for
-    /// `status` and `plugins show`.
-    #[must_use]
-    pub fn policy_of(&self, d: &toolhost_catalog::Descriptor) -> (String, Option<String>, usize) {
-        let approval = match self.approvals.policy().requires(d) {
-            None => "none".to_owned(),
-            Some(why) if self.approvals.policy().allows_session(&d.exposed_name) => {
-                format!("per call, or for the session ({why})")
-            }
-            Some(why) => format!("per call ({why})"),
-        };
-        (
-            approval,
-            self.rates
-                .policy()
-                .describe(&d.exposed_name, d.call_policy.rate.map(Rate::from)),
-            self.rules.as_ref().map_or(0, |r| r.for_tool(d)),
-        )
-    }
-
-    /// The operator's rate limits (a pushed catalog may tighten a tool's).
-    #[must_use]
-    pub fn rate_limits(&self) -> &Arc<RateLimiter> {
-        &self.rates
-    }
-
-    /// Asks for approval of the calls `approvals`' policy names.
-    #[must_use]
-    pub fn with_approvals(mut self, approvals: Arc<Approvals>) -> Self {
-        self.approvals = approvals;
-        self
-    }
-
-    /// The approvals: their policy, those pending and their counts.
-    #[must_use]
-    pub fn approvals(&self) -> &Arc<Approvals> {
-        &self.approvals
     }
 
     /// Asks `authorizer` about every call, after the local checks.
@@ -253,8 +191,9 @@ impl Pipeline {
             .await
     }
 
-    /// Runs one `tools/call`; a protocol-2 plugin's progress, log messages
-    /// and questions go to `caller`. `cancel` is the agent's cancellation.
+    /// Runs one direct `tools/call` through every stage; a protocol-2
+    /// plugin's progress, log messages and questions go to `caller`.
+    /// `cancel` is the agent's cancellation.
     pub async fn call_for(
         &self,
         binding: &Binding,
@@ -264,9 +203,12 @@ impl Pipeline {
         cancel: CancellationToken,
     ) -> Result<CallResult, UnknownTool> {
         match self.resolve(binding, name) {
-            Resolution::Found(entry) => Ok(self
-                .call_resolved(binding, &entry, arguments, caller, cancel)
-                .await),
+            Resolution::Found(entry) => {
+                let stage = self
+                    .admit(binding, &entry, arguments, caller, cancel, CallMode::Direct)
+                    .await;
+                Ok(stage.run_to_end(None).await)
+            }
             Resolution::Answered(answer) => answer,
         }
     }
@@ -307,27 +249,37 @@ impl Pipeline {
         })
     }
 
-    /// Steps 2 to 8 for a tool [`Pipeline::resolve`] found: everything
-    /// after resolution reads `entry`, and authorization checks it against
-    /// the catalog as it is then.
-    pub async fn call_resolved(
-        &self,
-        binding: &Binding,
-        entry: &Arc<Entry>,
+    /// Steps 2 to 5 for a tool [`Pipeline::resolve`] found, up to the
+    /// moment the call is admitted: checked, authorized, screened by the
+    /// policy, its plugin ready, the backend asked, and either its place
+    /// among the plugin's calls taken ([`Stage::Ready`]) or a question for
+    /// a person to answer first ([`Stage::Approve`]). Everything after
+    /// resolution reads `entry`, and authorization checks it against the
+    /// catalog as it is then. A call that ends here is audited here.
+    ///
+    /// Admission and dispatch are apart so that whoever hosts the call can
+    /// act between them (a task is created once its call is admitted, and
+    /// before an approval question, which it carries) without the pipeline
+    /// knowing what a task is.
+    pub async fn admit<'a>(
+        &'a self,
+        binding: &'a Binding,
+        entry: &'a Arc<Entry>,
         arguments: Option<Value>,
-        caller: &dyn Caller,
+        caller: &'a dyn Caller,
         cancel: CancellationToken,
-    ) -> CallResult {
+        mode: CallMode,
+    ) -> Stage<'a> {
         let started = Instant::now();
         let Ok(invocation_id) = toolhost_base::ids::unguessable_id() else {
             // No randomness: no handle anyone could trust. Nothing ran.
             tracing::error!("the system's random number generator failed; a call was refused");
             self.counters.count("", "internal", started.elapsed());
-            return CallResult::failure(
+            return Stage::Done(CallResult::failure(
                 ErrorCode::Internal,
                 "toolhost could not make an invocation id (the system's random number generator failed); nothing ran, so the call may be repeated",
                 None,
-            );
+            ));
         };
         let d = &entry.descriptor;
         let span = tracing::info_span!("tools/call", invocation_id = %invocation_id, tool = %d.exposed_name, plugin = %d.plugin_id);
@@ -335,27 +287,30 @@ impl Pipeline {
             pipeline: self,
             binding,
             entry,
-            invocation_id: &invocation_id,
+            invocation_id,
             caller,
             cancel,
+            mode,
+            span,
+            started,
             authorized_at: None,
             events: crate::caller::EventCounts::default(),
-            approval: None,
-            arguments_digest: None,
-            admitted: false,
+            approval: ApprovalNote::default(),
+            task_id: None,
+            audited: false,
         };
-        let mut result = match call.run(arguments).instrument(span).await {
-            Ok(r) | Err(CallFailure(r)) => r,
-        };
-        result.fit_output_schema(entry.output.is_some());
-        self.audit(&call, &result, started);
-        result
+        let span = call.span.clone();
+        match call.admit(arguments).instrument(span).await {
+            Ok(Admitted::Ready(ready)) => Stage::Ready(Ready { call, ready }),
+            Ok(Admitted::Ask(waiting)) => Stage::Approve(Approve { call, waiting }),
+            Err(CallFailure(r)) => Stage::Done(call.finish(r)),
+        }
     }
 
     /// Step 8: ids, outcome and duration; never contents. The version
     /// named is the one the call was authorized against.
-    fn audit(&self, call: &Call<'_>, result: &CallResult, started: Instant) {
-        let (binding, caller) = (call.binding, call.caller);
+    fn audit(&self, call: &Call<'_>, result: &CallResult) {
+        let (binding, started) = (call.binding, call.started);
         let d = &call.entry.descriptor;
         let version = call.authorized_at.as_ref();
         tracing::info!(
@@ -374,9 +329,9 @@ impl Pipeline {
             log_messages = call.events.logs,
             log_messages_dropped = call.events.logs_dropped,
             questions = call.events.questions,
-            approval = call.approval,
-            arguments_digest = call.arguments_digest.as_deref(),
-            mcp_task = caller.task_id().as_deref(),
+            approval = call.approval.by,
+            arguments_digest = call.approval.arguments_digest.as_deref(),
+            mcp_task = call.task_id.as_deref(),
             trace_id = toolhost_telemetry::trace_id().as_deref(),
             duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             "tool call"
@@ -387,8 +342,8 @@ impl Pipeline {
             toolhost_telemetry::semconv::TOOLHOST_OUTCOME,
             result.outcome(),
         );
-        if let Some(task) = caller.task_id() {
-            toolhost_telemetry::record(toolhost_telemetry::semconv::MCP_TASK_ID, task);
+        if let Some(task) = &call.task_id {
+            toolhost_telemetry::record(toolhost_telemetry::semconv::MCP_TASK_ID, task.clone());
         }
     }
 
@@ -405,26 +360,226 @@ impl Pipeline {
     }
 }
 
+/// How a call runs, which decides its deadline: a task runs for its
+/// tool's task timeout within the operator's cap on tasks; a direct call
+/// for the tool's timeout within the daemon's `max_timeout`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallMode {
+    /// Answered in the request that made it.
+    Direct,
+    /// Run as an MCP task, with the operator's cap on a task's lifetime.
+    Task {
+        /// The longest a task may run.
+        cap: Duration,
+    },
+}
+
+impl CallMode {
+    /// The call's deadline for tool `d`.
+    #[must_use]
+    pub fn deadline(self, d: &toolhost_catalog::Descriptor, max_timeout: Duration) -> Duration {
+        let ms = |v: u32| Duration::from_millis(u64::from(v));
+        match self {
+            Self::Task { cap } => ms(d.task_timeout_ms.unwrap_or(d.timeout_ms)).min(cap),
+            Self::Direct => ms(d.timeout_ms).min(max_timeout),
+        }
+    }
+}
+
+/// Where a call stands after [`Pipeline::admit`].
+#[derive(Debug)]
+pub enum Stage<'a> {
+    /// It ended (refused, or failed before admission): its answer, audited.
+    Done(CallResult),
+    /// Admitted, its place held: [`Ready::dispatch`] sends it.
+    Ready(Ready<'a>),
+    /// A person must approve it first: [`Approve::ask`].
+    Approve(Approve<'a>),
+}
+
+impl Stage<'_> {
+    /// Runs the call on from here to its end in the request that holds
+    /// it: asks what must be asked, then dispatches (`task`: the MCP task
+    /// it runs as, for the audit).
+    pub async fn run_to_end(self, task: Option<String>) -> CallResult {
+        let mut stage = self;
+        loop {
+            stage = match stage {
+                Stage::Done(r) => return r,
+                Stage::Ready(mut ready) => {
+                    ready.call.task_id = task;
+                    return ready.dispatch().await;
+                }
+                Stage::Approve(mut approve) => {
+                    approve.call.task_id.clone_from(&task);
+                    approve.ask().await
+                }
+            };
+        }
+    }
+
+    /// Names the MCP task the call runs as (for the audit).
+    pub fn set_task(&mut self, task: String) {
+        match self {
+            Stage::Done(_) => {}
+            Stage::Ready(r) => r.call.task_id = Some(task),
+            Stage::Approve(a) => a.call.task_id = Some(task),
+        }
+    }
+
+    /// Ends an admitted call that will not be dispatched (its task could
+    /// not be made): `result` is its answer, audited, and its place freed.
+    #[must_use]
+    pub fn abandon(self, result: CallResult) -> CallResult {
+        match self {
+            Stage::Done(r) => r,
+            Stage::Ready(r) => r.call.finish(result),
+            Stage::Approve(a) => a.call.finish(result),
+        }
+    }
+}
+
+/// An admitted call, its place among the plugin's calls held.
+pub struct Ready<'a> {
+    call: Call<'a>,
+    ready: Dispatchable,
+}
+
+impl std::fmt::Debug for Ready<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ready")
+            .field("invocation_id", &self.call.invocation_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What dispatch needs, once admitted.
+struct Dispatchable {
+    checked: Checked,
+    client: Box<dyn PluginLink>,
+    slot: CallSlot,
+    deadline: Duration,
+}
+
+/// A call waiting for a person's approval.
+pub struct Approve<'a> {
+    call: Call<'a>,
+    waiting: Waiting,
+}
+
+impl std::fmt::Debug for Approve<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Approve")
+            .field("invocation_id", &self.call.invocation_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What asking needs: the call's checked arguments and plugin, and the
+/// policy's question.
+struct Waiting {
+    checked: Checked,
+    client: Box<dyn PluginLink>,
+    deadline: Duration,
+    asking: Box<dyn Asking>,
+}
+
+/// What admission came to.
+enum Admitted {
+    Ready(Dispatchable),
+    Ask(Waiting),
+}
+
+impl Ready<'_> {
+    /// Steps 6 to 8: exactly one dispatch, the answer mapped, the call
+    /// audited.
+    pub async fn dispatch(self) -> CallResult {
+        let Self { mut call, ready } = self;
+        let span = call.span.clone();
+        let r = async {
+            let step = Traced::start("toolhost.dispatch");
+            step.attribute(
+                toolhost_telemetry::semconv::TOOLHOST_PLUGIN_PROTOCOL,
+                i64::from(ready.client.protocol()),
+            );
+            let Dispatchable {
+                checked,
+                client,
+                slot,
+                deadline,
+            } = ready;
+            let dispatched = step
+                .within(call.dispatch_checked(&*client, slot, checked, deadline))
+                .await;
+            traced(&step, dispatched)
+        }
+        .instrument(span)
+        .await;
+        match r {
+            Ok(r) | Err(CallFailure(r)) => call.finish(r),
+        }
+    }
+}
+
+impl<'a> Approve<'a> {
+    /// The question the policy wants answered.
+    #[must_use]
+    pub fn question(&self) -> crate::caller::Question {
+        self.waiting.asking.question()
+    }
+
+    /// Puts the question to the person behind the caller, within the
+    /// call's deadline, and decides with the answer: admitted, ended, or
+    /// asked again (an answer that came too late).
+    pub async fn ask(self) -> Stage<'a> {
+        let Self { mut call, waiting } = self;
+        let span = call.span.clone();
+        match call.approve(waiting).instrument(span).await {
+            Ok(Admitted::Ready(ready)) => Stage::Ready(Ready { call, ready }),
+            Ok(Admitted::Ask(waiting)) => Stage::Approve(Approve { call, waiting }),
+            Err(CallFailure(r)) => Stage::Done(call.finish(r)),
+        }
+    }
+}
+
 /// One call past resolution: what every step reads, and the catalog
 /// version its authorization read (for the audit).
 pub(crate) struct Call<'a> {
     pub(crate) pipeline: &'a Pipeline,
     binding: &'a Binding,
     pub(crate) entry: &'a Arc<Entry>,
-    invocation_id: &'a str,
+    invocation_id: String,
     pub(crate) caller: &'a dyn Caller,
     pub(crate) cancel: CancellationToken,
+    pub(crate) mode: CallMode,
+    span: tracing::Span,
+    started: Instant,
     authorized_at: Option<CatalogVersion>,
     /// What a protocol-2 call's plugin sent, counted for the audit.
     pub(crate) events: crate::caller::EventCounts,
-    /// Who approved (or denied) the call, when it needed approval.
-    approval: Option<&'static str>,
-    /// The digest of the canonical arguments, when the call needed
-    /// approval (the audit's way to name what was approved).
-    arguments_digest: Option<String>,
-    /// Whether the caller was told the call is admitted (a task is
-    /// created then, before an approval question or at dispatch).
-    admitted: bool,
+    /// Who approved (or denied) the call and the digest of what, when it
+    /// needed approval.
+    approval: ApprovalNote,
+    /// The MCP task the call runs as, if any.
+    task_id: Option<String>,
+    /// Whether its audit event was written.
+    audited: bool,
+}
+
+impl Drop for Call<'_> {
+    /// A call dropped between its stages (its host went away before it
+    /// asked or dispatched) is still audited, once: nothing ran.
+    fn drop(&mut self) {
+        if !self.audited {
+            self.audited = true;
+            let r = CallResult::failure(
+                ErrorCode::Cancelled,
+                "the call was given up before it was dispatched; nothing ran",
+                None,
+            );
+            self.pipeline.audit(self, &r);
+        }
+    }
 }
 
 /// A plugin's answer in either protocol, before step 7 maps it.
@@ -435,8 +590,18 @@ pub(crate) struct Answered {
 }
 
 impl Call<'_> {
-    /// Steps 2 to 7, in order; the first failure ends the call.
-    async fn run(&mut self, arguments: Option<Value>) -> Step<CallResult> {
+    /// The call's end: the answer fitted to the output schema, audited
+    /// once.
+    fn finish(mut self, mut result: CallResult) -> CallResult {
+        result.fit_output_schema(self.entry.output.is_some());
+        self.audited = true;
+        self.pipeline.audit(&self, &result);
+        result
+    }
+
+    /// Steps 2 to 5, in order, up to admission; the first failure ends
+    /// the call.
+    async fn admit(&mut self, arguments: Option<Value>) -> Step<Admitted> {
         self.contract_as_listed()?;
         let checked = {
             let step = Traced::start("toolhost.validate");
@@ -446,37 +611,119 @@ impl Call<'_> {
             let step = Traced::start("toolhost.authorize");
             traced(&step, self.authorize())?;
         }
-        self.within_rate()?;
-        self.within_rules(&checked)?;
+        self.screen(&checked)?;
         let (client, deadline) = self.plugin().await?;
-        let backend_wants_approval = self.ask_backend().await?;
-        self.approve(&checked, backend_wants_approval, deadline)
-            .await?;
-        let step = Traced::start("toolhost.dispatch");
-        step.attribute(
-            toolhost_telemetry::semconv::TOOLHOST_PLUGIN_PROTOCOL,
-            i64::from(client.protocol()),
-        );
-        let dispatched = step
-            .within(self.dispatch_checked(&*client, checked, deadline))
-            .await;
-        traced(&step, dispatched)
+        let backend_asks = self.ask_backend().await?;
+        let decision = {
+            let version = self.authorized_at.clone().unwrap_or_default();
+            let facts = self.facts(&checked, &version);
+            self.pipeline
+                .policy
+                .decide(&facts, backend_asks.as_deref(), self.caller.can_ask())
+        };
+        self.decided(decision, checked, client, deadline)
     }
 
-    /// Before anything else: refused once if the tool's contract changed
-    /// since this session listed the tools (see [`crate::pins`]).
+    /// What the policy reads of this call.
+    fn facts<'f>(&'f self, checked: &'f Checked, version: &'f CatalogVersion) -> CallFacts<'f> {
+        CallFacts {
+            binding: self.binding,
+            tool: &self.entry.descriptor,
+            arguments: &checked.arguments,
+            catalog: version,
+        }
+    }
+
+    /// Acts on the policy's decision: a place taken, the call refused, or
+    /// a question to put.
+    fn decided(
+        &mut self,
+        decision: Decision,
+        checked: Checked,
+        client: Box<dyn PluginLink>,
+        deadline: Duration,
+    ) -> Step<Admitted> {
+        match decision {
+            Decision::Allow(note) => {
+                let asked = note.by.is_some();
+                self.approval = note;
+                if asked {
+                    // A person (or the operator) took time: the tool and
+                    // the binding are checked again against the state now.
+                    self.still_authorized("it was being approved")?;
+                }
+                let slot = self.reserve(&*client)?;
+                Ok(Admitted::Ready(Dispatchable {
+                    checked,
+                    client,
+                    slot,
+                    deadline,
+                }))
+            }
+            Decision::Refuse(Refusal { code, message }, note) => {
+                self.approval = note;
+                Err(CallFailure::new(code, message))
+            }
+            Decision::Ask(asking) => Ok(Admitted::Ask(Waiting {
+                checked,
+                client,
+                deadline,
+                asking,
+            })),
+        }
+    }
+
+    /// Step 5: the policy's rate limits and rules, before the call waits
+    /// for anything or anyone.
+    fn screen(&self, checked: &Checked) -> Step<()> {
+        let version = self.authorized_at.clone().unwrap_or_default();
+        self.pipeline
+            .policy
+            .screen(&self.facts(checked, &version))
+            .map_err(|r| CallFailure::new(r.code, r.message))
+    }
+
+    /// Step 5: the question put to the person behind the caller within
+    /// the call's deadline, and the policy's decision on the answer.
+    async fn approve(&mut self, waiting: Waiting) -> Step<Admitted> {
+        let Waiting {
+            checked,
+            client,
+            deadline,
+            asking,
+        } = waiting;
+        let asked_at = Instant::now();
+        let asked = if self.caller.can_ask() {
+            let question = asking.question();
+            tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => {
+                    return Err(CallFailure::new(ErrorCode::Cancelled, "the call was cancelled by the client"));
+                }
+                r = tokio::time::timeout(deadline, self.caller.ask(question)) => match r {
+                    Ok(Ok(answer)) => Asked::Answered(answer, asked_at.elapsed()),
+                    Ok(Err(Unanswered::CannotAsk)) => Asked::CannotAsk,
+                    Ok(Err(Unanswered::Failed(why))) => Asked::Failed(why),
+                    Err(_) => Asked::TimedOut,
+                },
+            }
+        } else {
+            Asked::CannotAsk
+        };
+        let decision = asking.answered(asked);
+        self.decided(decision, checked, client, deadline)
+    }
+
+    /// Before anything else: refused once if the tool's contract is not
+    /// the one this session was last shown (see [`crate::pins`]).
     fn contract_as_listed(&self) -> Step<()> {
         let d = &self.entry.descriptor;
-        let changed_at = self
-            .pipeline
-            .store
-            .current()
-            .contract_changed_at(&d.exposed_name);
-        if changed_at == 0
-            || !self
-                .pipeline
-                .pins
-                .refuse_once(self.binding, &d.exposed_name, changed_at)
+        let pins = &self.pipeline.pins;
+        // A withheld tool is not served under any contract: the checks
+        // that follow refuse it as unavailable.
+        if pins.is_empty_fast()
+            || !self.entry.is_sound()
+            || !pins.refuse_once(self.binding, &d.exposed_name, self.entry.contract_digest())
         {
             return Ok(());
         }
@@ -492,18 +739,14 @@ impl Call<'_> {
         ))
     }
 
-    /// Step 6 and 7, once the plugin is ready and the call authorized.
+    /// Step 6 and 7, once the call is admitted with its place held.
     async fn dispatch_checked(
         &mut self,
         client: &dyn PluginLink,
+        slot: CallSlot,
         checked: Checked,
         deadline: Duration,
     ) -> Step<CallResult> {
-        let slot = self.reserve(client)?;
-        // Admitted: a task is created here, after every check and with its
-        // place held, so a task that exists is one attempt under way
-        // (unless it was created earlier, to carry an approval question).
-        self.admit()?;
         let answered = if client.protocol() >= 2 {
             self.dispatch_stream(client, slot, &checked, deadline)
                 .await?
@@ -588,7 +831,7 @@ impl Call<'_> {
     async fn plugin(&mut self) -> Step<(Box<dyn PluginLink>, Duration)> {
         let d = &self.entry.descriptor;
         let p = self.pipeline;
-        let deadline = crate::caller::deadline(self.caller, d, p.limits.max_timeout);
+        let deadline = self.mode.deadline(d, p.limits.max_timeout);
         if let Ok(c) = p.plugins.ready(&d.plugin_id, &d.plugin_version) {
             return Ok((c, deadline));
         }
@@ -627,69 +870,6 @@ impl Call<'_> {
         Ok((client, deadline.saturating_sub(waiting.elapsed())))
     }
 
-    /// Step 5: the operator's rate limits, before the call waits for
-    /// anything or anyone (a plugin, the backend, a person). Over a limit,
-    /// the call is told when to try again.
-    fn within_rate(&self) -> Step<()> {
-        let d = &self.entry.descriptor;
-        let pushed = d.call_policy.rate.map(Rate::from);
-        self.pipeline
-            .rates
-            .take(self.binding, &d.exposed_name, pushed)
-            .map_err(|l| {
-            let whose = match l.scope {
-                "binding" => "this session's token",
-                _ => "this tool, across all callers,",
-            };
-            CallFailure::new(
-                ErrorCode::RateLimited,
-                format!(
-                    "{} was not run: {whose} is over its rate limit of {} calls a minute (bursts of {}). \
-                     Try again in {:.1} s.",
-                    d.exposed_name,
-                    l.rate.per_minute,
-                    l.rate.burst,
-                    l.retry_after.as_secs_f64().max(0.1)
-                ),
-            )
-        })
-    }
-
-    /// Step 5: the operator's argument rules, over the validated
-    /// arguments. A refusal's message is the rule's own, or names the rule;
-    /// never a value.
-    fn within_rules(&self, checked: &Checked) -> Step<()> {
-        let Some(rules) = &self.pipeline.rules else {
-            return Ok(());
-        };
-        rules
-            .check(&self.entry.descriptor, self.binding, &checked.arguments)
-            .map_err(|r| {
-                CallFailure::new(
-                    ErrorCode::RefusedByRule,
-                    format!(
-                        "{} was not run: {} (the operator's rule)",
-                        self.entry.descriptor.exposed_name, r.0
-                    ),
-                )
-            })
-    }
-
-    /// Tells the caller, once, that the call is admitted: a task is created
-    /// then. An error stops the call before anything reached the plugin.
-    fn admit(&mut self) -> Step<()> {
-        if self.admitted {
-            return Ok(());
-        }
-        self.admitted = true;
-        self.caller.admitted().map_err(|why| {
-            CallFailure::new(
-                ErrorCode::Internal,
-                format!("{why}; nothing reached the plugin, so the call may be repeated"),
-            )
-        })
-    }
-
     /// Step 5: the backend's `Authorize`, when configured. `Some(reason)`
     /// when the backend allows the call only once the operator approves it.
     async fn ask_backend(&self) -> Step<Option<String>> {
@@ -698,7 +878,7 @@ impl Call<'_> {
         };
         let step = Traced::start("toolhost.backend_authorize");
         let r = step
-            .within(a.check(self.invocation_id, &self.entry.descriptor, self.binding))
+            .within(a.check(&self.invocation_id, &self.entry.descriptor, self.binding))
             .await
             .map(|v| match v {
                 Verdict::Allowed => None,
@@ -706,185 +886,6 @@ impl Call<'_> {
             })
             .map_err(|e| CallFailure::new(ErrorCode::NotAuthorized, e.to_string()));
         traced(&step, r)
-    }
-
-    /// Step 5: a person's approval, when the backend or the operator's
-    /// policy wants one. The plugin has seen nothing yet, and sees nothing
-    /// unless the answer is yes.
-    async fn approve(
-        &mut self,
-        checked: &Checked,
-        backend: Option<String>,
-        deadline: Duration,
-    ) -> Step<()> {
-        let approvals = Arc::clone(&self.pipeline.approvals);
-        let d = &self.entry.descriptor;
-        if let Some(reason) = backend {
-            return self.approve_by_operator(&approvals, checked, &reason);
-        }
-        let Some(why) = approvals.policy().requires(d) else {
-            return Ok(());
-        };
-        self.arguments_digest = Some(approval::arguments_digest(&checked.arguments));
-        if approvals.session_granted(self.binding, d) {
-            approvals.count(Counted::Granted);
-            self.approval = Some("session");
-            return Ok(());
-        }
-        if !self.caller.can_ask() {
-            return Err(cannot_ask(&approvals, d, why));
-        }
-        // A task is created before it asks: its question is the task's
-        // `input_required`, and the task must exist to carry it.
-        if self.caller.task_lifetime_cap().is_some() {
-            self.admit()?;
-        }
-        let session = approvals.policy().allows_session(&d.exposed_name);
-        for _ in 0..3 {
-            let Some(decision) = self
-                .ask_person(&approvals, checked, why, session, deadline)
-                .await?
-            else {
-                // Approvals hold for a bounded time: a late yes asks again.
-                approvals.count(Counted::Expired);
-                continue;
-            };
-            match decision {
-                Decision::Denied => {
-                    approvals.count(Counted::Denied);
-                    self.approval = Some("user");
-                    return Err(CallFailure::new(
-                        ErrorCode::ApprovalDenied,
-                        format!(
-                            "the user did not approve this call of {}; it did not run. Do not repeat it unless the user asks for it.",
-                            d.exposed_name
-                        ),
-                    ));
-                }
-                Decision::Once => self.approval = Some("user"),
-                Decision::Session => {
-                    approvals.grant_session(self.binding, d);
-                    self.approval = Some("user_session");
-                }
-            }
-            approvals.count(Counted::Granted);
-            // The person took time: the tool and the binding are checked
-            // again against the state now.
-            return self.still_authorized("it was being approved");
-        }
-        Err(CallFailure::new(
-            ErrorCode::ApprovalRequired,
-            format!(
-                "the approval of {} expired before it was answered, three times; nothing ran",
-                d.exposed_name
-            ),
-        ))
-    }
-
-    /// Puts the approval question to the person behind the client, within
-    /// the call's deadline: their decision, or `None` when the answer came
-    /// after the approval's lifetime.
-    async fn ask_person(
-        &self,
-        approvals: &Approvals,
-        checked: &Checked,
-        why: &str,
-        session: bool,
-        deadline: Duration,
-    ) -> Step<Option<Decision>> {
-        let d = &self.entry.descriptor;
-        let question = approval::question(d, why, &checked.arguments, session);
-        approvals.count(Counted::Asked);
-        let asked = Instant::now();
-        let answer = tokio::select! {
-            biased;
-            () = self.cancel.cancelled() => {
-                return Err(CallFailure::new(ErrorCode::Cancelled, "the call was cancelled by the client"));
-            }
-            r = tokio::time::timeout(deadline, self.caller.ask(question)) => r,
-        };
-        let answer = match answer {
-            Ok(Ok(answer)) => answer,
-            Ok(Err(Unanswered::CannotAsk)) => return Err(cannot_ask(approvals, d, why)),
-            Ok(Err(Unanswered::Failed(failed))) => {
-                approvals.count(Counted::Refused);
-                return Err(CallFailure::new(
-                    ErrorCode::ApprovalRequired,
-                    format!(
-                        "{} needs a person's approval, and the question could not be asked: {failed}; nothing ran",
-                        d.exposed_name
-                    ),
-                ));
-            }
-            Err(_) => {
-                approvals.count(Counted::Expired);
-                return Err(CallFailure::new(
-                    ErrorCode::ApprovalRequired,
-                    format!(
-                        "nobody answered the approval question for {} within the call's deadline; nothing ran",
-                        d.exposed_name
-                    ),
-                ));
-            }
-        };
-        if asked.elapsed() > approvals.policy().lifetime {
-            return Ok(None);
-        }
-        Ok(Some(approval::decision(&answer, session)))
-    }
-
-    /// The backend wants the operator's approval: used if granted for
-    /// exactly this call, else pending under an id the agent is told.
-    fn approve_by_operator(
-        &mut self,
-        approvals: &Approvals,
-        checked: &Checked,
-        reason: &str,
-    ) -> Step<()> {
-        let d = &self.entry.descriptor;
-        let digest = approval::arguments_digest(&checked.arguments);
-        let version = self.authorized_at.clone().unwrap_or_default();
-        let verdict = approvals.with_operator(self.binding, d, &version, &digest, reason);
-        self.arguments_digest = Some(digest);
-        self.approval = Some("operator");
-        let tool = &d.exposed_name;
-        match verdict {
-            OperatorVerdict::Approved => Ok(()),
-            OperatorVerdict::Denied => Err(CallFailure::new(
-                ErrorCode::ApprovalDenied,
-                format!(
-                    "the operator denied this call of {tool}; it did not run. Do not repeat it."
-                ),
-            )),
-            OperatorVerdict::Waiting { id, expires_in } => {
-                self.approval = None;
-                Err(CallFailure::new(
-                    ErrorCode::ApprovalRequired,
-                    format!(
-                        "{tool} needs an operator's approval before it runs (the backend asked for one); \
-                         approval {id} is pending. Nothing ran. Once the operator approves it, repeat this \
-                         exact call, with the same arguments, within {expires_in} s; other arguments need \
-                         an approval of their own."
-                    ),
-                ))
-            }
-            OperatorVerdict::Full => {
-                self.approval = None;
-                Err(CallFailure::new(
-                    ErrorCode::ApprovalRequired,
-                    format!(
-                        "{tool} needs an operator's approval, and too many approvals are pending already; nothing ran"
-                    ),
-                ))
-            }
-            OperatorVerdict::NoRandomness => {
-                self.approval = None;
-                Err(CallFailure::new(
-                    ErrorCode::Internal,
-                    "toolhost could not make an approval id (the system's random number generator failed); nothing ran",
-                ))
-            }
-        }
     }
 
     /// The tool is still declared as it was and the binding still active
@@ -1137,20 +1138,6 @@ fn traced<T>(step: &Traced, r: Step<T>) -> Step<T> {
 /// Names from agents are echoed only in `Unknown tool`, and only so long;
 /// in a log line, control characters are escaped, so a name cannot forge
 /// a line.
-/// The refusal when a call needs approval and its client cannot be asked.
-fn cannot_ask(approvals: &Approvals, d: &toolhost_catalog::Descriptor, why: &str) -> CallFailure {
-    approvals.count(Counted::Refused);
-    CallFailure::new(
-        ErrorCode::ApprovalRequired,
-        format!(
-            "{} needs a person's approval before it runs ({why}), and this client cannot ask \
-             for one (it did not declare the elicitation capability); nothing ran. Ask the user \
-             to run it from a client that shows approval questions.",
-            d.exposed_name
-        ),
-    )
-}
-
 fn truncate(name: &str) -> String {
     log_safe(name, 128).into_owned()
 }

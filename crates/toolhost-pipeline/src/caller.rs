@@ -9,7 +9,6 @@
 use serde_json::{Map, Value};
 use std::future::Future;
 use std::pin::Pin;
-use std::time::Duration;
 
 /// MCP's log levels (syslog's), lowest first: the wire's own enum. Its
 /// `Unspecified` means "no messages" and never reaches a [`Caller`].
@@ -122,41 +121,28 @@ pub trait Caller: Send + Sync {
     fn log(&self, message: LogMessage);
     /// Asks the user; resolves with the client's answer.
     fn ask(&self, question: Question) -> AskFuture<'_>;
-
-    /// When the call runs as a task (MCP's Tasks extension): the
-    /// operator's cap on a task's lifetime. The call's deadline is then
-    /// the tool's declared timeout within this cap, in place of the
-    /// daemon's `max_timeout` for direct calls. `None`: a direct call.
-    fn task_lifetime_cap(&self) -> Option<Duration> {
-        None
-    }
-
-    /// Called once, when the call has passed every check and holds its
-    /// place among the plugin's calls, just before it is dispatched: the
-    /// moment a task is created. An error stops the call there, before
-    /// anything reached the plugin; it is said to the caller as it is.
-    fn admitted(&self) -> Result<(), String> {
-        Ok(())
-    }
-
-    /// The task this call runs as, once created, for the audit event.
-    fn task_id(&self) -> Option<String> {
-        None
-    }
 }
 
-/// A call's deadline: a task runs for its tool's task timeout within the
-/// operator's cap on tasks; a direct call for the tool's timeout within
-/// the daemon's `max_timeout`.
-pub(crate) fn deadline(
-    caller: &dyn Caller,
-    d: &toolhost_catalog::Descriptor,
-    max_timeout: Duration,
-) -> Duration {
-    let ms = |v: u32| Duration::from_millis(u64::from(v));
-    match caller.task_lifetime_cap() {
-        Some(cap) => ms(d.task_timeout_ms.unwrap_or(d.timeout_ms)).min(cap),
-        None => ms(d.timeout_ms).min(max_timeout),
+/// A shared caller is a caller: the plugin author's harness keeps its own
+/// to read what the call delivered.
+impl<T: Caller + ?Sized> Caller for std::sync::Arc<T> {
+    fn wants_progress(&self) -> bool {
+        (**self).wants_progress()
+    }
+    fn log_level(&self) -> Option<LogLevel> {
+        (**self).log_level()
+    }
+    fn can_ask(&self) -> bool {
+        (**self).can_ask()
+    }
+    fn progress(&self, update: Progress) {
+        (**self).progress(update);
+    }
+    fn log(&self, message: LogMessage) {
+        (**self).log(message);
+    }
+    fn ask(&self, question: Question) -> AskFuture<'_> {
+        (**self).ask(question)
     }
 }
 
@@ -189,61 +175,28 @@ mod tests {
 
     use crate::testing::descriptor as tool;
 
-    /// A task's caller, with the operator's cap on tasks.
-    struct TaskCaller(Duration);
-
-    impl Caller for TaskCaller {
-        fn wants_progress(&self) -> bool {
-            true
-        }
-        fn log_level(&self) -> Option<LogLevel> {
-            None
-        }
-        fn can_ask(&self) -> bool {
-            false
-        }
-        fn progress(&self, _update: Progress) {}
-        fn log(&self, _message: LogMessage) {}
-        fn ask(&self, _question: Question) -> AskFuture<'_> {
-            Box::pin(async { Err(Unanswered::CannotAsk) })
-        }
-        fn task_lifetime_cap(&self) -> Option<Duration> {
-            Some(self.0)
-        }
-    }
+    use crate::CallMode;
+    use std::time::Duration;
 
     const SECOND: Duration = Duration::from_secs(1);
 
     #[test]
     fn a_direct_call_runs_for_its_tool_timeout_within_the_daemons_cap() {
-        assert_eq!(
-            deadline(&Silent, &tool(2_000, None), 10 * SECOND),
-            2 * SECOND
-        );
-        assert_eq!(
-            deadline(&Silent, &tool(60_000, None), 10 * SECOND),
-            10 * SECOND
-        );
+        let direct = |t, task| CallMode::Direct.deadline(&tool(t, task), 10 * SECOND);
+        assert_eq!(direct(2_000, None), 2 * SECOND);
+        assert_eq!(direct(60_000, None), 10 * SECOND);
         // A task timeout is a task's: a direct call does not take it.
-        assert_eq!(
-            deadline(&Silent, &tool(2_000, Some(600_000)), 10 * SECOND),
-            2 * SECOND
-        );
+        assert_eq!(direct(2_000, Some(600_000)), 2 * SECOND);
     }
 
     #[test]
     fn a_task_runs_for_its_task_timeout_within_the_operators_cap_not_max_timeout() {
-        let task = TaskCaller(300 * SECOND);
-        assert_eq!(
-            deadline(&task, &tool(2_000, Some(120_000)), 10 * SECOND),
-            120 * SECOND
-        );
-        assert_eq!(
-            deadline(&task, &tool(2_000, Some(900_000)), 10 * SECOND),
-            300 * SECOND
-        );
+        let task =
+            |t, task| CallMode::Task { cap: 300 * SECOND }.deadline(&tool(t, task), 10 * SECOND);
+        assert_eq!(task(2_000, Some(120_000)), 120 * SECOND);
+        assert_eq!(task(2_000, Some(900_000)), 300 * SECOND);
         // Without a task timeout, the tool's own timeout.
-        assert_eq!(deadline(&task, &tool(2_000, None), 10 * SECOND), 2 * SECOND);
+        assert_eq!(task(2_000, None), 2 * SECOND);
     }
 
     #[test]
@@ -262,11 +215,5 @@ mod tests {
         let silent = Silent;
         assert!(!silent.wants_progress() && !silent.can_ask());
         assert_eq!(silent.log_level(), None);
-        assert!(
-            silent.admitted().is_ok(),
-            "a direct call is admitted as it is"
-        );
-        assert_eq!(silent.task_id(), None);
-        assert_eq!(silent.task_lifetime_cap(), None);
     }
 }

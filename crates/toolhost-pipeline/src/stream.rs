@@ -89,10 +89,11 @@ impl Call<'_> {
         // The stream's own limit: the tool's deadline, or for a rolling
         // deadline the daemon's cap from the start of the call.
         let hard = if rolling {
-            self.caller
-                .task_lifetime_cap()
-                .unwrap_or(self.pipeline.limits.max_timeout)
-                .max(deadline)
+            match self.mode {
+                crate::CallMode::Task { cap } => cap,
+                crate::CallMode::Direct => self.pipeline.limits.max_timeout,
+            }
+            .max(deadline)
         } else {
             deadline
         };

@@ -12,6 +12,11 @@
 //!
 //! `build.rs` names [`Codec`] as the codec of the generated clients and
 //! servers, so the daemon, the admin API and the Rust SDK all use it.
+//!
+//! It is also where a pushed catalog (`PushCatalogRequest`) is checked for
+//! fields this toolhost does not know before prost decodes it (and would
+//! drop them): such a request is refused `INVALID_ARGUMENT`, naming them
+//! (`strict.rs`).
 
 use std::marker::PhantomData;
 use tonic::codec::BufferSettings;
@@ -46,14 +51,58 @@ where
     type Encode = T;
     type Decode = U;
     type Encoder = ProstEncoder<T>;
-    type Decoder = ProstDecoder<U>;
+    type Decoder = Strict<U>;
 
     fn encoder(&mut self) -> Self::Encoder {
         ProstEncoder::new(settings())
     }
 
     fn decoder(&mut self) -> Self::Decoder {
-        ProstDecoder::new(settings())
+        Strict(ProstDecoder::new(settings()))
+    }
+}
+
+/// The messages whose unknown fields are refused, not dropped: what a
+/// backend asks of the daemon's catalog.
+fn strict_name<U: 'static>() -> Option<&'static str> {
+    use std::any::TypeId;
+    (TypeId::of::<U>() == TypeId::of::<crate::admin::PushCatalogRequest>())
+        .then_some("toolhost.admin.v1.PushCatalogRequest")
+}
+
+/// prost's decoder, refusing a strict message's unknown fields first.
+#[derive(Debug)]
+pub struct Strict<U>(ProstDecoder<U>);
+
+impl<U: prost::Message + Default + 'static> tonic::codec::Decoder for Strict<U> {
+    type Item = U;
+    type Error = tonic::Status;
+
+    fn decode(
+        &mut self,
+        buf: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> Result<Option<Self::Item>, Self::Error> {
+        if let Some(name) = strict_name::<U>() {
+            use prost::bytes::Buf as _;
+            let bytes = buf.copy_to_bytes(buf.remaining());
+            let unknown = crate::strict::unknown_fields(name, &bytes)
+                .map_err(|e| tonic::Status::invalid_argument(format!("not a {name}: {e}")))?;
+            if !unknown.is_empty() {
+                return Err(tonic::Status::invalid_argument(format!(
+                    "the request has fields this toolhost does not know ({}); nothing was changed. A newer \
+                     backend's field, or a misspelt one: check docs/CONTRACT.md §2 for the fields a descriptor has",
+                    unknown.join(", ")
+                )));
+            }
+            return U::decode(bytes)
+                .map(Some)
+                .map_err(|e| tonic::Status::internal(e.to_string()));
+        }
+        self.0.decode(buf)
+    }
+
+    fn buffer_settings(&self) -> BufferSettings {
+        self.0.buffer_settings()
     }
 }
 

@@ -55,3 +55,4 @@ pub use toolhost::plugin::v2 as plugin_v2;
 pub mod codec;
 pub mod contract;
 pub mod json;
+pub mod strict;

@@ -55,24 +55,57 @@ impl CallPipeline for Fake {
         }
     }
 
-    fn run(
-        self: Arc<Self>,
-        _binding: Binding,
-        _entry: Arc<Entry>,
+    fn admit<'a>(
+        &'a self,
+        _binding: &'a Binding,
+        _entry: &'a Arc<Entry>,
         _arguments: Option<Value>,
-        caller: Box<dyn Caller>,
+        caller: &'a dyn Caller,
         cancel: CancellationToken,
-    ) -> crate::relay::CallFuture {
+        _mode: CallMode,
+    ) -> crate::port::BoxFuture<'a, Admission<'a>> {
         Box::pin(async move {
             self.runs.fetch_add(1, Ordering::SeqCst);
             let script = *self.script.lock().unwrap();
             if script == Script::RefuseEarly {
                 self.ended.fetch_add(1, Ordering::SeqCst);
-                return CallResult::failure(ErrorCode::InvalidArguments, "refused", None);
+                return Admission::Done(CallResult::failure(
+                    ErrorCode::InvalidArguments,
+                    "refused",
+                    None,
+                ));
             }
-            if let Err(why) = caller.admitted() {
-                return CallResult::failure(ErrorCode::Internal, why, None);
-            }
+            Admission::Admitted(Box::new(FakeCall {
+                fake: self,
+                caller,
+                cancel,
+                script,
+            }))
+        })
+    }
+
+    fn max_timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+}
+
+/// A call the fake admitted: the script runs when it is finished.
+struct FakeCall<'a> {
+    fake: &'a Fake,
+    caller: &'a dyn Caller,
+    cancel: CancellationToken,
+    script: Script,
+}
+
+impl<'a> crate::port::Admitted<'a> for FakeCall<'a> {
+    fn finish(self: Box<Self>, _task: Option<String>) -> crate::port::BoxFuture<'a, CallResult> {
+        Box::pin(async move {
+            let FakeCall {
+                fake,
+                caller,
+                cancel,
+                script,
+            } = *self;
             let r = match script {
                 Script::Chatty(n) => {
                     for i in 1..=n {
@@ -110,18 +143,19 @@ impl CallPipeline for Fake {
                 }
                 Script::Wait => {
                     cancel.cancelled().await;
-                    self.cancelled.fetch_add(1, Ordering::SeqCst);
+                    fake.cancelled.fetch_add(1, Ordering::SeqCst);
                     CallResult::failure(ErrorCode::Cancelled, "cancelled", None)
                 }
                 Script::Answer | Script::RefuseEarly => text("ok"),
             };
-            self.ended.fetch_add(1, Ordering::SeqCst);
+            fake.ended.fetch_add(1, Ordering::SeqCst);
             r
         })
     }
 
-    fn max_timeout(&self) -> Duration {
-        Duration::from_secs(30)
+    fn abandon(self: Box<Self>, result: CallResult) -> CallResult {
+        self.fake.ended.fetch_add(1, Ordering::SeqCst);
+        result
     }
 }
 

@@ -120,6 +120,29 @@ pub enum LifecycleError {
         /// The required items without a value.
         missing: Vec<String>,
     },
+    /// An upgrade to an older version than the installed one, without the
+    /// operator's say-so for that one operation.
+    #[error(
+        "version {offered} of {id} is older than the installed {installed}: an upgrade only goes forward (an \
+         old release stays validly signed, holes and all); to go back on purpose, upgrade again with \
+         --allow-downgrade"
+    )]
+    Downgrade {
+        /// The plugin.
+        id: String,
+        /// The version installed.
+        installed: String,
+        /// The older version offered.
+        offered: String,
+    },
+    /// `accept` named another upgrade than the one held now.
+    #[error("{reason}")]
+    NotReviewed {
+        /// The plugin.
+        id: String,
+        /// What is held now, against what the operator named.
+        reason: String,
+    },
     /// The plugin did not become ready.
     #[error("{reason}")]
     StartFailed {
@@ -188,6 +211,11 @@ pub struct PluginInfo {
 pub struct HeldInfo {
     /// The held version.
     pub version: String,
+    /// The digest of the held package's statement (`sha256:` and 64 hex
+    /// digits): what `accept --statement` names.
+    pub statement: String,
+    /// It goes back in version (the operator allowed it).
+    pub downgrade: bool,
     /// Why it is held.
     pub why: String,
     /// What it changes.
@@ -415,7 +443,7 @@ impl Lifecycle {
                     disk,
                     signer: match (r.origin, inner.file.signers.get(&r.manifest.id)) {
                         (Origin::Static, _) => "not a package (from the configuration)".to_owned(),
-                        (Origin::Installed, Some(k)) => format!("key {k}"),
+                        (Origin::Installed, Some(k)) => crate::package::describe_stored(k),
                         (Origin::Installed, None) => "unsigned".to_owned(),
                     },
                     held: inner.file.held.get(&r.manifest.id).map(Into::into),

@@ -39,10 +39,56 @@ impl From<&HeldUpgrade> for HeldInfo {
     fn from(h: &HeldUpgrade) -> Self {
         Self {
             version: h.version.clone(),
+            statement: h.statement.clone(),
+            downgrade: h.downgrade,
             why: h.why.clone(),
             changes: h.changes.clone(),
         }
     }
+}
+
+/// An upgrade about to be held: who signed it, what it changes, why it is
+/// held, and whether it goes back in version.
+pub(super) struct ToHold {
+    pub(super) signer: Option<String>,
+    pub(super) changes: Vec<String>,
+    pub(super) why: String,
+    pub(super) downgrade: bool,
+}
+
+/// What the operator reviewed of a held upgrade, named when accepting it:
+/// its version, or the digest of its statement. An accept that names
+/// neither, or names another upgrade than the one held now, is refused:
+/// a later upgrade may have replaced what was reviewed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reviewed {
+    /// The version the operator saw held.
+    pub version: Option<String>,
+    /// The statement digest the operator saw (`sha256:HEX`, or the hex).
+    pub statement: Option<String>,
+}
+
+/// How an upgrade may go.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UpgradeOptions {
+    /// The operator allows this one upgrade to an older version.
+    pub allow_downgrade: bool,
+}
+
+/// The digest of the statement of the plugin placed in `dir`: SHA-256 of
+/// its canonical bytes, recomputed from what is there (signed or not).
+pub(super) fn statement_digest(m: &Manifest) -> std::io::Result<String> {
+    use sha2::Digest as _;
+    let statement = crate::package::statement_of(&m.dir, m)?;
+    let digest = sha2::Sha256::digest(statement.to_bytes());
+    Ok(format!(
+        "sha256:{}",
+        digest.iter().fold(String::new(), |mut s, b| {
+            use std::fmt::Write as _;
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+    ))
 }
 
 /// The refusal of a version that needs configuration nobody gave.
@@ -86,17 +132,45 @@ impl Lifecycle {
     }
 
     /// Places the staged version and records it as held; nothing starts.
+    /// A package of the version already held, with other content, is
+    /// refused: the operator names what they reviewed by its version, so
+    /// one version must stay one package until it is rejected.
     pub(super) fn hold(
         &self,
         staging: &Path,
         m: &Manifest,
-        signer: Option<String>,
-        changes: Vec<String>,
-        why: String,
+        holding: ToHold,
         set: &BTreeMap<String, String>,
     ) -> Result<Upgraded, LifecycleError> {
+        let ToHold {
+            signer,
+            changes,
+            why,
+            downgrade,
+        } = holding;
+        let version = m.version.to_string();
+        let statement =
+            statement_digest(m).map_err(super::core::io("cannot read the held package", staging));
+        let statement = match statement {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(staging);
+                return Err(e);
+            }
+        };
+        let already = self.lock().file.held.get(&m.id).cloned();
+        if let Some(held) = already.filter(|h| h.version == version && h.statement != statement) {
+            let _ = std::fs::remove_dir_all(staging);
+            return Err(LifecycleError::NotReviewed {
+                id: m.id.clone(),
+                reason: format!(
+                    "version {version} of {} is already held with other content ({}): a held version is one \
+                     package until it is rejected (toolhost plugins reject {})",
+                    m.id, held.statement, m.id
+                ),
+            });
+        }
         let placed = self.place(staging, m)?;
-        let version = placed.version.to_string();
         let (old, replaced) = {
             let mut inner = self.lock();
             let held = HeldUpgrade {
@@ -104,6 +178,8 @@ impl Lifecycle {
                 signer,
                 why: why.clone(),
                 changes: changes.clone(),
+                statement: statement.clone(),
+                downgrade,
             };
             let replaced = inner.file.held.insert(m.id.clone(), held);
             if let Err(e) = self.save(&inner) {
@@ -124,7 +200,7 @@ impl Lifecycle {
         if let Some(r) = replaced.filter(|r| r.version != version) {
             let _ = std::fs::remove_dir_all(version_dir(&self.install_dir(), &m.id, &r.version));
         }
-        tracing::info!(target: "toolhost::audit", plugin = %m.id, to = %version, %why, "upgrade held for the operator");
+        tracing::info!(target: "toolhost::audit", plugin = %m.id, to = %version, %statement, %why, "upgrade held for the operator");
         if let Some(old) = &old {
             self.audit_changes(old, &placed, &changes, "contract change held");
         }
@@ -135,18 +211,21 @@ impl Lifecycle {
         })
     }
 
-    /// Accepts the upgrade held for plugin `id`: it takes over as any
-    /// upgrade does (started, switched, the old version drained and
-    /// stopped). `set` gives configuration values it needs; without any,
-    /// those given with the upgrade are used.
+    /// Accepts the upgrade held for plugin `id`, the one the operator
+    /// reviewed (`reviewed`: its version or statement digest): it takes
+    /// over as any upgrade does (started, switched, the old version
+    /// drained and stopped). `set` gives configuration values it needs;
+    /// without any, those given with the upgrade are used.
     ///
     /// # Errors
-    /// Nothing is held for `id`; the held version needs configuration; it
-    /// does not start (it is then deleted, and the old version keeps
-    /// serving).
+    /// Nothing is held for `id`; `reviewed` names nothing, or another
+    /// upgrade than the one held now; the held version needs
+    /// configuration; it does not start (it is then deleted, and the old
+    /// version keeps serving).
     pub async fn accept(
         &self,
         id: &str,
+        reviewed: &Reviewed,
         set: &BTreeMap<String, String>,
     ) -> Result<Upgraded, LifecycleError> {
         self.refuse_if_managed()?;
@@ -161,6 +240,7 @@ impl Lifecycle {
         let Some(held) = held else {
             return Err(self.nothing_held(id));
         };
+        check_reviewed(id, &held, reviewed)?;
         let dir = version_dir(&self.install_dir(), id, &held.version);
         let m = Manifest::load(&dir).map_err(|p| invalid(&p))?;
         let set = if set.is_empty() {
@@ -170,7 +250,7 @@ impl Lifecycle {
         };
         // Against what is installed now (the same, unless the
         // configuration changed meanwhile).
-        let changed = self.upgrade_changes(&m)?;
+        let changed = self.upgrade_changes(&m, held.downgrade)?;
         let (resolved, values) = self.resolve_with(&m, &set)?;
         if !resolved.missing.is_empty() {
             return Err(missing_config(
@@ -179,7 +259,7 @@ impl Lifecycle {
                 &format!("accept {id}"),
             ));
         }
-        tracing::info!(target: "toolhost::audit", plugin = %id, to = %held.version, "held upgrade accepted");
+        tracing::info!(target: "toolhost::audit", plugin = %id, to = %held.version, statement = %held.statement, "held upgrade accepted");
         self.take_over(m, resolved, values, held.signer, changed)
             .await
     }
@@ -210,7 +290,7 @@ impl Lifecycle {
         Ok(held.version)
     }
 
-    fn nothing_held(&self, id: &str) -> LifecycleError {
+    pub(super) fn nothing_held(&self, id: &str) -> LifecycleError {
         if self.lock().records.contains_key(id) {
             LifecycleError::NothingHeld { id: id.to_owned() }
         } else {
@@ -244,4 +324,41 @@ impl Lifecycle {
             tracing::info!(target: "toolhost::audit", plugin = %new.id, %from, %to, %tool, before, after, "{what}: fingerprint");
         }
     }
+}
+
+/// Whether `reviewed` names `held`: its version, or its statement's
+/// digest (with or without `sha256:`), and nothing else.
+fn check_reviewed(id: &str, held: &HeldUpgrade, reviewed: &Reviewed) -> Result<(), LifecycleError> {
+    let refused = |reason: String| LifecycleError::NotReviewed {
+        id: id.to_owned(),
+        reason,
+    };
+    let now = format!("version {} (statement {})", held.version, held.statement);
+    if reviewed.version.is_none() && reviewed.statement.is_none() {
+        return Err(refused(format!(
+            "say which held upgrade of {id} you reviewed: toolhost plugins accept {id} --version {} (held now: {now}; \
+             toolhost plugins show {id} prints what it changes)",
+            held.version
+        )));
+    }
+    if let Some(v) = &reviewed.version
+        && *v != held.version
+    {
+        return Err(refused(format!(
+            "the upgrade held for {id} is {now}, not the version {} you named: it was replaced after your review. \
+             Read what it changes (toolhost plugins show {id}) before you accept it",
+            toolhost_base::text::escaped(v, 64)
+        )));
+    }
+    if let Some(d) = &reviewed.statement {
+        let want = d.trim().trim_start_matches("sha256:").to_ascii_lowercase();
+        let have = held.statement.trim_start_matches("sha256:");
+        if want.is_empty() || want != have {
+            return Err(refused(format!(
+                "the upgrade held for {id} is {now}, not the statement you named: it was replaced after your \
+                 review. Read what it changes (toolhost plugins show {id}) before you accept it"
+            )));
+        }
+    }
+    Ok(())
 }

@@ -35,7 +35,7 @@ mod start;
 
 pub use self::core::{HeldInfo, Lifecycle, LifecycleConfig, LifecycleError, PluginInfo};
 pub use self::disk::{DISK_CHECK, DiskInfo};
-pub use self::held::Upgraded;
+pub use self::held::{Reviewed, UpgradeOptions, Upgraded};
 
 #[cfg(test)]
 pub(crate) mod fixture {

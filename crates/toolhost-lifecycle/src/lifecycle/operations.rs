@@ -11,7 +11,7 @@
 //! each one ordered sequence.
 
 use super::core::{Lifecycle, LifecycleError, invalid, io};
-use super::held::{Upgraded, missing_config};
+use super::held::{UpgradeOptions, Upgraded, missing_config};
 use super::records::{Inner, Origin, Record};
 use crate::files::{stage, staging_dir, version_dir};
 use crate::settings::{self, ItemStatus};
@@ -23,6 +23,14 @@ use toolhost_manifest::{Manifest, naming};
 use toolhost_runtime::{Phase, PluginHandle};
 
 impl Lifecycle {
+    /// Whether `m` is older than the installed version of its plugin.
+    pub(super) fn is_downgrade(&self, m: &Manifest) -> bool {
+        self.lock()
+            .records
+            .get(&m.id)
+            .is_some_and(|r| m.version < r.manifest.version)
+    }
+
     pub(super) fn refuse_if_managed(&self) -> Result<(), LifecycleError> {
         if self.cfg.managed {
             return Err(LifecycleError::Managed);
@@ -78,9 +86,10 @@ impl Lifecycle {
     /// Checks the staged package against the statement it carries, the
     /// signature beside `source` and the operator's trust, before anything
     /// is moved into place. `installed` is the signer of the version an
-    /// upgrade replaces (`Some(None)`: it was unsigned). Returns the
-    /// trusted key that signed it, if any. The staged copy is removed when
-    /// the package is refused.
+    /// upgrade replaces, as the state file records it (`Some(None)`: it
+    /// was unsigned). Returns the trusted key that signed it, if any, as
+    /// the state file records a signer: the whole public key. The staged
+    /// copy is removed when the package is refused.
     pub(super) fn verify_package(
         &self,
         source: &Path,
@@ -88,6 +97,7 @@ impl Lifecycle {
         m: &Manifest,
         installed: Option<Option<&str>>,
     ) -> Result<Option<String>, LifecycleError> {
+        use crate::package::Signer;
         let trust = &self.cfg.trust;
         let refused = |reason: String| {
             let _ = std::fs::remove_dir_all(staging);
@@ -99,10 +109,9 @@ impl Lifecycle {
         let signer = crate::package::signature_beside(source)
             .and_then(|sig| crate::package::verify(staging, m, sig.as_deref(), &trust.keys))
             .map_err(|e| refused(e.to_string()))?;
-        let key = signer.key_id().map(str::to_owned);
-        if key.is_none() && trust.require_signature {
+        if signer.trusted().is_none() && trust.require_signature {
             let why = match &signer {
-                crate::package::Signer::UnknownKey(k) => {
+                Signer::UnknownKey(k) => {
                     format!("it is signed by key {k}, which is not in [install] trusted_keys")
                 }
                 _ => format!(
@@ -116,21 +125,26 @@ impl Lifecycle {
             };
             return Err(refused(why));
         }
-        if let crate::package::Signer::UnknownKey(k) = &signer {
+        if let Signer::UnknownKey(k) = &signer {
             tracing::warn!(plugin = %m.id, key = %k, "package signed by a key that is not trusted: installed as unsigned");
         }
         if let Some(Some(before)) = installed
-            && key.as_deref() != Some(before)
+            && !signer.trusted().is_some_and(|k| k.is(before))
             && !trust.allow_signer_change
         {
-            let now = key
-                .as_deref()
-                .map_or_else(|| "unsigned".to_owned(), |k| format!("signed by key {k}"));
+            let now = match &signer {
+                Signer::Trusted(k) => format!("signed by {}", k.describe()),
+                Signer::UnknownKey(k) => {
+                    format!("signed by key {k}, which is not in [install] trusted_keys")
+                }
+                Signer::Unsigned => "unsigned".to_owned(),
+            };
             return Err(refused(format!(
-                "the installed version was signed by key {before}, and this one is {now}; an upgrade keeps its signer unless [install] allow_signer_change = true"
+                "the installed version was signed by {}, and this one is {now}; an upgrade keeps its signer unless [install] allow_signer_change = true",
+                crate::package::describe_stored(before)
             )));
         }
-        Ok(key)
+        Ok(signer.trusted().map(|k| k.key.clone()))
     }
 
     /// An installed plugin runs its own code: a command inside its own
@@ -393,7 +407,7 @@ impl Lifecycle {
         source: &Path,
         set: &BTreeMap<String, String>,
     ) -> Result<u64, LifecycleError> {
-        self.upgrade_reporting(source, set)
+        self.upgrade_reporting(source, set, UpgradeOptions::default())
             .await
             .map(|done| done.revision)
     }
@@ -403,11 +417,13 @@ impl Lifecycle {
     /// and by fingerprints. An upgrade that changes the contract of a
     /// plugin whose policy is `hold`, or changes any sandbox ask, is placed
     /// and held instead ([`Upgraded::held`]): the installed version keeps
-    /// serving until [`Self::accept`].
+    /// serving until [`Self::accept`]. An older version than the installed
+    /// one is refused unless `options` allow it, and then audited.
     pub async fn upgrade_reporting(
         &self,
         source: &Path,
         set: &BTreeMap<String, String>,
+        options: UpgradeOptions,
     ) -> Result<Upgraded, LifecycleError> {
         self.refuse_if_managed()?;
         let _op = self.ops.lock().await;
@@ -415,14 +431,33 @@ impl Lifecycle {
         let before = self.lock().file.signers.get(&m.id).cloned();
         let signer = self.verify_package(source, &staging, &m, Some(before.as_deref()))?;
         let mut changed = Vec::new();
-        let checked = self.upgrade_changes(&m).map(|c| changed = c);
+        let checked = self
+            .upgrade_changes(&m, options.allow_downgrade)
+            .map(|c| changed = c);
         let (resolved, values) = self.resolve_staged(&staging, checked, &m, set)?;
         if !resolved.missing.is_empty() {
             let _ = std::fs::remove_dir_all(&staging);
             return Err(missing_config(&m, &resolved.missing, "upgrade PATH"));
         }
+        let downgrade = self.is_downgrade(&m);
+        if downgrade {
+            let from = self
+                .lock()
+                .records
+                .get(&m.id)
+                .map(|r| r.manifest.version.to_string())
+                .unwrap_or_default();
+            tracing::warn!(target: "toolhost::audit", plugin = %m.id, %from, to = %m.version,
+                "downgrade allowed by the operator for this upgrade (--allow-downgrade)");
+        }
         if let Some(why) = self.hold_reason(&m, &changed) {
-            return self.hold(&staging, &m, signer, changed, why, set);
+            let holding = super::held::ToHold {
+                signer,
+                changes: changed,
+                why,
+                downgrade,
+            };
+            return self.hold(&staging, &m, holding, set);
         }
         let m = self.place(&staging, &m)?;
         self.take_over(m, resolved, values, signer, changed).await

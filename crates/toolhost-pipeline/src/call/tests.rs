@@ -316,14 +316,18 @@ async fn authorization_reads_the_catalog_as_it_is_now() {
             pipeline: p,
             binding: &binding,
             entry: &listed,
-            invocation_id: "id",
+            invocation_id: "id".to_owned(),
             caller: &Silent,
             cancel: CancellationToken::new(),
+            mode: CallMode::Direct,
+            span: tracing::Span::none(),
+            started: Instant::now(),
             authorized_at: None,
             events: crate::caller::EventCounts::default(),
-            approval: None,
-            arguments_digest: None,
-            admitted: false,
+            approval: ApprovalNote::default(),
+            task_id: None,
+            // Not a call that ran: nothing to audit when it is dropped.
+            audited: true,
         };
         c.authorize().map(|()| c.authorized_at.clone())
     };

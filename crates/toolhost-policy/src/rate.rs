@@ -16,10 +16,11 @@
 //! What this module must not do: count anything about a call's arguments,
 //! or hold a lock across an await.
 
-use crate::binding::Binding;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
+use toolhost_base::Bucket;
+use toolhost_pipeline::Binding;
 
 /// Binding buckets kept at most.
 const MAX_BINDING_BUCKETS: usize = 65_536;
@@ -103,33 +104,14 @@ impl RatePolicy {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Bucket {
-    tokens: f64,
-    at: Instant,
-}
-
-impl Bucket {
-    fn full(rate: Rate, now: Instant) -> Self {
-        Self {
-            tokens: rate.burst,
-            at: now,
-        }
+impl Rate {
+    fn full(self, now: Instant) -> Bucket {
+        Bucket::full_at(self.burst, self.per_second(), now)
     }
 
-    fn refill(&mut self, rate: Rate, now: Instant) {
-        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
-        self.tokens = (self.tokens + elapsed * rate.per_second()).min(rate.burst);
-        self.at = now;
-    }
-
-    /// How long until one token is there (zero when it is).
-    fn wait(&self, rate: Rate) -> Duration {
-        if self.tokens >= 1.0 {
-            return Duration::ZERO;
-        }
-        let missing = 1.0 - self.tokens;
-        Duration::from_secs_f64(missing / rate.per_second().max(f64::MIN_POSITIVE))
+    /// How long until `b` has a token under this limit (zero: now).
+    fn ready(self, b: &mut Bucket, now: Instant) -> Duration {
+        b.ready_at(self.burst, self.per_second(), now)
     }
 }
 
@@ -201,16 +183,13 @@ impl RateLimiter {
             if !s.bindings.contains_key(&binding) && s.bindings.len() >= MAX_BINDING_BUCKETS {
                 forget_fullest(&mut s.bindings, rate, MAX_BINDING_BUCKETS, now);
             }
-            let b = s
-                .bindings
-                .entry(binding)
-                .or_insert_with(|| Bucket::full(rate, now));
-            b.refill(rate, now);
-            if b.tokens < 1.0 {
+            let b = s.bindings.entry(binding).or_insert_with(|| rate.full(now));
+            let wait = rate.ready(b, now);
+            if !wait.is_zero() {
                 return Err(Limited {
                     scope: "binding",
                     rate,
-                    retry_after: b.wait(rate),
+                    retry_after: wait,
                 });
             }
         }
@@ -225,20 +204,20 @@ impl RateLimiter {
                 None => s
                     .tools
                     .entry(tool.to_owned())
-                    .or_insert_with(|| Bucket::full(rate, now)),
+                    .or_insert_with(|| rate.full(now)),
             };
-            t.refill(rate, now);
-            if t.tokens < 1.0 {
+            let wait = rate.ready(t, now);
+            if !wait.is_zero() {
                 return Err(Limited {
                     scope: "tool",
                     rate,
-                    retry_after: t.wait(rate),
+                    retry_after: wait,
                 });
             }
-            t.tokens -= 1.0;
+            t.spend();
         }
         if let Some(b) = s.bindings.get_mut(&binding) {
-            b.tokens -= 1.0;
+            b.spend();
         }
         Ok(())
     }
@@ -263,13 +242,13 @@ fn forget_fullest<K: Clone + Eq + std::hash::Hash>(
     now: Instant,
 ) {
     buckets.retain(|_, b| {
-        b.refill(rate, now);
-        b.tokens < rate.burst
+        rate.ready(b, now);
+        !b.is_full_at(now)
     });
     if buckets.len() >= cap
         && let Some(k) = buckets
             .iter()
-            .max_by(|a, b| a.1.tokens.total_cmp(&b.1.tokens))
+            .max_by(|a, b| a.1.tokens().total_cmp(&b.1.tokens()))
             .map(|(k, _)| k.clone())
     {
         buckets.remove(&k);

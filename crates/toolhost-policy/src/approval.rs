@@ -21,31 +21,38 @@
 //!   call through; any other arguments, binding or catalog version asks
 //!   again.
 //!
-//! The question shows the arguments to the person deciding (bounded and
-//! escaped): approving a call one cannot see would be approving a name.
-//! They are never logged, counted or echoed to the model; the audit line
-//! carries their digest.
+//! The question shows the arguments to the person deciding: every
+//! argument by name, each value cut on its own share of the question's
+//! room (saying how much was cut), so a long value cannot push another out
+//! of sight; every character a person could not see escaped by
+//! `toolhost-base`'s one rule. Approving a call one cannot see would be
+//! approving a name. They are never logged, counted or echoed to the
+//! model; the audit line carries their digest.
 //!
 //! What this module must not do: keep a value in a log, a metric or an
 //! error, or hold unbounded state (both maps are capped).
 
-use crate::binding::Binding;
-use crate::caller::{Answer, AnswerAction, Question};
 use serde_json::{Map, Value, json};
-use sha2::{Digest as _, Sha256};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 use toolhost_catalog::{Descriptor, Fingerprint};
+use toolhost_pipeline::{Answer, AnswerAction, Binding, Question};
 
 /// Most approvals waiting for the operator at once, and per binding.
 const MAX_PENDING: usize = 1024;
 const MAX_PENDING_PER_BINDING: usize = 32;
 /// Most "for this session" grants kept at once.
 const MAX_SESSION_GRANTS: usize = 4096;
-/// The arguments shown in a question, at most (bytes of escaped JSON).
-const MAX_SHOWN_ARGUMENTS: usize = 2048;
+/// The room the arguments have in a question (bytes), within the
+/// protocol's bound on a question's message.
+const MAX_SHOWN_ARGUMENTS: usize = 3 * 1024;
+/// An argument's name, at most (characters).
+const MAX_SHOWN_NAME: usize = 64;
+/// The least room a value gets: past this many arguments, the rest are
+/// counted, not shown.
+const MIN_SHOWN_VALUE: usize = 24;
 
 /// Which calls need a person's approval, and for how long one holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,24 +133,13 @@ impl ApprovalPolicy {
     }
 }
 
-/// A digest of the canonical arguments: SHA-256 of their JSON with keys
-/// sorted, first 16 bytes in hex. Two calls with the same digest had the
-/// same arguments.
-#[must_use]
-pub fn arguments_digest<A: serde::Serialize + ?Sized>(arguments: &A) -> String {
-    // serde_json's map keeps keys sorted: the serialization is canonical.
-    let bytes = serde_json::to_vec(arguments).unwrap_or_default();
-    let d = Sha256::digest(&bytes);
-    d[..16].iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// The question that asks a person to approve one call: the tool, its
 /// plugin, why, and the exact arguments, bounded and escaped.
 #[must_use]
-pub fn question<A: serde::Serialize + ?Sized>(
+pub fn question(
     d: &Descriptor,
     why: &str,
-    arguments: &A,
+    arguments: &Map<String, Value>,
     session: bool,
 ) -> Question {
     let shown = shown_arguments(arguments);
@@ -175,37 +171,106 @@ pub fn question<A: serde::Serialize + ?Sized>(
     }
 }
 
-/// The arguments as a person reads them: pretty JSON (whose strings have
-/// their control characters escaped), with invisible and direction-changing
-/// characters escaped too, cut at [`MAX_SHOWN_ARGUMENTS`] on a character
-/// boundary.
-fn shown_arguments<A: serde::Serialize + ?Sized>(arguments: &A) -> String {
-    let pretty = serde_json::to_string_pretty(arguments).unwrap_or_default();
-    let mut out = String::with_capacity(pretty.len().min(MAX_SHOWN_ARGUMENTS + 64));
-    for c in pretty.chars() {
-        if out.len() >= MAX_SHOWN_ARGUMENTS {
-            out.push_str("\n… (cut: the arguments are longer than this question may show)");
+/// The arguments as a person reads them: one line per argument, its name
+/// then its value as compact JSON, with every character a person could
+/// not see escaped (`toolhost-base`'s rule). The room is shared fairly:
+/// short values are shown whole, and the long ones split what is left
+/// equally, each cut on its own with how much was cut, so no argument can
+/// crowd another out. Past what fits with [`MIN_SHOWN_VALUE`] each, the
+/// rest are counted.
+fn shown_arguments(arguments: &Map<String, Value>) -> String {
+    use std::fmt::Write as _;
+    if arguments.is_empty() {
+        return "(none)".to_owned();
+    }
+    // Names first: each takes its line's frame and room for a cut note;
+    // once what is left would not give the next value its least room,
+    // the rest are counted.
+    let mut shown: Vec<(String, String)> = Vec::new();
+    let mut room = MAX_SHOWN_ARGUMENTS.saturating_sub(HIDDEN_NOTE);
+    for (k, v) in arguments {
+        let name = toolhost_base::text::escaped(k, MAX_SHOWN_NAME).into_owned();
+        let frame = name.len() + LINE_FRAME + CUT_NOTE;
+        if room < frame + MIN_SHOWN_VALUE * (shown.len() + 1) {
             break;
         }
-        if is_invisible(c) {
-            use std::fmt::Write as _;
-            let _ = write!(out, "\\u{{{:04x}}}", u32::from(c));
-        } else {
-            out.push(c);
+        room -= frame;
+        shown.push((name, serde_json::to_string(v).unwrap_or_default()));
+    }
+    let shares = fair_shares(shown.iter().map(|(_, v)| escaped_len(v)).collect(), room);
+    let mut out = String::new();
+    for ((name, value), share) in shown.iter().zip(shares) {
+        let (text, shown_bytes) = escaped_within(value, share);
+        let _ = write!(out, "- {name}: {text}");
+        if shown_bytes < value.len() {
+            let _ = write!(out, " … (cut: {} more bytes)", value.len() - shown_bytes);
         }
+        out.push('\n');
+    }
+    let hidden = arguments.len() - shown.len();
+    if hidden > 0 {
+        let _ = writeln!(
+            out,
+            "and {hidden} more arguments this question has no room for: do not approve what you cannot see"
+        );
     }
     out
 }
 
-/// Characters that change how text around them reads without showing
-/// themselves: format characters (bidirectional overrides, zero-width
-/// joiners and spaces, the byte order mark) and controls other than the
-/// newlines pretty JSON writes.
-fn is_invisible(c: char) -> bool {
-    (c.is_control() && c != '\n')
-        || matches!(u32::from(c),
-            0x00ad | 0x061c | 0x180e | 0x200b..=0x200f | 0x2028..=0x202e
-            | 0x2060..=0x206f | 0xfeff | 0xfff9..=0xfffb | 0xe0000..=0xe007f)
+/// Bytes of a line's frame (`- `, `: `, the newline).
+const LINE_FRAME: usize = 5;
+/// Bytes a cut note takes at most (` … (cut: N more bytes)`).
+const CUT_NOTE: usize = 32;
+/// Bytes the line counting hidden arguments takes at most.
+const HIDDEN_NOTE: usize = 128;
+
+/// Shares of `room` for values of these lengths: every value that fits
+/// under an equal share is shown whole, and what they leave is split
+/// equally among the rest (water-filling).
+fn fair_shares(lengths: Vec<usize>, room: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..lengths.len()).collect();
+    order.sort_by_key(|i| lengths.get(*i).copied().unwrap_or(0));
+    let mut shares = vec![0; lengths.len()];
+    let mut left = room;
+    for (k, i) in order.iter().enumerate() {
+        let remaining = lengths.len() - k;
+        let equal = left / remaining.max(1);
+        let want = lengths.get(*i).copied().unwrap_or(0);
+        let take = want.min(equal.max(MIN_SHOWN_VALUE.min(left)));
+        if let Some(s) = shares.get_mut(*i) {
+            *s = take;
+        }
+        left = left.saturating_sub(take);
+    }
+    shares
+}
+
+/// How long `value` is once escaped (bytes), without making the text.
+fn escaped_len(value: &str) -> usize {
+    let mut buf = [0u8; 4];
+    value
+        .chars()
+        .map(|c| toolhost_base::text::escaped_whole(c.encode_utf8(&mut buf)).len())
+        .sum()
+}
+
+/// `value` escaped (every character a person could not see written as
+/// `\u{..}`) within `max` bytes of text, never cutting an escape in two,
+/// and how many bytes of `value` it shows.
+fn escaped_within(value: &str, max: usize) -> (String, usize) {
+    let mut out = String::with_capacity(value.len().min(max));
+    let mut taken = 0;
+    let mut buf = [0u8; 4];
+    for c in value.chars() {
+        let piece = c.encode_utf8(&mut buf);
+        let escaped = toolhost_base::text::escaped_whole(piece);
+        if out.len() + escaped.len() > max {
+            break;
+        }
+        out.push_str(&escaped);
+        taken += c.len_utf8();
+    }
+    (out, taken)
 }
 
 /// What a person answered, read from the answer to [`question`].
@@ -551,7 +616,7 @@ mod tests {
     use super::*;
 
     fn descriptor(destructive: bool) -> Descriptor {
-        let mut d = crate::testing::descriptor(1000, None);
+        let mut d = crate::testing::descriptor();
         d.annotations.destructive = destructive;
         d.annotations.read_only = false;
         d.seal();
@@ -575,30 +640,93 @@ mod tests {
         assert!(by_plugin.requires(&descriptor(false)).is_some());
     }
 
-    #[test]
-    fn the_digest_is_of_the_canonical_arguments() {
-        let a = serde_json::json!({"b": 1, "a": [1, 2]});
-        let b: Value = serde_json::from_str(r#"{"a":[1,2],"b":1}"#).unwrap_or_default();
-        assert_eq!(arguments_digest(&a), arguments_digest(&b));
-        assert_ne!(
-            arguments_digest(&a),
-            arguments_digest(&serde_json::json!({"b": 2, "a": [1, 2]}))
-        );
-        assert_eq!(arguments_digest(&a).len(), 32);
+    fn args(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap_or_default()
     }
 
     #[test]
     fn the_question_shows_the_arguments_escaped_and_bounded() {
         let d = descriptor(true);
-        let args = serde_json::json!({"a": "a\u{202e}b\u{0007}", "big": "x".repeat(10_000)});
-        let q = question(&d, "why", &args, false);
+        let a = args(serde_json::json!({"a": "a\u{202e}b\u{0007}", "big": "x".repeat(10_000)}));
+        let q = question(&d, "why", &a, false);
         assert!(q.message.contains("kandev_notes_add"));
         assert!(q.message.contains("\\u{202e}"), "{}", q.message);
         assert!(!q.message.contains('\u{202e}'));
-        assert!(q.message.len() < crate::question::MAX_QUESTION_MESSAGE);
-        let q = question(&d, "why", &args, false);
+        assert!(q.message.len() < toolhost_pipeline::MAX_QUESTION_MESSAGE);
         assert!(q.message.contains("cut"));
-        assert!(crate::question::check_question(q.message, q.requested_schema).is_ok());
+        assert!(toolhost_pipeline::check_question(q.message, q.requested_schema).is_ok());
+    }
+
+    /// A hijacked agent pads an argument that sorts first: the person must
+    /// still see every other argument's value whole.
+    #[test]
+    fn a_long_argument_that_sorts_first_hides_no_other() {
+        let d = descriptor(true);
+        let a = args(serde_json::json!({
+            "aaa_blob": "x".repeat(1_000_000),
+            "target": "/etc/passwd",
+            "mode": "overwrite",
+        }));
+        let q = question(&d, "why", &a, false);
+        assert!(
+            q.message.contains("- target: \"/etc/passwd\""),
+            "{}",
+            q.message
+        );
+        assert!(q.message.contains("- mode: \"overwrite\""), "{}", q.message);
+        assert!(q.message.contains("- aaa_blob: \"xxx"), "{}", q.message);
+        assert!(q.message.contains("more bytes)"));
+        assert!(q.message.len() <= toolhost_pipeline::MAX_QUESTION_MESSAGE);
+    }
+
+    /// Invisible characters cannot make a value look empty.
+    #[test]
+    fn a_value_of_invisible_characters_is_shown_escaped() {
+        let d = descriptor(true);
+        let a =
+            args(serde_json::json!({"to": "\u{3164}\u{115f}\u{034f}\u{fe0f}\u{180b}\u{e0100}"}));
+        let q = question(&d, "why", &a, false);
+        for c in ["3164", "115f", "34f", "fe0f", "180b", "e0100"] {
+            assert!(
+                q.message.contains(&format!("\\u{{{c}}}")),
+                "{c}: {}",
+                q.message
+            );
+        }
+    }
+
+    #[test]
+    fn many_arguments_are_named_until_the_room_ends_and_the_rest_counted() {
+        let d = descriptor(true);
+        let many: Map<String, Value> = (0..500)
+            .map(|i| (format!("k{i:03}"), Value::from("v".repeat(200))))
+            .collect();
+        let q = question(&d, "why", &many, false);
+        assert!(
+            q.message.len() <= toolhost_pipeline::MAX_QUESTION_MESSAGE,
+            "{}",
+            q.message.len()
+        );
+        assert!(
+            q.message
+                .contains("more arguments this question has no room for")
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn shares_never_exceed_the_room_and_small_values_are_whole(
+            lengths in proptest::collection::vec(0usize..5000, 1..20),
+        ) {
+            let shares = fair_shares(lengths.clone(), 3000);
+            proptest::prop_assert!(shares.iter().sum::<usize>() <= 3000);
+            let equal = 3000 / lengths.len();
+            for (len, share) in lengths.iter().zip(&shares) {
+                if *len <= equal.min(MIN_SHOWN_VALUE.max(equal)) {
+                    proptest::prop_assert_eq!(share, len);
+                }
+            }
+        }
     }
 
     #[test]

@@ -16,20 +16,25 @@
 //! errors can quote values, so they are never shown.
 //!
 //! Rules are compiled when the configuration is read, and a bad one is
-//! reported with its place. Their cost is bounded: an expression is at most
-//! 1 KiB and 256 nodes, a comprehension (`all`, `exists`, `map`, `filter`)
-//! may not hold another, so evaluation is linear in the arguments, and
-//! arguments larger than 64 KiB are refused by a tool that has rules rather
-//! than evaluated.
+//! reported with its place. Their cost is bounded where they run: an
+//! expression is at most 1 KiB and 256 nodes, a comprehension (`all`,
+//! `exists`, `map`, `filter`) may not hold another, and each rule's work
+//! and memory are bounded by polynomials in the size of the arguments
+//! (`cost.rs`), found when it is compiled. Before a call's rules run, the
+//! bounds are taken at its arguments' size: over the budget, the call is
+//! refused (and counted) and no rule starts. Arguments larger than 64 KiB
+//! are refused by a tool that has rules rather than evaluated.
 //!
 //! What this module must not do: put a value in a message, a log or a
 //! metric.
 
-use crate::binding::Binding;
+use crate::cost::{self, Budget, Cost};
 use cel::common::ast::{EntryExpr, Expr, IdedExpr};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use toolhost_catalog::Descriptor;
+use toolhost_pipeline::Binding;
 
 /// The longest rule, in bytes.
 pub const MAX_RULE_BYTES: usize = 1024;
@@ -96,15 +101,44 @@ struct Rule {
     place: String,
     program: cel::Program,
     message: String,
+    /// What it can cost, by the size of the arguments.
+    cost: Cost,
 }
 
 /// Every rule, by what it applies to.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Rules {
     by_tool: HashMap<String, Vec<Rule>>,
     by_plugin: HashMap<String, Vec<Rule>>,
     count: usize,
     stdlib: Stdlib,
+    budget: Budget,
+    /// Calls refused because their rules could have gone over the budget.
+    over_budget: AtomicU64,
+}
+
+impl Default for Rules {
+    fn default() -> Self {
+        Self {
+            by_tool: HashMap::new(),
+            by_plugin: HashMap::new(),
+            count: 0,
+            stdlib: Stdlib::default(),
+            budget: Budget::DEFAULT,
+            over_budget: AtomicU64::new(0),
+        }
+    }
+}
+
+/// A rule's place, and the largest arguments (bytes of JSON) it runs on
+/// within the budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reach {
+    /// Where it was written.
+    pub place: String,
+    /// The largest argument size it is evaluated on; larger calls are
+    /// refused before it runs.
+    pub max_arguments: usize,
 }
 
 /// CEL's standard functions, registered once: building them is most of
@@ -130,8 +164,24 @@ pub struct Refused(pub String);
 
 impl Rules {
     /// Compiles every rule; the first bad one is the error.
+    ///
+    /// # Errors
+    /// The first rule that does not compile, breaks a bound, or whose cost
+    /// cannot be bounded.
     pub fn compile(specs: &[RuleSpec]) -> Result<Self, BadRule> {
-        let mut rules = Self::default();
+        Self::compile_within(specs, Budget::DEFAULT)
+    }
+
+    /// [`Rules::compile`] with another budget (the tests' and the
+    /// benchmark's).
+    ///
+    /// # Errors
+    /// As [`Rules::compile`].
+    pub fn compile_within(specs: &[RuleSpec], budget: Budget) -> Result<Self, BadRule> {
+        let mut rules = Self {
+            budget,
+            ..Self::default()
+        };
         for spec in specs {
             let rule = compile(spec)?;
             let map = match &spec.scope {
@@ -142,6 +192,51 @@ impl Rules {
             rules.count += 1;
         }
         Ok(rules)
+    }
+
+    /// Each rule's reach: the largest arguments it is evaluated on within
+    /// the budget (for the log at load and `status`), in the order written.
+    #[must_use]
+    pub fn reach(&self) -> Vec<Reach> {
+        let mut all: Vec<Reach> = self
+            .by_tool
+            .values()
+            .chain(self.by_plugin.values())
+            .flatten()
+            .map(|r| Reach {
+                place: r.place.clone(),
+                max_arguments: largest_within(&r.cost, self.budget),
+            })
+            .collect();
+        all.sort_by(|a, b| a.place.cmp(&b.place));
+        all
+    }
+
+    /// The bounds on what `d`'s rules can cost together over `n` bytes of
+    /// arguments: (units of work, bytes allocated).
+    #[must_use]
+    pub fn bounds(&self, d: &Descriptor, n: usize) -> (f64, f64) {
+        let n = n as f64;
+        self.by_tool
+            .get(&d.exposed_name)
+            .into_iter()
+            .chain(self.by_plugin.get(&d.plugin_id))
+            .flatten()
+            .fold((0.0, 0.0), |(w, a), r| {
+                (w + r.cost.work.at(n), a + r.cost.alloc.at(n))
+            })
+    }
+
+    /// The budget they must fit.
+    #[must_use]
+    pub fn budget(&self) -> Budget {
+        self.budget
+    }
+
+    /// Calls refused because their rules could have gone over the budget.
+    #[must_use]
+    pub fn over_budget(&self) -> u64 {
+        self.over_budget.load(Ordering::Relaxed)
     }
 
     /// How many rules there are.
@@ -164,6 +259,11 @@ impl Rules {
     }
 
     /// Whether every rule of `d`'s holds for these arguments.
+    ///
+    /// # Errors
+    /// The refusal: a rule that is false or cannot be decided, arguments
+    /// too large for rules, or rules that could cost more than the budget
+    /// at this size (then no rule runs).
     pub fn check(
         &self,
         d: &Descriptor,
@@ -181,6 +281,19 @@ impl Rules {
                 "the operator's rules for {} look at its arguments, and these are larger than the \
                  {MAX_RULE_INPUT_BYTES} bytes a rule reads; nothing ran. Send less.",
                 d.exposed_name
+            )));
+        }
+        let applicable = || tool.into_iter().chain(plugin).flatten();
+        let (work, alloc) = self.bounds(d, size);
+        if work > self.budget.work || alloc > self.budget.alloc {
+            self.over_budget.fetch_add(1, Ordering::Relaxed);
+            let places: Vec<&str> = applicable().map(|r| r.place.as_str()).collect();
+            tracing::warn!(tool = %d.exposed_name, rules = %places.join(", "), arguments_bytes = size,
+                "a call was refused before its rules ran: they could cost more than a rule's budget at this argument size");
+            return Err(Refused(format!(
+                "the operator's rules for {} ({}) could cost more than toolhost lets rules spend on {size} bytes of                  arguments, so they were not run and neither was the call. Send less (smaller lists or strings).",
+                d.exposed_name,
+                places.join(", ")
             )));
         }
         let mut cx = cel::Context::with_env(std::sync::Arc::clone(&self.stdlib.0));
@@ -214,7 +327,7 @@ impl Rules {
                 d.exposed_name
             )));
         }
-        for rule in tool.into_iter().chain(plugin).flatten() {
+        for rule in applicable() {
             match rule.program.execute(&cx) {
                 Ok(cel::Value::Bool(true)) => {}
                 Ok(cel::Value::Bool(false)) => return Err(Refused(rule.message.clone())),
@@ -282,11 +395,40 @@ fn compile(spec: &RuleSpec) -> Result<Rule, BadRule> {
             "{v:?} is not a variable a rule sees (args, binding, tool)"
         )));
     }
+    let cost = cost::of_rule(program.expression()).map_err(|u| {
+        bad(format!(
+            "toolhost cannot bound what this rule costs: {}",
+            u.0
+        ))
+    })?;
     Ok(Rule {
         place: spec.place.clone(),
         program,
         message: spec.message.clone(),
+        cost,
     })
+}
+
+/// The largest argument size (bytes) at which `cost` fits `budget`, up to
+/// [`MAX_RULE_INPUT_BYTES`]: the bounds only grow with the size.
+fn largest_within(cost: &Cost, budget: Budget) -> usize {
+    let fits = |n: usize| {
+        let n = n as f64;
+        cost.work.at(n) <= budget.work && cost.alloc.at(n) <= budget.alloc
+    };
+    if fits(MAX_RULE_INPUT_BYTES) {
+        return MAX_RULE_INPUT_BYTES;
+    }
+    let (mut lo, mut hi) = (0usize, MAX_RULE_INPUT_BYTES);
+    while lo + 1 < hi {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 /// What a walk over a rule's expression found.
@@ -380,7 +522,7 @@ mod tests {
 
     fn check(expression: &str, args: Value, surface: &str) -> Result<(), Refused> {
         let rules = Rules::compile(&[spec(expression)]).expect("compiles");
-        let d = crate::testing::descriptor(1000, None);
+        let d = crate::testing::descriptor();
         let b = Binding::new(surface, "t", "s", None);
         rules.check(&d, &b, args.as_object().expect("an object"))
     }
@@ -437,6 +579,50 @@ mod tests {
         }
         let long = format!("args.a == \"{}\"", "x".repeat(2000));
         assert!(Rules::compile(&[spec(&long)]).is_err());
+    }
+
+    /// The two rules that cost a daemon 30 s and 309 MiB over 61 KiB of
+    /// arguments: refused before they run, at once, and counted.
+    #[test]
+    fn a_rule_whose_work_grows_with_the_square_of_the_arguments_is_refused_before_it_runs() {
+        let items: Vec<String> = (0..5_000).map(|i| format!("{i}")).collect();
+        let args = json!({"s": "x".repeat(30_000), "items": items});
+        assert!(serde_json::to_vec(&args).unwrap().len() < MAX_RULE_INPUT_BYTES);
+        for hostile in [
+            "args.items.map(x, args.s + x).size() >= 0",
+            "size(args.items.map(x, args.s + x)) >= 0",
+        ] {
+            let rules = Rules::compile(&[spec(hostile)]).expect("a legal rule");
+            let d = crate::testing::descriptor();
+            let b = Binding::new("chat", "t", "s", None);
+            let started = std::time::Instant::now();
+            let r = rules.check(&d, &b, args.as_object().expect("an object"));
+            assert!(
+                matches!(&r, Err(Refused(m)) if m.contains("could cost more")),
+                "{r:?}"
+            );
+            assert!(started.elapsed() < std::time::Duration::from_millis(50));
+            assert_eq!(rules.over_budget(), 1);
+            let reach = rules.reach();
+            assert!(reach[0].max_arguments < 20_000, "{reach:?}");
+        }
+        // The same rule over small arguments runs, and decides.
+        let rules = Rules::compile(&[spec("args.items.map(x, args.s + x).size() >= 0")]).unwrap();
+        let small = json!({"s": "ab", "items": ["1", "2"]});
+        let d = crate::testing::descriptor();
+        let b = Binding::new("chat", "t", "s", None);
+        assert_eq!(rules.check(&d, &b, small.as_object().unwrap()), Ok(()));
+    }
+
+    #[test]
+    fn a_linear_rule_runs_on_the_largest_arguments() {
+        let tags: Vec<String> = (0..10_000).map(|i| format!("t{}", i % 100)).collect();
+        let args = json!({"tags": tags});
+        let rules = Rules::compile(&[spec("args.tags.all(t, size(t) < 8)")]).unwrap();
+        assert_eq!(rules.reach()[0].max_arguments, MAX_RULE_INPUT_BYTES);
+        let d = crate::testing::descriptor();
+        let b = Binding::new("chat", "t", "s", None);
+        assert_eq!(rules.check(&d, &b, args.as_object().unwrap()), Ok(()));
     }
 
     #[test]

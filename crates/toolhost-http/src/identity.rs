@@ -1,0 +1,86 @@
+//! Who an HTTP request is: the bearer token of its `Authorization`
+//! header, and the binding it stands for (the token table itself is
+//! `toolhost_calls::TokenTable`). The gate (`router.rs`) puts what it found
+//! in the request's extensions as `toolhost_mcp::Authorized`, which the MCP
+//! layer reads; the header is parsed here and nowhere else.
+
+use axum::http::{HeaderMap, header};
+use toolhost_calls::TokenTable;
+use toolhost_mcp::Authorized;
+use toolhost_pipeline::Binding;
+
+/// This request's binding: the gate's, or (where no gate ran) the token's
+/// own lookup in `tokens`.
+pub fn request_binding(
+    headers: &HeaderMap,
+    extensions: &axum::http::Extensions,
+    tokens: &TokenTable,
+) -> Option<Binding> {
+    match extensions.get::<Authorized>() {
+        Some(a) => Some(a.binding.clone()),
+        None => bearer_token(headers).and_then(|t| tokens.resolve(t)),
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` header.
+#[must_use]
+pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = v.split_once(' ')?;
+    (scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty()).then(|| token.trim())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    #[test]
+    fn bearer_tokens_parse() {
+        let mut h = HeaderMap::new();
+        assert_eq!(bearer_token(&h), None);
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer abc"),
+        );
+        assert_eq!(bearer_token(&h), Some("abc"));
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("bearer  abc "),
+        );
+        assert_eq!(bearer_token(&h), Some("abc"));
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic abc"));
+        assert_eq!(bearer_token(&h), None);
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer "));
+        assert_eq!(bearer_token(&h), None);
+    }
+
+    #[test]
+    fn a_request_binding_is_the_gates_or_else_the_tokens() {
+        let t = TokenTable::new();
+        t.bind("secret", Binding::new("chat", "task-1", "s", None));
+        let mut with_token = HeaderMap::new();
+        with_token.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer secret"),
+        );
+        let none = axum::http::Extensions::new();
+        let found = request_binding(&with_token, &none, &t).map(|b| b.task_id);
+        assert_eq!(found.as_deref(), Some("task-1"), "no gate ran: the table");
+        assert!(
+            request_binding(&HeaderMap::new(), &none, &t).is_none(),
+            "no token"
+        );
+        let mut gated = axum::http::Extensions::new();
+        gated.insert(Authorized {
+            binding: Binding::new("chat", "task-2", "s", None),
+            owner: [0; 32],
+        });
+        let found = request_binding(&with_token, &gated, &t).map(|b| b.task_id);
+        assert_eq!(
+            found.as_deref(),
+            Some("task-2"),
+            "the gate's verdict is used"
+        );
+    }
+}
