@@ -380,12 +380,27 @@ async fn pinned_agent(
     other: &str,
     change: impl FnOnce(),
 ) -> serde_json::Value {
-    use tokio::io::AsyncBufReadExt as _;
+    pinned_agent_with(d, era, changed, other, false, change).await
+}
+
+/// [`pinned_agent`]; with `go`, the client waits after the change until
+/// the test says go (a change of several steps).
+async fn pinned_agent_with(
+    d: &Daemon,
+    era: &str,
+    changed: &str,
+    other: &str,
+    go: bool,
+    change: impl FnOnce(),
+) -> serde_json::Value {
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
     let python = toolhost_e2e::workspace_root().join(".venv/bin/python");
     let script = toolhost_e2e::workspace_root().join("tests/support/contract_client.py");
     let mut child = tokio::process::Command::new(&python)
         .arg(&script)
         .args([&d.url, TOKEN, era, changed, other])
+        .args(go.then_some("--go-on-stdin"))
+        .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
@@ -403,6 +418,11 @@ async fn pinned_agent(
         "the client did not list ({era}): {listed:?}"
     );
     change();
+    if go {
+        let mut stdin = child.stdin.take().expect("piped");
+        stdin.write_all(b"go\n").await.expect("the client reads");
+        stdin.flush().await.expect("the client reads");
+    }
     let last = tokio::time::timeout(WAIT * 2, lines.next_line())
         .await
         .expect("the client ends")
@@ -692,4 +712,347 @@ async fn a_changed_sandbox_ask_is_held_whatever_the_policy_and_survives_a_restar
         "Counts, as of 2.0.0."
     );
     let _ = c.cancel().await;
+}
+
+/// A key pair whose id is `victim`'s, with its public half written at
+/// `path.pub`: minisign lets a key's maker choose its id, so an attacker
+/// can. (Kept in memory: minisign's key file checksums the id.)
+fn forge_key_with_id_of(victim_pub: &Path, path: &Path) -> minisign::KeyPair {
+    let text = std::fs::read_to_string(victim_pub).expect("the victim's public key");
+    let line = text
+        .lines()
+        .find(|l| !l.starts_with("untrusted comment"))
+        .expect("a key line");
+    let victim = minisign::PublicKey::from_base64(line.trim()).expect("a minisign key");
+    let mut kp = minisign::KeyPair::generate_unencrypted_keypair().expect("a key");
+    let (mut pk, mut sk) = (kp.pk.to_bytes(), kp.sk.to_bytes());
+    // The id follows the public key's 2-byte algorithm, and the secret
+    // key's algorithm, KDF, checksum algorithm, salt and limits.
+    pk[2..10].copy_from_slice(victim.keynum());
+    sk[54..62].copy_from_slice(victim.keynum());
+    kp.pk = minisign::PublicKey::from_bytes(&pk).expect("forged public key");
+    kp.sk = minisign::SecretKey::from_bytes(&sk).expect("forged secret key");
+    let mut public = path.as_os_str().to_owned();
+    public.push(".pub");
+    std::fs::write(
+        PathBuf::from(public),
+        kp.pk.to_box().expect("boxed").into_string(),
+    )
+    .expect("writable");
+    kp
+}
+
+/// Packs `dir` into `out` and signs its statement with `sk`, as `pack
+/// --sign` would with a key file.
+fn pack_signed_by(dir: &Path, out: &Path, sk: &minisign::SecretKey, scratch: &Path) {
+    pack(dir, out, None);
+    let id = toolhost_manifest::Manifest::load(dir)
+        .expect("a manifest")
+        .id;
+    let status = std::process::Command::new("tar")
+        .arg("xzf")
+        .arg(out)
+        .arg("-C")
+        .arg(scratch)
+        .status()
+        .expect("tar runs");
+    assert!(status.success());
+    let bytes = std::fs::read(
+        scratch
+            .join(&id)
+            .join(toolhost_lifecycle::package::STATEMENT_FILE),
+    )
+    .expect("pack wrote a statement");
+    let statement: toolhost_lifecycle::package::Statement =
+        serde_json::from_slice(&bytes).expect("a statement");
+    let sig = toolhost_lifecycle::package::sign(&statement, sk).expect("signed");
+    let mut beside = out.as_os_str().to_owned();
+    beside.push(".minisig");
+    std::fs::write(PathBuf::from(beside), sig).expect("writable");
+}
+
+/// An attacker whose key carries a trusted signer's id: the operator
+/// cannot trust both (the configuration is refused, naming both), and a
+/// key trusted under that id later is still not the signer of what was
+/// installed: its upgrade is refused, and the victim's next one goes on.
+#[tokio::test]
+async fn a_key_made_with_a_trusted_signers_id_cannot_take_over_that_signers_plugin() {
+    let root = Scratch::new("forged-key");
+    let r = root.path();
+    let (victim, forged) = (r.join("victim.key"), r.join("forged.key"));
+    let id = keygen(&victim);
+    let forger = forge_key_with_id_of(&r.join("victim.key.pub"), &forged);
+    let pub_of = |k: &Path| format!("{}.pub", k.display());
+
+    // Two trusted keys of one id: refused where the configuration is read.
+    let both = format!(
+        "[install]\ntrusted_keys = [{:?}, {:?}]\n",
+        pub_of(&victim),
+        pub_of(&forged)
+    );
+    let cfg = r.join("both.toml");
+    std::fs::write(&cfg, TestConfig::new(r, &[]).extra(&both).build()).expect("writable");
+    let (ok, text) = cli(&["check", "--config", cfg.to_str().expect("utf-8")]);
+    assert!(
+        !ok && text.contains("trusted_keys[0] and trusted_keys[1]") && text.contains(&id),
+        "{text}"
+    );
+
+    // The victim's plugin, installed signed by the victim.
+    let only_victim = format!("[install]\ntrusted_keys = [{:?}]\n", pub_of(&victim));
+    let v1 = source(r, "v1", "tp", "1.0.0");
+    let signed_v1 = r.join("tp-1.0.0.tar.gz");
+    pack(&v1, &signed_v1, Some(&victim));
+    let v2 = source(r, "v2", "tp", "1.1.0");
+    let forged_v2 = r.join("tp-1.1.0-forged.tar.gz");
+    let scratch = r.join("unpacked");
+    std::fs::create_dir_all(&scratch).expect("scratch");
+    pack_signed_by(&v2, &forged_v2, &forger.sk, &scratch);
+    let victim_v2 = r.join("tp-1.1.0.tar.gz");
+    pack(&v2, &victim_v2, Some(&victim));
+    let admin = r.join("state/admin.sock");
+    {
+        let _d = started(r, &only_victim).await;
+        let (ok, text) = cli_at(
+            &admin,
+            &["plugins", "install", signed_v1.to_str().expect("utf-8")],
+        );
+        assert!(ok, "{text}");
+        let (_, shown) = cli_at(&admin, &["plugins", "show", "tp"]);
+        assert!(
+            shown.contains(&format!("signer: key {id} (sha256:")),
+            "named by id and fingerprint: {shown}"
+        );
+        // Trusting the victim, the forged signature does not verify.
+        let (ok, text) = cli_at(
+            &admin,
+            &["plugins", "upgrade", forged_v2.to_str().expect("utf-8")],
+        );
+        assert!(!ok && text.contains("does not verify"), "{text}");
+    }
+    // The operator now trusts the forger's key (one key of that id): its
+    // upgrade is still refused, since the installed version's signer is
+    // the victim's whole key.
+    let only_forged = format!("[install]\ntrusted_keys = [{:?}]\n", pub_of(&forged));
+    {
+        let _d = started(r, &only_forged).await;
+        let (ok, text) = cli_at(
+            &admin,
+            &["plugins", "upgrade", forged_v2.to_str().expect("utf-8")],
+        );
+        assert!(
+            !ok && text.contains("allow_signer_change") && text.matches(&id).count() >= 2,
+            "refused, naming both keys (one id, two fingerprints): {text}"
+        );
+        let (_, shown) = cli_at(&admin, &["plugins", "show", "tp"]);
+        assert!(shown.starts_with("tp 1.0.0"), "{shown}");
+    }
+    // And the victim's own next upgrade goes on.
+    let _d = started(r, &only_victim).await;
+    let (ok, text) = cli_at(
+        &admin,
+        &["plugins", "upgrade", victim_v2.to_str().expect("utf-8")],
+    );
+    assert!(ok, "{text}");
+}
+
+/// An old release stays validly signed: an upgrade back to it is refused,
+/// naming both versions, unless the operator allows it for that one
+/// operation, which is audited.
+#[tokio::test]
+async fn a_signed_downgrade_is_refused_unless_the_operator_allows_it() {
+    let root = Scratch::new("downgrade");
+    let r = root.path();
+    let key = r.join("k.key");
+    keygen(&key);
+    let trust = format!(
+        "[install]\ntrusted_keys = [{:?}]\ncontract_changes = \"hold\"\n",
+        format!("{}.pub", key.display())
+    );
+    let d = started(r, &trust).await;
+    let admin = r.join("state/admin.sock");
+    let (old, new) = (r.join("tp-1.0.0.tar.gz"), r.join("tp-1.1.0.tar.gz"));
+    pack(&source(r, "old", "tp", "1.0.0"), &old, Some(&key));
+    pack(&source(r, "new", "tp", "1.1.0"), &new, Some(&key));
+    let (ok, text) = cli_at(
+        &admin,
+        &["plugins", "install", new.to_str().expect("utf-8")],
+    );
+    assert!(ok, "{text}");
+    for args in [
+        vec!["plugins", "upgrade", old.to_str().expect("utf-8")],
+        vec![
+            "plugins",
+            "upgrade",
+            old.to_str().expect("utf-8"),
+            "--dry-run",
+        ],
+    ] {
+        let (ok, text) = cli_at(&admin, &args);
+        assert!(
+            !ok && text.contains("1.0.0")
+                && text.contains("1.1.0")
+                && text.contains("--allow-downgrade"),
+            "{args:?}: {text}"
+        );
+    }
+    let (_, shown) = cli_at(&admin, &["plugins", "show", "tp"]);
+    assert!(shown.starts_with("tp 1.1.0"), "{shown}");
+    let (ok, text) = cli_at(
+        &admin,
+        &[
+            "plugins",
+            "upgrade",
+            old.to_str().expect("utf-8"),
+            "--allow-downgrade",
+        ],
+    );
+    assert!(ok, "{text}");
+    let (_, shown) = cli_at(&admin, &["plugins", "show", "tp"]);
+    assert!(shown.starts_with("tp 1.0.0"), "{shown}");
+    eventually(WAIT, "the downgrade in the audit log", async || {
+        d.logs()
+            .lines()
+            .any(|l| l.contains("toolhost::audit") && l.contains("downgrade allowed"))
+            .then_some(())
+    })
+    .await;
+}
+
+/// The operator reviews what is held; a later upgrade replaces it; the
+/// accept naming what was reviewed accepts nothing. Another package of the
+/// held version cannot slip in under the same name either.
+#[tokio::test]
+async fn accept_takes_only_the_held_upgrade_the_operator_reviewed() {
+    let root = Scratch::new("accept-reviewed");
+    let r = root.path();
+    let _d = started(r, "[install]\ncontract_changes = \"hold\"\n").await;
+    let admin = r.join("state/admin.sock");
+    let v1 = source(r, "v1", "tp", "1.0.0");
+    let (ok, text) = cli_at(&admin, &["plugins", "install", v1.to_str().expect("utf-8")]);
+    assert!(ok, "{text}");
+    let reviewed = rewritten(r, "v11", "tp", "1.1.0", "");
+    let (ok, text) = cli_at(
+        &admin,
+        &["plugins", "upgrade", reviewed.to_str().expect("utf-8")],
+    );
+    assert!(ok && text.contains("held: version 1.1.0"), "{text}");
+    let (_, shown) = cli_at(&admin, &["plugins", "show", "tp"]);
+    let statement = shown
+        .split("statement ")
+        .nth(1)
+        .and_then(|s| s.split([',', ' ']).next())
+        .expect("the held statement is shown")
+        .to_owned();
+    assert!(statement.starts_with("sha256:"), "{shown}");
+
+    // Another package of 1.1.0 (other words): refused, the held one stays.
+    let other = rewritten(r, "v11b", "tp", "1.1.0", "\n# another build\n");
+    let (ok, text) = cli_at(
+        &admin,
+        &["plugins", "upgrade", other.to_str().expect("utf-8")],
+    );
+    assert!(
+        !ok && text.contains("already held with other content"),
+        "{text}"
+    );
+
+    // Accepting names what was reviewed: without it, nothing is accepted.
+    let (ok, text) = cli_at(&admin, &["plugins", "accept", "tp"]);
+    assert!(!ok && text.contains("--version"), "{text}");
+
+    // A later upgrade replaces the held one after the review.
+    let later = rewritten(
+        r,
+        "v13",
+        "tp",
+        "1.3.0",
+        "\n[capabilities]\nfilesystem = [{ path = \"/\", access = \"write\" }]\n",
+    );
+    let (ok, text) = cli_at(
+        &admin,
+        &["plugins", "upgrade", later.to_str().expect("utf-8")],
+    );
+    assert!(ok && text.contains("held: version 1.3.0"), "{text}");
+    for reviewed in [
+        vec!["--version", "1.1.0"],
+        vec!["--statement", statement.as_str()],
+    ] {
+        let mut args = vec!["plugins", "accept", "tp"];
+        args.extend(&reviewed);
+        let (ok, text) = cli_at(&admin, &args);
+        assert!(
+            !ok && text.contains("replaced after your review") && text.contains("1.3.0"),
+            "{reviewed:?}: {text}"
+        );
+    }
+    let (_, shown) = cli_at(&admin, &["plugins", "show", "tp"]);
+    assert!(
+        shown.starts_with("tp 1.0.0") && shown.contains("held: version 1.3.0"),
+        "{shown}"
+    );
+    // Reviewed now, by its own name, it is accepted.
+    let (ok, text) = cli_at(&admin, &["plugins", "accept", "tp", "--version", "1.3.0"]);
+    assert!(ok, "{text}");
+    let (_, shown) = cli_at(&admin, &["plugins", "show", "tp"]);
+    assert!(shown.starts_with("tp 1.3.0"), "{shown}");
+}
+
+/// `source` without its tool `tool`.
+fn without_tool(root: &Path, dir: &str, id: &str, version: &str, tool: &str) -> PathBuf {
+    let d = source(root, dir, id, version);
+    let manifest = d.join("plugin.toml");
+    let text = std::fs::read_to_string(&manifest).expect("the manifest");
+    let start = text
+        .find(&format!("\n[[tools]]\nname = \"{tool}\""))
+        .expect("the tool is declared");
+    let end = text[start + 1..]
+        .find("\n[[tools]]")
+        .map_or(text.len(), |i| start + 1 + i);
+    std::fs::write(&manifest, format!("{}{}", &text[..start], &text[end..]))
+        .expect("the manifest is writable");
+    d
+}
+
+/// The rename path of the rug pull: a session lists `count`; one upgrade
+/// removes it, the next brings it back with new words. The session was
+/// last shown the old words, so its next call is refused once, in both
+/// protocol eras.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tool_removed_and_brought_back_with_new_words_is_refused_once_in_both_eras() {
+    for era in ["legacy", "2026-07-28"] {
+        let root = Scratch::new(&format!("readded-{era}"));
+        let r = root.path();
+        let d = started(r, "").await;
+        let admin = r.join("state/admin.sock");
+        let v1 = source(r, "v1", "tp", "1.0.0");
+        let (ok, text) = cli_at(&admin, &["plugins", "install", v1.to_str().expect("utf-8")]);
+        assert!(ok, "{text}");
+        let gone = without_tool(r, "v2", "tp", "2.0.0", "count");
+        let back = rewritten(r, "v3", "tp", "3.0.0", "");
+        let got = pinned_agent_with(
+            &d,
+            era,
+            "kandev_tp_count",
+            "kandev_tp_echo_report",
+            true,
+            || {
+                for v in [&gone, &back] {
+                    let (ok, text) =
+                        cli_at(&admin, &["plugins", "upgrade", v.to_str().expect("utf-8")]);
+                    assert!(ok, "{text}");
+                }
+            },
+        )
+        .await;
+        let calls = got["calls"].as_array().expect("calls");
+        assert_eq!(calls[0]["code"], "contract_changed", "{era}: {got}");
+        assert_eq!(
+            calls[1]["is_error"], false,
+            "{era}: refused once only: {got}"
+        );
+        assert_eq!(calls[2]["is_error"], false, "{era}: {got}");
+        let ran = toolhost_e2e::events(&r.join("state/data/tp"), "invoked count ");
+        assert_eq!(ran.len(), 1, "{era}: the refused call never ran: {ran:?}");
+    }
 }

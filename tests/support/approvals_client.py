@@ -9,6 +9,9 @@ list of steps, run in order on one client:
     {"call": TOOL, "args": {...}, "answer": ANSWER, "forge_args": {...}}
     {"task": TOOL, "args": {...}, "answer": ANSWER}
 
+A step may carry `"pad": {"name": NAME, "bytes": N}`: the argument NAME
+set to N bytes of `x` (a value too large for the command line).
+
 ANSWER is what the user says to each question, in turn (the last one
 repeats): "approve", "session", "decline", "cancel", "wrong" (accept with a
 value that is not a yes), or "late:MS" (approve after MS milliseconds). A
@@ -155,6 +158,9 @@ async def main():
     async with client:
         session: ClientSession = client.session
         for step in steps:
+            if "pad" in step:
+                pad = step["pad"]
+                step = dict(step, args=dict(step["args"], **{pad["name"]: "x" * pad["bytes"]}))
             user.answers = list(step.get("answer", ["approve"]))
             before = len(user.seen)
             if "task" in step:

@@ -1,12 +1,14 @@
 """An agent on the official MCP Python SDK (`mcp`) that pins what it listed,
 for tests/signing.rs.
 
-Usage: contract_client.py URL TOKEN ERA CHANGED OTHER
+Usage: contract_client.py URL TOKEN ERA CHANGED OTHER [--go-on-stdin]
 
 ERA is `legacy` (the 2025-11-25 handshake, notified on its session) or
 `2026-07-28` (notified on a `subscriptions/listen` stream). The client
 lists the tools, prints `listed` (and the test changes the tool CHANGED's
-contract), waits for `tools/list_changed`, then calls CHANGED twice and
+contract), waits for `tools/list_changed` (with `--go-on-stdin`, for a
+line on stdin as well: the test's change may take several steps, such as
+removing the tool and bringing it back), then calls CHANGED twice and
 OTHER once, and lists again.
 
 Prints one JSON line: whether it was notified, each call's outcome
@@ -47,6 +49,7 @@ async def fingerprints(client):
 
 async def main():
     url, token, era, changed, other = sys.argv[1:6]
+    go_on_stdin = "--go-on-stdin" in sys.argv[6:]
     notified = asyncio.Event()
 
     async def on_message(message):
@@ -77,6 +80,8 @@ async def main():
             await asyncio.wait_for(notified.wait(), WAIT_S)
         except TimeoutError:
             pass
+        if go_on_stdin:
+            await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
         calls = []
         for name in (changed, changed, other):
             calls.append(outcome(await client.call_tool(name, {})))

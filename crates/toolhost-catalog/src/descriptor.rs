@@ -40,12 +40,11 @@ impl Fingerprint {
 /// that is decided by their fingerprints.
 ///
 /// As JSON (what `toolhost catalog push` reads and `catalog show` prints)
-/// a descriptor is [`DescriptorJson`]: the backend's policy is flat, as
+/// a descriptor is `json.rs`'s `DescriptorJson`: the backend's policy is flat, as
 /// docs/CONTRACT.md §2 names it (`requires_approval`, `rate_per_minute`,
 /// `rate_burst`), and an unknown key is refused by name, never dropped: a
 /// misspelt `requires_approval` must not serve a tool without asking.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(try_from = "DescriptorJson", into = "DescriptorJson")]
+#[derive(Debug, Clone)]
 pub struct Descriptor {
     /// The plugin that implements it.
     pub plugin_id: String,
@@ -61,7 +60,6 @@ pub struct Descriptor {
     pub description: String,
     /// The plugin's sentence for the server's instructions; cosmetic like
     /// the description (a pushed descriptor may leave it out).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
     /// Where the tool is offered; sorted and unique once normalized.
     pub surfaces: Vec<String>,
@@ -70,7 +68,6 @@ pub struct Descriptor {
     /// As declared.
     pub output_schema: Option<Schema>,
     /// Behaviour hints.
-    #[serde(with = "annotations_serde")]
     pub annotations: Annotations,
     /// Per-call deadline.
     pub timeout_ms: u32,
@@ -80,14 +77,11 @@ pub struct Descriptor {
     pub unknown_arguments: UnknownArguments,
     /// Progress restarts the deadline (protocol 2 plugins only), bounded
     /// by the daemon's `max_timeout_ms`.
-    #[serde(default)]
     pub reset_timeout_on_progress: bool,
     /// Whether a call may run as an MCP task (`never` when absent).
-    #[serde(default, with = "task_serde")]
     pub task: TaskSupport,
     /// How long a call run as a task may take, when longer than
     /// `timeout_ms`; absent: `timeout_ms`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_timeout_ms: Option<u32>,
     /// What the backend asks of this tool's calls beyond the operator's
     /// policy. An installed plugin's descriptor asks nothing.
@@ -95,152 +89,6 @@ pub struct Descriptor {
     /// The content's digest once sealed; [`Fingerprint::UNSEALED`] until
     /// then (and after any field is changed by hand: seal again).
     pub fingerprint: Fingerprint,
-}
-
-/// A descriptor as JSON: every field by the name docs/CONTRACT.md §2 gives
-/// it, unknown keys refused.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DescriptorJson {
-    plugin_id: String,
-    plugin_version: String,
-    local_name: String,
-    exposed_name: String,
-    title: Option<String>,
-    description: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    instructions: Option<String>,
-    surfaces: Vec<String>,
-    input_schema: Schema,
-    output_schema: Option<Schema>,
-    #[serde(with = "annotations_serde")]
-    annotations: Annotations,
-    timeout_ms: u32,
-    aliases: BTreeMap<String, String>,
-    unknown_arguments: UnknownArguments,
-    #[serde(default)]
-    reset_timeout_on_progress: bool,
-    #[serde(default, with = "task_serde")]
-    task: TaskSupport,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    task_timeout_ms: Option<u32>,
-    /// Every call needs a person's approval first.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    requires_approval: bool,
-    /// A per-tool rate: calls a minute (with `rate_burst`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    rate_per_minute: Option<u32>,
-    /// A per-tool rate: the most calls at once (with `rate_per_minute`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    rate_burst: Option<u32>,
-    /// The same policy, nested, as `catalog show` printed it before the
-    /// flat names: read, never written.
-    #[serde(default, skip_serializing)]
-    call_policy: Option<CallPolicy>,
-}
-
-impl TryFrom<DescriptorJson> for Descriptor {
-    type Error = String;
-
-    fn try_from(j: DescriptorJson) -> Result<Self, String> {
-        let flat = CallPolicy {
-            requires_approval: j.requires_approval,
-            rate: match (j.rate_per_minute, j.rate_burst) {
-                (None, None) => None,
-                (Some(per_minute), Some(burst)) => Some(CallRate { per_minute, burst }),
-                _ => {
-                    return Err(format!(
-                        "{}: rate_per_minute and rate_burst go together (give both, or neither)",
-                        j.exposed_name
-                    ));
-                }
-            },
-        };
-        let call_policy = match j.call_policy {
-            Some(nested) if !flat.is_nothing() && nested != flat => {
-                return Err(format!(
-                    "{}: the policy is given twice, as call_policy and as requires_approval/rate_*, and they differ",
-                    j.exposed_name
-                ));
-            }
-            Some(nested) => nested,
-            None => flat,
-        };
-        Ok(Self {
-            plugin_id: j.plugin_id,
-            plugin_version: j.plugin_version,
-            local_name: j.local_name,
-            exposed_name: j.exposed_name,
-            title: j.title,
-            description: j.description,
-            instructions: j.instructions,
-            surfaces: j.surfaces,
-            input_schema: j.input_schema,
-            output_schema: j.output_schema,
-            annotations: j.annotations,
-            timeout_ms: j.timeout_ms,
-            aliases: j.aliases,
-            unknown_arguments: j.unknown_arguments,
-            reset_timeout_on_progress: j.reset_timeout_on_progress,
-            task: j.task,
-            task_timeout_ms: j.task_timeout_ms,
-            call_policy,
-            fingerprint: Fingerprint::UNSEALED,
-        })
-    }
-}
-
-impl From<Descriptor> for DescriptorJson {
-    fn from(d: Descriptor) -> Self {
-        Self {
-            plugin_id: d.plugin_id,
-            plugin_version: d.plugin_version,
-            local_name: d.local_name,
-            exposed_name: d.exposed_name,
-            title: d.title,
-            description: d.description,
-            instructions: d.instructions,
-            surfaces: d.surfaces,
-            input_schema: d.input_schema,
-            output_schema: d.output_schema,
-            annotations: d.annotations,
-            timeout_ms: d.timeout_ms,
-            aliases: d.aliases,
-            unknown_arguments: d.unknown_arguments,
-            reset_timeout_on_progress: d.reset_timeout_on_progress,
-            task: d.task,
-            task_timeout_ms: d.task_timeout_ms,
-            requires_approval: d.call_policy.requires_approval,
-            rate_per_minute: d.call_policy.rate.map(|r| r.per_minute),
-            rate_burst: d.call_policy.rate.map(|r| r.burst),
-            call_policy: None,
-        }
-    }
-}
-
-impl PartialEq for Descriptor {
-    fn eq(&self, o: &Self) -> bool {
-        if self.fingerprint.is_sealed() && o.fingerprint.is_sealed() {
-            return self.fingerprint == o.fingerprint;
-        }
-        self.plugin_id == o.plugin_id
-            && self.plugin_version == o.plugin_version
-            && self.local_name == o.local_name
-            && self.exposed_name == o.exposed_name
-            && self.title == o.title
-            && self.description == o.description
-            && self.surfaces == o.surfaces
-            && self.input_schema == o.input_schema
-            && self.output_schema == o.output_schema
-            && self.annotations == o.annotations
-            && self.timeout_ms == o.timeout_ms
-            && self.aliases == o.aliases
-            && self.unknown_arguments == o.unknown_arguments
-            && self.reset_timeout_on_progress == o.reset_timeout_on_progress
-            && self.task == o.task
-            && self.task_timeout_ms == o.task_timeout_ms
-            && self.call_policy == o.call_policy
-    }
 }
 
 /// What a pushed catalog asks of a tool's calls on top of the operator's
@@ -502,57 +350,6 @@ impl Descriptor {
             fp[0] = 1;
         }
         self.fingerprint = Fingerprint(fp);
-    }
-}
-
-/// `task` as the manifest's word; an unknown word is refused.
-mod task_serde {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use toolhost_manifest::TaskSupport;
-
-    pub fn serialize<S: Serializer>(t: &TaskSupport, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(t.as_str())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<TaskSupport, D::Error> {
-        let word = String::deserialize(d)?;
-        TaskSupport::parse(&word).ok_or_else(|| {
-            serde::de::Error::custom("task must be \"never\", \"optional\" or \"required\"")
-        })
-    }
-}
-
-mod annotations_serde {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-    use toolhost_manifest::Annotations;
-
-    #[derive(Serialize, Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct Wire {
-        read_only: bool,
-        destructive: bool,
-        idempotent: bool,
-        open_world: bool,
-    }
-
-    pub fn serialize<S: Serializer>(a: &Annotations, s: S) -> Result<S::Ok, S::Error> {
-        Wire {
-            read_only: a.read_only,
-            destructive: a.destructive,
-            idempotent: a.idempotent,
-            open_world: a.open_world,
-        }
-        .serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Annotations, D::Error> {
-        let w = Wire::deserialize(d)?;
-        Ok(Annotations {
-            read_only: w.read_only,
-            destructive: w.destructive,
-            idempotent: w.idempotent,
-            open_world: w.open_world,
-        })
     }
 }
 

@@ -28,6 +28,7 @@
 mod catalog;
 mod descriptor;
 mod installed;
+mod json;
 mod schema;
 mod store;
 

@@ -226,7 +226,6 @@ impl Daemon {
         } else {
             None
         };
-        let policy = Arc::clone(&s.policy);
         let pipeline = Arc::new(pipeline(s, &store, &plugins)?);
         let hub = hub(s, &pipeline);
         let tokens = Arc::new(TokenTable::new());
@@ -271,14 +270,14 @@ impl Daemon {
             lifecycle: Arc::clone(&lifecycle),
             tokens: Arc::clone(&tokens),
             tasks: Arc::clone(hub.tasks()),
-            policy: Arc::clone(&policy),
+            policy: Arc::clone(&s.policy),
             sessions,
             fleet: link.clone(),
         }));
         let metrics = Arc::new(crate::metrics::Sources {
             hub: Arc::clone(&hub),
             pipeline,
-            policy,
+            policy: Arc::clone(&s.policy),
             plugins,
             fleet: link,
         });

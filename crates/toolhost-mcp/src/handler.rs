@@ -29,7 +29,7 @@ pub enum Identity {
     /// identity).
     Fixed(Binding),
     /// Per request, as the transport's gate established it
-    /// ([`crate::Authorized`] in the request's extensions: HTTP looks the
+    /// ([`crate::identity::Authorized`] in the request's extensions: HTTP looks the
     /// bearer token up on every request, so a revoked token stops working
     /// at once).
     Gated,

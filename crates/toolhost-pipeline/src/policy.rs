@@ -9,7 +9,7 @@
 //!   person): a rate limit or a rule may refuse it there, cheaply;
 //! - [`Policy::decide`], after the backend's `Authorize`: allow, refuse
 //!   with a reason, or ask a person ([`Asking`]). The pipeline puts the
-//!   question through its [`crate::Caller`] within the call's deadline and
+//!   question through its [`crate::caller::Caller`] within the call's deadline and
 //!   hands the answer back ([`Asking::answered`]), which decides again.
 //!
 //! Why a seam and not a dependency: the rules are CEL, and the pipeline,

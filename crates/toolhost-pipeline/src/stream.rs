@@ -90,8 +90,8 @@ impl Call<'_> {
         // deadline the daemon's cap from the start of the call.
         let hard = if rolling {
             match self.mode {
-                crate::CallMode::Task { cap } => cap,
-                crate::CallMode::Direct => self.pipeline.limits.max_timeout,
+                crate::call::CallMode::Task { cap } => cap,
+                crate::call::CallMode::Direct => self.pipeline.limits.max_timeout,
             }
             .max(deadline)
         } else {

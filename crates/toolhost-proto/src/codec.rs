@@ -65,8 +65,11 @@ where
 /// The messages whose unknown fields are refused, not dropped: what a
 /// backend asks of the daemon's catalog.
 fn strict_name<U: 'static>() -> Option<&'static str> {
-    use std::any::TypeId;
-    (TypeId::of::<U>() == TypeId::of::<crate::admin::PushCatalogRequest>())
+    // By the generated type's path (this module cannot name the generated
+    // types, which live in the crate root): `toolhost.admin.v1` is
+    // generated as `toolhost::admin::v1`.
+    std::any::type_name::<U>()
+        .ends_with("::toolhost::admin::v1::PushCatalogRequest")
         .then_some("toolhost.admin.v1.PushCatalogRequest")
 }
 
@@ -114,6 +117,16 @@ mod tests {
     // Messages larger than the first buffer cross the real hop in the
     // end-to-end tests (a 300,000-byte result in tests/stateless.rs, the
     // result limits in tests/hostile.rs).
+    #[test]
+    fn a_pushed_catalog_is_read_strictly_and_nothing_else_is() {
+        use crate::toolhost::admin::v1 as pb;
+        assert_eq!(
+            strict_name::<pb::PushCatalogRequest>(),
+            Some("toolhost.admin.v1.PushCatalogRequest")
+        );
+        assert_eq!(strict_name::<pb::GetStatusRequest>(), None);
+    }
+
     #[test]
     fn both_directions_start_with_the_small_buffer() {
         // BufferSettings shows its fields only through Debug.
