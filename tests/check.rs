@@ -175,6 +175,24 @@ fn toolhost(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// A configuration in `root` that grants the checkout's virtualenv and SDK
+/// and a pyenv Python, as the example's does (the secret the plugin needs
+/// to start comes on the command line).
+fn tickets_config(root: &std::path::Path) -> std::path::PathBuf {
+    let config = root.join("toolhost.toml");
+    let ws = workspace_root();
+    std::fs::write(
+        &config,
+        format!(
+            "[sandbox]\nread = [{:?}, {:?}, \"~/.pyenv\"]\n",
+            ws.join(".venv").display().to_string(),
+            ws.join("sdk").display().to_string()
+        ),
+    )
+    .unwrap();
+    config
+}
+
 /// The Python tickets example, copied without its tools' declarations or
 /// schema files (a plugin whose author has written only code), launched
 /// on the checkout's virtualenv.
@@ -199,20 +217,7 @@ fn schema_sync_writes_the_codes_shapes_and_check_start_catches_drift() {
     let root = toolhost_e2e::Scratch::new("schema-sync");
     let dir = tickets_without_declarations(root.path());
     let d = dir.to_str().unwrap();
-    // A configuration that grants the checkout's virtualenv and SDK and a
-    // pyenv Python, as the example's does; the secret the plugin needs to
-    // start comes on the command line.
-    let config = root.path().join("toolhost.toml");
-    let ws = workspace_root();
-    std::fs::write(
-        &config,
-        format!(
-            "[sandbox]\nread = [{:?}, {:?}, \"~/.pyenv\"]\n",
-            ws.join(".venv").display().to_string(),
-            ws.join("sdk").display().to_string()
-        ),
-    )
-    .unwrap();
+    let config = tickets_config(root.path());
     let start = [
         "--set",
         "api_token=test",
@@ -474,4 +479,115 @@ fn pack_refuses_a_package_whose_code_drifted_from_its_manifest() {
             && !archive.exists(),
         "{err}"
     );
+}
+
+/// `schema sync` on a plugin folder someone else made: a `schemas` folder
+/// that is a link out of the plugin, or a schema file that is a link to a
+/// file of the author's, is never written through. Before, sync answered
+/// 0 and wrote into the folder the link named.
+#[test]
+fn schema_sync_never_writes_through_a_link_out_of_the_plugin() {
+    let root = toolhost_e2e::Scratch::new("schema-sync-links");
+    let dir = tickets_without_declarations(root.path());
+    let d = dir.to_str().unwrap();
+    let config = tickets_config(root.path());
+    let start = [
+        "--set",
+        "api_token=test",
+        "--config",
+        config.to_str().unwrap(),
+    ];
+    let outside = root.path().join("authors-folder");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, dir.join("schemas")).unwrap();
+    let manifest_before = std::fs::read(dir.join("plugin.toml")).unwrap();
+    let (code, out, err) = toolhost(&[&["schema", "sync", d][..], &start].concat());
+    assert_ne!(code, 0, "a linked schemas folder was written: {out}{err}");
+    assert!(err.contains("schemas"), "{err}");
+    assert_eq!(
+        std::fs::read_dir(&outside).unwrap().count(),
+        0,
+        "written outside the plugin: {out}{err}"
+    );
+    // Nothing was written anywhere, not even the manifest.
+    assert_eq!(
+        std::fs::read(dir.join("plugin.toml")).unwrap(),
+        manifest_before
+    );
+
+    // A real folder, with one schema file linked to a file of the author's:
+    // the link is replaced, the author's file untouched.
+    std::fs::remove_file(dir.join("schemas")).unwrap();
+    std::fs::create_dir_all(dir.join("schemas")).unwrap();
+    let precious = outside.join("precious.json");
+    std::fs::write(&precious, "{\"keep\": true}").unwrap();
+    std::os::unix::fs::symlink(&precious, dir.join("schemas/create_ticket.json")).unwrap();
+    let (code, out, err) = toolhost(&[&["schema", "sync", d][..], &start].concat());
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        std::fs::read_to_string(&precious).unwrap(),
+        "{\"keep\": true}"
+    );
+    let written = std::fs::symlink_metadata(dir.join("schemas/create_ticket.json")).unwrap();
+    assert!(
+        written.is_file(),
+        "the schema is a file of the plugin's own now"
+    );
+}
+
+/// A cloned plugin whose `.venv/pyvenv.cfg` names `home = /tmp/../bin`
+/// (the text is not `/`, its parent resolves to it): `check --start` runs
+/// the plugin without read access to the author's files. The plugin tries
+/// to print a canary from the author's home on its stderr, which `check`
+/// shows.
+#[test]
+fn a_cloned_plugins_venv_cannot_open_the_authors_files() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let root = toolhost_e2e::Scratch::new("venv-home");
+    let home = root.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let canary = home.join("secret.txt");
+    std::fs::write(&canary, "CANARY-5f1d\n").unwrap();
+    let dir = root.path().join("cloned");
+    std::fs::create_dir_all(dir.join(".venv")).unwrap();
+    for cfg_home in ["/tmp/../bin", "/tmp/../../", "/.."] {
+        std::fs::write(
+            dir.join(".venv/pyvenv.cfg"),
+            format!("home = {cfg_home}\nversion = 3.11.2\n"),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("run.sh"),
+            format!(
+                "#!/bin/sh\ncat {} >&2 || echo 'could not read it' >&2\nexit 3\n",
+                canary.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(dir.join("run.sh"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        std::fs::write(
+            dir.join("plugin.toml"),
+            "id = \"cloned\"\nversion = \"1.0.0\"\nname = \"Cloned\"\n\n[runtime]\ncommand = \"run.sh\"\n\n[[tools]]\nname = \"ping\"\ndescription = \"Ping.\"\nsurfaces = [\"chat\"]\ninput_schema = { type = \"object\" }\n",
+        )
+        .unwrap();
+        let out = Command::new(bin("toolhost"))
+            .args(["check", "--start"])
+            .arg(&dir)
+            .env("HOME", &home)
+            .current_dir(root.path())
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(1), "{cfg_home}: {text}");
+        assert!(text.contains("could not read it"), "{cfg_home}: {text}");
+        assert!(
+            !text.contains("CANARY-5f1d"),
+            "{cfg_home}: the author's file was read: {text}"
+        );
+    }
 }

@@ -1,6 +1,6 @@
 //! The operator's edge, attacked: a hostile archive, a manifest written to
 //! steer the operator's terminal, a header bomb on the admin socket, a
-//! plugin that fills its quota or the whole disk, a client that asks a
+//! plugin that fills its quota (the whole disk: `disk.rs`), a client that asks a
 //! plugin's listener who it is, and a plugin whose stderr is not UTF-8.
 //!
 //! Every test runs as whoever runs it: CI runs this suite as root, where
@@ -16,48 +16,12 @@ use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toolhost_e2e::{
-    AgentClient, Daemon, Scratch, TOKEN, TestConfig, agent, call_tool, cli_at, eventually,
-    outcome_code, peak_rss_kib, probeplug_dir,
+    Daemon, TOKEN, TestConfig, agent, call_tool, cli_at, eventually, peak_rss_kib, probeplug_dir,
 };
 
+use toolhost_e2e::as_run::{account, call, is_root, ready, scratch};
+
 const WAIT: Duration = Duration::from_secs(30);
-
-fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
-}
-
-/// The `[sandbox]` lines for this run: plugins as `nobody` under root.
-fn account() -> &'static str {
-    if is_root() { "user = \"nobody\"" } else { "" }
-}
-
-/// A scratch directory the plugins' account can reach.
-fn scratch(tag: &str) -> Scratch {
-    use std::os::unix::fs::PermissionsExt as _;
-    let s = Scratch::new(tag);
-    std::fs::set_permissions(s.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
-    s
-}
-
-/// (ok, text) of one call.
-async fn call(c: &AgentClient, tool: &str, args: Value) -> (bool, String) {
-    let r = call_tool(c, tool, args).await.expect("answered");
-    let text = r
-        .content
-        .iter()
-        .filter_map(|b| b.as_text().map(|t| t.text.clone()))
-        .collect::<Vec<_>>()
-        .join(" ");
-    (r.is_error != Some(true) && outcome_code(&r) == "ok", text)
-}
-
-async fn ready(d: &Daemon, id: &str) {
-    d.wait_metric(
-        &format!("toolhost_plugin_state{{plugin=\"{id}\",state=\"ready\"}}"),
-        1.0,
-    )
-    .await;
-}
 
 /// A daemon serving probe plugins `(id, what its manifest asks)` as this
 /// run's account, with `extra` sections in its configuration; returns
@@ -487,132 +451,6 @@ async fn a_plugin_past_its_disk_quota_fails_its_writes_and_nothing_else_stops() 
         ok && out.contains("disk ") && out.contains("of 16 MiB"),
         "{out}"
     );
-}
-
-/// A small file system to fill: a tmpfs mounted here under root (ext4
-/// keeps a few blocks back that small writes can still use; tmpfs keeps
-/// none, so full is full), or the one `TOOLHOST_TEST_SMALL_FS` names
-/// (`.ci/run` mounts one for its unprivileged run).
-struct SmallFs {
-    dir: PathBuf,
-    mounted: bool,
-}
-
-impl SmallFs {
-    fn new(root: &Path) -> Option<Self> {
-        if let Ok(dir) = std::env::var("TOOLHOST_TEST_SMALL_FS") {
-            let dir = PathBuf::from(dir).join(format!("run-{}", std::process::id()));
-            std::fs::create_dir_all(&dir).ok()?;
-            return Some(Self {
-                dir,
-                mounted: false,
-            });
-        }
-        if !is_root() {
-            return None;
-        }
-        let dir = root.join("small");
-        std::fs::create_dir_all(&dir).ok()?;
-        // tmpfs: no blocks kept back for anyone, so full is full.
-        let made = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=192m,mode=0711", "toolhost-test"])
-            .arg(&dir)
-            .status()
-            .is_ok_and(|s| s.success());
-        made.then(|| {
-            use std::os::unix::fs::PermissionsExt as _;
-            let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711));
-            Self { dir, mounted: true }
-        })
-    }
-}
-
-impl Drop for SmallFs {
-    fn drop(&mut self) {
-        if self.mounted {
-            let _ = std::process::Command::new("umount")
-                .arg("-l")
-                .arg(&self.dir)
-                .status();
-        } else {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
-}
-
-/// A plugin that fills the disk holding the daemon's state, through a
-/// path it was granted: the operator's `plugins config` and a state save
-/// still work (the daemon's reserve), and the other plugins serve.
-#[tokio::test]
-async fn a_plugin_that_fills_the_disk_leaves_the_daemon_its_state() {
-    let root = scratch("edge-full");
-    let Some(small) = SmallFs::new(root.path()) else {
-        println!(
-            "not run: no small file system to fill (run as root, or set TOOLHOST_TEST_SMALL_FS as .ci/run does)"
-        );
-        return;
-    };
-    let shared = small.dir.join("shared");
-    std::fs::create_dir_all(&shared).unwrap();
-    if is_root() {
-        std::os::unix::fs::chown(&shared, Some(65534), Some(65534)).unwrap();
-    }
-    let filler = probeplug_dir(
-        root.path(),
-        "filler",
-        &format!(
-            "[capabilities]\nfilesystem = [{{ path = {:?}, access = \"write\" }}]\n",
-            shared.display().to_string()
-        ),
-    );
-    let calm = probeplug_dir(
-        root.path(),
-        "calm",
-        "[[config]]\nname = \"greeting\"\ntype = \"string\"\ndescription = \"What to say\"\ndefault = \"hello\"\n",
-    );
-    let other = probeplug_dir(root.path(), "other", "");
-    let text = TestConfig::new(root.path(), &[filler, calm, other])
-        .state(&small.dir.join("state"))
-        .extra("[plugin.filler]\ngrant = [\"filesystem\"]\nsandbox_off = [\"disk\"]\n")
-        .sandbox(account())
-        .build();
-    let d = Daemon::start(root.path(), &text, &[]);
-    for id in ["filler", "calm", "other"] {
-        ready(&d, id).await;
-    }
-    let admin = small.dir.join("state/admin.sock");
-    let c = agent(&d.url, TOKEN).await;
-    let (ok, out) = call(
-        &c,
-        "kandev_filler_fill",
-        json!({ "dir": shared.display().to_string(), "mb": 400, "files": 40 }),
-    )
-    .await;
-    assert!(ok && out.contains("No space left"), "{out}");
-    // The disk is full; the operator changes a value and it is stored.
-    let (ok, out) = cli_at(&admin, &["plugins", "config", "calm", "greeting=hi there"]);
-    assert!(ok, "plugins config on a full disk: {out}");
-    ready(&d, "calm").await;
-    let (ok, out) = call(&c, "kandev_calm_config", json!({ "names": ["greeting"] })).await;
-    assert!(ok && out.contains("hi there"), "{out}");
-    // A state save (the plugin state file).
-    let (ok, out) = cli_at(&admin, &["plugins", "disable", "other"]);
-    assert!(ok, "disable on a full disk: {out}");
-    let (ok, out) = cli_at(&admin, &["plugins", "enable", "other"]);
-    assert!(ok, "enable on a full disk: {out}");
-    ready(&d, "other").await;
-    let saved = std::fs::read_to_string(small.dir.join("state/plugins.json")).unwrap();
-    assert!(!saved.contains("other"), "{saved}");
-    let (ok, out) = call(&c, "kandev_other_count", json!({})).await;
-    assert!(ok, "{out}");
-    assert!(
-        d.logs().contains("used the daemon's reserve"),
-        "the disk was never full for the daemon: {}",
-        d.logs()
-    );
-    drop(c);
-    drop(d);
-    drop(small);
 }
 
 // ------------------------------------------------- a plugin's listener

@@ -1170,9 +1170,15 @@ async fn a_plugin_sees_no_daemon_secret_and_no_inherited_descriptor() {
         Some("passed-on-purpose")
     );
     assert!(s.pointer("/vars/PATH").is_some());
+    // Its own temporary folder, inside its data and so its quota.
+    let data = s
+        .pointer("/vars/KANDEV_PLUGIN_DATA_DIR")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     assert_eq!(
-        s.pointer("/vars/TMPDIR"),
-        s.pointer("/vars/KANDEV_PLUGIN_SOCKET_DIR")
+        s.pointer("/vars/TMPDIR").and_then(Value::as_str),
+        Some(format!("{data}/.tmp").as_str()),
+        "{text}"
     );
     let marker = marker.display().to_string();
     assert!(

@@ -11,30 +11,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
 
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::Path;
 use std::time::Duration;
 use toolhost_admin::admin as pb;
 use toolhost_e2e::{
-    AgentClient, Daemon, Scratch, TOKEN, TestConfig, agent, call_tool, eventually, outcome_code,
-    probeplug_dir,
+    AgentClient, Daemon, Scratch, TOKEN, TestConfig, agent, eventually, probeplug_dir,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
 
-/// (ok, text, structured) of one call.
-async fn probe(c: &AgentClient, tool: &str, args: Value) -> (bool, String, Value) {
-    let r = call_tool(c, tool, args).await.expect("answered");
-    let text = r
-        .content
-        .iter()
-        .filter_map(|b| b.as_text().map(|t| t.text.clone()))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let structured = r.structured_content.clone().unwrap_or(Value::Null);
-    let failed = r.is_error == Some(true) || outcome_code(&r) != "ok";
-    (!failed, text, structured)
-}
+use toolhost_e2e::as_run::probe;
 
 async fn rules(root: &Path, id: &str) -> Vec<pb::SandboxRule> {
     let sock = root.join("state/admin.sock");
@@ -75,6 +62,12 @@ async fn plugin_socket(root: &Path, id: &str) -> std::path::PathBuf {
         .find_map(|kv| kv.strip_prefix(b"KANDEV_PLUGIN_SOCKET_DIR="))
         .map(|v| std::path::PathBuf::from(String::from_utf8_lossy(v).into_owned()))
         .expect("its socket directory");
+    // The SDK makes it in the directory itself (older SDKs in a folder
+    // of their own inside).
+    let direct = dir.join("plugin.sock");
+    if direct.exists() {
+        return direct;
+    }
     std::fs::read_dir(&dir)
         .expect("the socket directory")
         .flatten()

@@ -8,8 +8,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
 #![forbid(unsafe_code)]
 
+pub mod as_run;
 pub mod asker;
 pub mod sdk;
+pub mod small_fs;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -264,6 +266,14 @@ pub fn probeplug_dir(root: &Path, id: &str, declarations: &str) -> PathBuf {
         (
             "fill",
             "{ dir = { type = \"string\" }, mb = { type = \"integer\", minimum = 1, maximum = 4096 }, files = { type = \"integer\", minimum = 1, maximum = 100000 }, clear = { type = \"boolean\" } }",
+        ),
+        (
+            "hog",
+            "{ dir = { type = \"string\" }, kind = { type = \"string\" }, detach = { type = \"boolean\" } }",
+        ),
+        (
+            "links",
+            "{ count = { type = \"integer\", minimum = 1, maximum = 2000000 }, mb = { type = \"integer\", minimum = 0, maximum = 1024 } }",
         ),
         ("serve_unix", "{ path = { type = \"string\" } }"),
         ("stderr_bytes", "{}"),

@@ -97,6 +97,9 @@ pub(crate) fn plugin_status(
             }
         },
         over: d.over,
+        short: d.short,
+        used_files: d.used_files.unwrap_or(0),
+        limit_files: d.limit_files,
         measured: d.used.is_some(),
     });
     st.sandbox = info

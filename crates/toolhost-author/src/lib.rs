@@ -16,6 +16,7 @@
 
 #![forbid(unsafe_code)]
 
+mod build;
 pub mod check;
 pub mod code;
 pub mod drift;

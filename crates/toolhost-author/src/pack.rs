@@ -27,7 +27,7 @@
 
 use anyhow::{Context as _, Result, bail};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use toolhost_base::{errln, outln};
 use toolhost_lifecycle::ArchiveLimits;
 use toolhost_manifest::Manifest;
@@ -53,6 +53,33 @@ pub struct PackArgs {
     /// archive as ARCHIVE.minisig.
     #[arg(long, value_name = "KEY")]
     sign: Option<PathBuf>,
+}
+
+/// The files and folders at a plugin's top that `pack` reads by name
+/// (to tell how it is built, and to build it): each must be the plugin's
+/// own, never a link. A cloned plugin's `dist` linked to the author's home
+/// would otherwise be copied into the package.
+const READ_BY_NAME: [&str; 8] = [
+    "Cargo.toml",
+    "package.json",
+    "package-lock.json",
+    ".npmrc",
+    "requirements.txt",
+    "pyproject.toml",
+    "dist",
+    "node_modules",
+];
+
+/// Refuses a plugin whose top holds a link where `pack` reads by name.
+fn refuse_links(dir: &Path) -> Result<()> {
+    for name in READ_BY_NAME {
+        if std::fs::symlink_metadata(dir.join(name)).is_ok_and(|m| m.file_type().is_symlink()) {
+            bail!(
+                "{name} is a symlink: toolhost pack reads only the plugin's own files (a link may point anywhere on this machine). Replace it with what it points to"
+            );
+        }
+    }
+    Ok(())
 }
 
 /// How a plugin is built, told by the files at its top.
@@ -166,6 +193,7 @@ pub fn run(args: &PackArgs) -> Result<ExitCode> {
         .as_deref()
         .map(crate::sign::secret_key)
         .transpose()?;
+    refuse_links(&dir)?;
     let kind = Kind::of(&dir);
     let scratch = Scratch::new()?;
     let root = scratch.0.join(&manifest.id);
@@ -177,9 +205,9 @@ pub fn run(args: &PackArgs) -> Result<ExitCode> {
     );
     copy_sources(&dir, &root, kind, &output)?;
     match kind {
-        Kind::Rust => build_rust(&dir, &root)?,
-        Kind::Python => vendor_python(&dir, &root)?,
-        Kind::Node => build_node(&dir, &root, &scratch.0)?,
+        Kind::Rust => crate::build::build_rust(&dir, &root)?,
+        Kind::Python => crate::build::vendor_python(&dir, &root)?,
+        Kind::Node => crate::build::build_node(&dir, &root, &scratch.0)?,
         Kind::Plain => {}
     }
     // The packed tree must be a valid plugin on its own: a launcher or a
@@ -219,6 +247,12 @@ fn write_package(
 ) -> Result<()> {
     let id = &packed.id;
     let root = scratch.join(id);
+    // The statement lists files, and an installer refuses a folder that
+    // holds none of them: empty folders are left out (innermost first).
+    for folder in toolhost_lifecycle::package::empty_folders(&root)? {
+        std::fs::remove_dir(root.join(&folder))
+            .with_context(|| format!("cannot leave out the empty folder {folder}"))?;
+    }
     // The statement names exactly what the archive holds: written last,
     // once nothing else will change in the tree.
     let statement = crate::sign::write_statement(&root, packed)?;
@@ -333,241 +367,6 @@ fn copy_sources(dir: &Path, to: &Path, kind: Kind, output: &Path) -> Result<()> 
     Ok(())
 }
 
-/// Runs `cmd` in `dir`, its output shown; fails naming the command.
-fn run_step(cmd: &mut Command, what: &str) -> Result<()> {
-    let status = cmd
-        .status()
-        .with_context(|| format!("cannot run {what} ({cmd:?})"))?;
-    if !status.success() {
-        bail!("{what} failed ({status}); nothing written");
-    }
-    Ok(())
-}
-
-/// `cargo build --release`, and every binary it built into `dist/`.
-fn build_rust(dir: &Path, root: &Path) -> Result<()> {
-    let out = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .args([
-            "build",
-            "--release",
-            "--message-format=json-render-diagnostics",
-        ])
-        .current_dir(dir)
-        .stderr(Stdio::inherit())
-        .output()
-        .context("cannot run cargo (is Rust installed?)")?;
-    if !out.status.success() {
-        bail!("cargo build --release failed; nothing written");
-    }
-    let mut built = Vec::new();
-    for line in out.stdout.split(|b| *b == b'\n') {
-        let Ok(message) = serde_json::from_slice::<serde_json::Value>(line) else {
-            continue;
-        };
-        let is_bin = message["target"]["kind"]
-            .as_array()
-            .is_some_and(|k| k.iter().any(|k| k == "bin"));
-        if message["reason"] == "compiler-artifact"
-            && is_bin
-            && let Some(exe) = message["executable"].as_str()
-        {
-            built.push(PathBuf::from(exe));
-        }
-    }
-    if built.is_empty() {
-        bail!("cargo built no binary; a Rust plugin needs a [[bin]] (src/main.rs)");
-    }
-    let dist = root.join("dist");
-    std::fs::create_dir_all(&dist)?;
-    for exe in built {
-        let name = exe.file_name().context("a binary without a name")?;
-        std::fs::copy(&exe, dist.join(name))
-            .with_context(|| format!("cannot copy {}", exe.display()))?;
-    }
-    Ok(())
-}
-
-/// The interpreter a packed Python plugin runs on: the one its launcher
-/// picks, which the default sandbox can reach.
-fn system_python() -> Result<PathBuf> {
-    if let Some(p) = std::env::var_os("TOOLHOST_PACK_PYTHON") {
-        return Ok(PathBuf::from(p));
-    }
-    ["/usr/bin/python3", "/usr/local/bin/python3"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|p| p.is_file())
-        .context("no system Python (/usr/bin/python3 or /usr/local/bin/python3) to vendor for; set TOOLHOST_PACK_PYTHON")
-}
-
-/// The dependencies, installed into `vendor/` by the interpreter that will
-/// run them (compiled extensions must match it).
-fn vendor_python(dir: &Path, root: &Path) -> Result<()> {
-    let vendor = root.join("vendor");
-    std::fs::create_dir_all(&vendor)?;
-    let what: Vec<String> = if dir.join("requirements.txt").is_file() {
-        vec!["-r".into(), "requirements.txt".into()]
-    } else if dir.join("pyproject.toml").is_file() {
-        vec![".".into()]
-    } else {
-        return Ok(());
-    };
-    let python = system_python()?;
-    let version = Command::new(&python)
-        .arg("--version")
-        .output()
-        .with_context(|| format!("cannot run {}", python.display()))?;
-    errln!(
-        "toolhost pack: vendoring for {} ({})",
-        python.display(),
-        String::from_utf8_lossy(&version.stdout).trim()
-    );
-    run_step(
-        Command::new(&python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-            ])
-            .env("PIP_ROOT_USER_ACTION", "ignore")
-            .args(["--no-warn-script-location", "--target"])
-            .arg(&vendor)
-            .args(&what)
-            .current_dir(dir),
-        &format!(
-            "{} -m pip install (is pip installed for it?)",
-            python.display()
-        ),
-    )?;
-    // Console scripts name the packing machine's interpreter; a plugin
-    // does not run them.
-    let _ = std::fs::remove_dir_all(vendor.join("bin"));
-    Ok(())
-}
-
-/// `npm run build` (installing first if needed), the built `dist/`, and
-/// the production dependencies without bin links.
-fn build_node(dir: &Path, root: &Path, scratch: &Path) -> Result<()> {
-    let has_lock = dir.join("package-lock.json").is_file();
-    let package: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(dir.join("package.json")).context("cannot read package.json")?,
-    )
-    .context("package.json is not JSON")?;
-    let quiet = ["--no-audit", "--no-fund", "--loglevel=error"];
-    if package["scripts"]["build"].is_string() {
-        if !dir.join("node_modules").is_dir() {
-            run_step(
-                Command::new("npm")
-                    .arg(if has_lock { "ci" } else { "install" })
-                    .args(quiet)
-                    .current_dir(dir),
-                "npm install",
-            )?;
-        }
-        run_step(
-            Command::new("npm").args(["run", "build"]).current_dir(dir),
-            "npm run build",
-        )?;
-    }
-    if dir.join("dist").is_dir() {
-        copy_tree(&dir.join("dist"), &root.join("dist"))?;
-    }
-    // The production dependencies, installed apart so the development
-    // tree keeps its build tools.
-    let deps = scratch.join("npm");
-    std::fs::create_dir_all(&deps)?;
-    for file in ["package.json", "package-lock.json"] {
-        if dir.join(file).is_file() {
-            let text = std::fs::read(dir.join(file))?;
-            let mut json: serde_json::Value =
-                serde_json::from_slice(&text).with_context(|| format!("{file} is not JSON"))?;
-            anchor_local_specs(&mut json, dir);
-            std::fs::write(deps.join(file), serde_json::to_vec_pretty(&json)?)?;
-        }
-    }
-    if dir.join(".npmrc").is_file() {
-        std::fs::copy(dir.join(".npmrc"), deps.join(".npmrc"))?;
-    }
-    // A local directory dependency (`file:../sdk`) is copied in, not
-    // linked (`--install-links`): a packed plugin is plain files. Its lock
-    // entry is a link, which `npm ci` cannot reconcile with a copy, so such
-    // a package is installed from its package.json (the lock still pins
-    // what it can).
-    let local_dirs = package["dependencies"].as_object().is_some_and(|deps| {
-        deps.values().any(|spec| {
-            spec.as_str()
-                .and_then(|s| s.strip_prefix("file:"))
-                .is_some_and(|p| dir.join(p).is_dir())
-        })
-    });
-    run_step(
-        Command::new("npm")
-            .arg(if has_lock && !local_dirs {
-                "ci"
-            } else {
-                "install"
-            })
-            .args(["--omit=dev", "--no-bin-links", "--install-links"])
-            .args(quiet)
-            .current_dir(&deps),
-        "npm install --omit=dev",
-    )?;
-    if deps.join("node_modules").is_dir() {
-        std::fs::rename(deps.join("node_modules"), root.join("node_modules"))
-            .or_else(|_| copy_tree(&deps.join("node_modules"), &root.join("node_modules")))?;
-    }
-    Ok(())
-}
-
-/// Makes every relative `file:` specifier (a local tarball or directory)
-/// absolute against `dir`, so the production install made elsewhere finds
-/// what the project's own install found.
-fn anchor_local_specs(value: &mut serde_json::Value, dir: &Path) {
-    match value {
-        serde_json::Value::String(s) => {
-            if let Some(rel) = s.strip_prefix("file:")
-                && !rel.starts_with('/')
-            {
-                *s = format!("file:{}", dir.join(rel).display());
-            }
-        }
-        serde_json::Value::Array(items) => {
-            for v in items {
-                anchor_local_specs(v, dir);
-            }
-        }
-        serde_json::Value::Object(map) => {
-            for v in map.values_mut() {
-                anchor_local_specs(v, dir);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// A plain recursive copy; links are refused (a plugin is plain files).
-fn copy_tree(from: &Path, to: &Path) -> Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let kind = entry.file_type()?;
-        let target = to.join(entry.file_name());
-        if kind.is_dir() {
-            copy_tree(&entry.path(), &target)?;
-        } else if kind.is_file() {
-            std::fs::copy(entry.path(), &target)?;
-        } else {
-            bail!(
-                "{} is a symlink or special file: a plugin is plain files",
-                entry.path().display()
-            );
-        }
-    }
-    Ok(())
-}
-
 /// Writes `scratch/<id>` as `<id>/...` into a gzipped tar at `output`
 /// (through a temporary file, so a failed pack leaves no half archive).
 /// Entries are sorted and their metadata made deterministic. Returns the
@@ -653,25 +452,6 @@ mod tests {
     }
 
     #[test]
-    fn relative_local_packages_are_anchored_to_the_project() {
-        let mut lock = serde_json::json!({
-            "dependencies": { "a": "file:../sdk/a.tgz", "b": "^1.0.0", "c": "file:/abs/c.tgz" },
-            "packages": { "node_modules/a": { "resolved": "file:../sdk/a.tgz" } }
-        });
-        anchor_local_specs(&mut lock, Path::new("/home/me/plugin"));
-        assert_eq!(
-            lock["dependencies"]["a"],
-            "file:/home/me/plugin/../sdk/a.tgz"
-        );
-        assert_eq!(lock["dependencies"]["b"], "^1.0.0");
-        assert_eq!(lock["dependencies"]["c"], "file:/abs/c.tgz");
-        assert_eq!(
-            lock["packages"]["node_modules/a"]["resolved"],
-            "file:/home/me/plugin/../sdk/a.tgz"
-        );
-    }
-
-    #[test]
     fn the_kind_is_told_by_the_files_at_the_top() {
         let rust = scratch_tree(&[("Cargo.toml", ""), ("plugin.py", "")]);
         assert_eq!(Kind::of(&rust.0), Kind::Rust);
@@ -723,6 +503,21 @@ mod tests {
             .to_string();
         assert!(err.contains("passwd is a symlink"), "{err}");
         assert!(err.contains(".toolhostignore"), "{err}");
+    }
+
+    /// A cloned plugin whose `dist` is a link to the author's home: pack
+    /// refuses before it reads through it.
+    #[test]
+    fn a_link_where_pack_reads_by_name_is_refused() {
+        let secret = scratch_tree(&[("id_ed25519", "PRIVATE")]);
+        for name in READ_BY_NAME {
+            let src = scratch_tree(&[("plugin.py", "")]);
+            std::os::unix::fs::symlink(&secret.0, src.0.join(name)).unwrap();
+            let err = refuse_links(&src.0).unwrap_err().to_string();
+            assert!(err.contains(&format!("{name} is a symlink")), "{err}");
+        }
+        let plain = scratch_tree(&[("plugin.py", ""), ("dist/x.js", "")]);
+        assert!(refuse_links(&plain.0).is_ok());
     }
 
     #[test]

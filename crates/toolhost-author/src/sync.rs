@@ -16,8 +16,10 @@ use anyhow::{Context, Result, bail};
 use std::path::{Component, Path, PathBuf};
 use std::process::ExitCode;
 use toml_edit::{DocumentMut, Item, Table, value};
+use toolhost_base::beneath::Beneath;
 use toolhost_base::{errln, outln};
 use toolhost_daemon::config::Config;
+use toolhost_manifest::manifest::{MAX_MANIFEST_BYTES, MAX_SCHEMA_FILE_BYTES};
 use toolhost_manifest::{check_set, naming};
 use toolhost_runtime::ToolShape;
 
@@ -37,9 +39,6 @@ pub struct SyncArgs {
     set: Vec<String>,
 }
 
-/// The largest manifest read, as install reads it.
-const MAX_MANIFEST_BYTES: u64 = 4 * 1024 * 1024;
-
 /// The manifest's file name in a plugin's directory.
 const MANIFEST_FILE: &str = "plugin.toml";
 
@@ -54,25 +53,30 @@ struct Target<'a> {
 /// Writes the code's shapes into the manifest and its schema files.
 pub fn run(args: &SyncArgs) -> Result<ExitCode> {
     let dir = &args.dir;
+    // Everything read and written here is beneath the plugin's folder, as
+    // the kernel resolves it: a folder just cloned may hold links.
+    let folder = Beneath::open(dir).with_context(|| format!("cannot open {}", dir.display()))?;
     let manifest_path = dir.join(MANIFEST_FILE);
-    let text = read_manifest(&manifest_path)?;
+    let text = read_manifest(&folder)?;
     let mut doc: DocumentMut = text
         .parse()
         .with_context(|| format!("{} is not valid TOML", manifest_path.display()))?;
     // A schema file an entry names but that does not exist yet (a tool
     // declared before its code) would keep the plugin from starting; it
-    // gets a placeholder that this run replaces or removes.
-    let placeholders = write_placeholders(dir, &doc)?;
-    let outcome = sync(args, &mut doc);
+    // gets a placeholder that this run replaces or removes. Every file the
+    // manifest names is checked before any is written.
+    let placeholders = write_placeholders(&folder, &doc)?;
+    let outcome = sync(args, &folder, &mut doc);
     if outcome.is_err() {
         for p in &placeholders {
-            let _ = std::fs::remove_file(p);
+            let _ = folder.remove(p);
         }
     }
     let changed = outcome?;
     let new_text = doc.to_string();
     if new_text != text {
-        std::fs::write(&manifest_path, new_text)
+        folder
+            .write(Path::new(MANIFEST_FILE), new_text.as_bytes())
             .with_context(|| format!("cannot write {}", manifest_path.display()))?;
         outln!("updated {}", manifest_path.display());
     }
@@ -97,7 +101,7 @@ pub fn run(args: &SyncArgs) -> Result<ExitCode> {
 
 /// Starts the plugin, takes its shapes, and writes them; returns how many
 /// schema files changed.
-fn sync(args: &SyncArgs, doc: &mut DocumentMut) -> Result<usize> {
+fn sync(args: &SyncArgs, folder: &Beneath, doc: &mut DocumentMut) -> Result<usize> {
     let dir = &args.dir;
     let set = check_set(naming::DEFAULT_PREFIX, std::slice::from_ref(dir));
     let problems = set.all_problems();
@@ -142,7 +146,7 @@ fn sync(args: &SyncArgs, doc: &mut DocumentMut) -> Result<usize> {
     }
     let mut written = 0;
     for shape in described.shapes.iter() {
-        written += apply(dir, doc, shape)?;
+        written += apply(folder, doc, shape)?;
     }
     for name in &started.unimplemented {
         errln!(
@@ -154,7 +158,7 @@ fn sync(args: &SyncArgs, doc: &mut DocumentMut) -> Result<usize> {
 
 /// Writes one tool's shape: its schema files, and its entry when the
 /// manifest has none. Returns how many files changed.
-fn apply(dir: &Path, doc: &mut DocumentMut, shape: &ToolShape) -> Result<usize> {
+fn apply(folder: &Beneath, doc: &mut DocumentMut, shape: &ToolShape) -> Result<usize> {
     let targets = [
         (
             Target {
@@ -198,7 +202,7 @@ fn apply(dir: &Path, doc: &mut DocumentMut, shape: &ToolShape) -> Result<usize> 
                 target.default_file
             }
         };
-        if write_schema(dir, &file, schema)? {
+        if write_schema(folder, &file, schema)? {
             outln!("wrote {file} ({})", shape.name);
             written += 1;
         }
@@ -264,76 +268,72 @@ fn add_entry<'d>(doc: &'d mut DocumentMut, shape: &ToolShape) -> Result<&'d mut 
 
 /// Writes `schema` to `file` (relative to `dir`) when it differs from what
 /// is there; `true` when it wrote.
-fn write_schema(dir: &Path, file: &str, schema: &serde_json::Value) -> Result<bool> {
-    let path = inside(dir, file)?;
+fn write_schema(folder: &Beneath, file: &str, schema: &serde_json::Value) -> Result<bool> {
+    let rel = inside(file)?;
+    let path = folder.path().join(&rel);
     let mut text = serde_json::to_string_pretty(schema)?;
     text.push('\n');
-    if std::fs::read_to_string(&path).is_ok_and(|old| old == text) {
+    if folder
+        .read(&rel, MAX_SCHEMA_FILE_BYTES)
+        .is_ok_and(|old| old == text.as_bytes())
+    {
         return Ok(false);
     }
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("cannot create {}", parent.display()))?;
-    }
-    std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    folder
+        .write(&rel, text.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(true)
 }
 
-/// `file` under `dir`, when it is a plain relative path that stays inside
-/// and is not a symbolic link (which would write elsewhere).
-fn inside(dir: &Path, file: &str) -> Result<PathBuf> {
+/// `file` as a path relative to the plugin's folder, when it is a plain
+/// one (no `..`, not absolute); the folder's `Beneath` keeps every open of
+/// it inside, links and all.
+fn inside(file: &str) -> Result<PathBuf> {
     let rel = Path::new(file);
     if rel.as_os_str().is_empty() || !rel.components().all(|c| matches!(c, Component::Normal(_))) {
         bail!("{file:?} is not a path inside the plugin's directory; schema files must be");
     }
-    let path = dir.join(rel);
-    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
-        bail!(
-            "{} is a symbolic link; schema sync writes only plain files",
-            path.display()
-        );
-    }
-    Ok(path)
+    Ok(rel.to_path_buf())
 }
 
 /// Placeholders (`{"type": "object"}`) for the schema files entries name
 /// that do not exist yet; returns the files created.
-fn write_placeholders(dir: &Path, doc: &DocumentMut) -> Result<Vec<PathBuf>> {
-    let mut created = Vec::new();
+fn write_placeholders(folder: &Beneath, doc: &DocumentMut) -> Result<Vec<PathBuf>> {
+    let mut missing = Vec::new();
     let Some(tools) = doc.get("tools").and_then(Item::as_array_of_tables) else {
-        return Ok(created);
+        return Ok(missing);
     };
     for t in tools.iter() {
         for key in ["input_schema_file", "output_schema_file"] {
             let Some(file) = t.get(key).and_then(Item::as_str) else {
                 continue;
             };
-            let Ok(path) = inside(dir, file) else {
-                continue;
-            };
-            if std::fs::symlink_metadata(&path).is_err() {
-                if let Some(parent) = path.parent() {
-                    std::fs::create_dir_all(parent)?;
-                }
-                std::fs::write(&path, "{\"type\": \"object\"}\n")?;
-                created.push(path);
+            let rel = inside(file).with_context(|| format!("{key} in {MANIFEST_FILE}"))?;
+            if !folder.exists(&rel) {
+                missing.push(rel);
             }
         }
+    }
+    let mut created: Vec<PathBuf> = Vec::new();
+    for rel in missing {
+        if let Err(e) = folder.write(&rel, b"{\"type\": \"object\"}\n") {
+            for p in &created {
+                let _ = folder.remove(p);
+            }
+            return Err(e)
+                .with_context(|| format!("cannot write {}", folder.path().join(&rel).display()));
+        }
+        created.push(rel);
     }
     Ok(created)
 }
 
-fn read_manifest(path: &Path) -> Result<String> {
-    let meta =
-        std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
-    if meta.len() > MAX_MANIFEST_BYTES {
-        bail!(
-            "{} is larger than {} bytes",
-            path.display(),
-            MAX_MANIFEST_BYTES
-        );
-    }
-    std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+fn read_manifest(folder: &Beneath) -> Result<String> {
+    let path = folder.path().join(MANIFEST_FILE);
+    let bytes = folder
+        .read(Path::new(MANIFEST_FILE), MAX_MANIFEST_BYTES)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8", path.display()))
 }
 
 #[cfg(test)]
@@ -354,8 +354,9 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let text = "# the author's comment\nid = \"t\"\n\n[[tools]]\nname = \"find\"\ndescription = \"The author's words.\" # kept\nsurfaces = [\"kanban-task\"]\ninput_schema = { type = \"object\" }\n";
         let mut doc: DocumentMut = text.parse()?;
-        assert_eq!(apply(dir.path(), &mut doc, &shape("find", true))?, 2);
-        assert_eq!(apply(dir.path(), &mut doc, &shape("add", false))?, 1);
+        let folder = Beneath::open(dir.path())?;
+        assert_eq!(apply(&folder, &mut doc, &shape("find", true))?, 2);
+        assert_eq!(apply(&folder, &mut doc, &shape("add", false))?, 1);
         let out = doc.to_string();
         assert!(out.contains("# the author's comment"), "{out}");
         assert!(
@@ -385,7 +386,7 @@ mod tests {
         )?)?;
         assert_eq!(written, shape("find", true).input);
         assert_eq!(
-            apply(dir.path(), &mut doc, &shape("find", true))?,
+            apply(&folder, &mut doc, &shape("find", true))?,
             0,
             "nothing changed"
         );
@@ -394,13 +395,10 @@ mod tests {
 
     #[test]
     fn schema_files_stay_inside_the_plugin() {
-        let dir = Path::new("/plugin");
-        assert!(inside(dir, "../x.json").is_err());
-        assert!(inside(dir, "/etc/x.json").is_err());
-        assert!(
-            inside(dir, "schemas/./x.json").is_ok_and(|p| p == Path::new("/plugin/schemas/x.json"))
-        );
-        assert!(inside(dir, "").is_err());
+        assert!(inside("../x.json").is_err());
+        assert!(inside("/etc/x.json").is_err());
+        assert!(inside("schemas/./x.json").is_ok_and(|p| p == Path::new("schemas/x.json")));
+        assert!(inside("").is_err());
     }
 
     #[test]

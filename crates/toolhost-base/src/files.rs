@@ -18,17 +18,17 @@
 //! - **The daemon's state outlives a full disk.** A plugin that fills the
 //!   file system (through a path it was granted, or where no quota holds)
 //!   must not stop the operator from changing the configuration or the
-//!   daemon from recording it. So the daemon keeps a [`Reserve`]: a file
-//!   of allocated blocks in its state directory. A write that fails for
-//!   lack of space gives back a piece of it and tries once more.
+//!   daemon from recording it. So the daemon keeps a reserve of spare
+//!   files (`crate::reserve`): a write that finds the disk full, of bytes
+//!   or of inodes, is written into a spare's own blocks and exchanged with
+//!   its target, taking nothing from the disk.
 //!
 //! What this module must not do: follow a link when it creates a file,
 //! leave a temporary file behind, or loosen a directory's mode.
 
 use std::io::{self, Write as _};
 use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _};
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::path::Path;
 
 /// Creates `dir` (and its parents) if needed and makes it private: the
 /// owner may do everything, group and others may not read or write. A
@@ -78,13 +78,17 @@ fn write_private_as(path: &Path, bytes: &[u8], durability: Durability) -> io::Re
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     private_dir(dir)?;
     match write_once(dir, path, bytes, durability) {
-        Err(e) if is_out_of_space(&e) && reserve::release_for(bytes.len()) => {
-            tracing::warn!(
-                file = %path.display(),
-                "the disk holding the daemon's state is full: this write used the daemon's reserve (free space on it; the reserve is taken back once there is room)"
-            );
-            write_once(dir, path, bytes, durability)
-        }
+        Err(e) if is_out_of_space(&e) => match crate::reserve::write_from_spare(path, bytes) {
+            Ok(true) => {
+                tracing::warn!(
+                    file = %path.display(),
+                    "the disk holding the daemon's state is full: this write used a spare of the daemon's reserve (it is made again once there is room)"
+                );
+                Ok(())
+            }
+            Ok(false) => Err(e),
+            Err(spare) => Err(spare),
+        },
         other => other,
     }
 }
@@ -173,121 +177,11 @@ pub fn is_out_of_space(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(28 | 122)) || e.kind() == io::ErrorKind::StorageFull
 }
 
-/// Space the daemon keeps for its own state: a file of allocated blocks,
-/// given back a piece at a time when a private write finds the disk full,
-/// and taken again when there is room.
-#[derive(Debug)]
-pub struct Reserve {
-    path: PathBuf,
-    /// The size it is kept at.
-    size: u64,
-}
-
-mod reserve {
-    use super::{Mutex, Reserve};
-
-    /// The daemon's one reserve (a process serves one state directory).
-    pub(super) static KEPT: Mutex<Option<Reserve>> = Mutex::new(None);
-
-    /// Shrinks the reserve by enough for a write of `len` bytes (twice
-    /// that, at least 1 MiB, for the temporary file and the directory);
-    /// `false` when there is none left to give.
-    pub(super) fn release_for(len: usize) -> bool {
-        let Ok(guard) = KEPT.lock() else {
-            return false;
-        };
-        let Some(r) = guard.as_ref() else {
-            return false;
-        };
-        let Ok(file) = std::fs::OpenOptions::new().write(true).open(&r.path) else {
-            return false;
-        };
-        let Ok(held) = file.metadata().map(|m| m.len()) else {
-            return false;
-        };
-        if held == 0 {
-            return false;
-        }
-        let piece = (len as u64).saturating_mul(2).max(1 << 20);
-        let left = held.saturating_sub(piece);
-        if file.set_len(left).is_err() {
-            return false;
-        }
-        // Truncation frees the blocks; sync so that the space is counted
-        // before the retry.
-        let _ = file.sync_all();
-        true
-    }
-}
-
-impl Reserve {
-    /// Keeps a reserve of `size` bytes at `path` for this process's
-    /// private writes, allocating what it can now. Returns how many bytes
-    /// are held (less than `size` when the disk has less room).
-    pub fn keep(path: &Path, size: u64) -> io::Result<u64> {
-        let reserve = Self {
-            path: path.to_path_buf(),
-            size,
-        };
-        let held = reserve.fill()?;
-        if let Ok(mut kept) = reserve::KEPT.lock() {
-            *kept = Some(reserve);
-        }
-        Ok(held)
-    }
-
-    /// Takes the reserve back up to its size where the disk has room
-    /// again; how many bytes it holds now. Called after a write succeeds
-    /// and from time to time.
-    pub fn replenish() -> Option<u64> {
-        let kept = reserve::KEPT.lock().ok()?;
-        kept.as_ref()?.fill().ok()
-    }
-
-    /// The bytes the reserve holds now, and the size it is kept at.
-    #[must_use]
-    pub fn held() -> Option<(u64, u64)> {
-        let kept = reserve::KEPT.lock().ok()?;
-        let r = kept.as_ref()?;
-        let blocks = std::fs::metadata(&r.path).ok()?.blocks();
-        Some((blocks.saturating_mul(512), r.size))
-    }
-
-    /// Allocates the file's blocks up to `size`, as far as the disk
-    /// allows (a sparse file would reserve nothing).
-    fn fill(&self) -> io::Result<u64> {
-        if let Some(dir) = self.path.parent() {
-            private_dir(dir)?;
-        }
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits().cast_signed())
-            .open(&self.path)?;
-        let mut held = file.metadata()?.blocks().saturating_mul(512);
-        // In steps, so a nearly full disk still yields what it has.
-        let step = (self.size / 16).max(1 << 20);
-        while held < self.size {
-            let len = step.min(self.size - held);
-            let allocated =
-                rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), held, len);
-            match allocated {
-                Ok(()) => held += len,
-                Err(e) if e == rustix::io::Errno::NOSPC || e == rustix::io::Errno::DQUOT => break,
-                Err(e) => return Err(e.into()),
-            }
-        }
-        file.sync_all()?;
-        Ok(file.metadata()?.blocks().saturating_mul(512).min(self.size))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt as _;
+    use std::path::PathBuf;
 
     fn scratch(tag: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("base-files-{tag}-{}", std::process::id()));
@@ -341,20 +235,6 @@ mod tests {
         assert!(!target.exists());
         create_private(&dir.join("fresh"), b"secret").unwrap();
         assert_eq!(mode(&dir.join("fresh")), 0o600);
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn the_reserve_holds_blocks_and_gives_them_back_in_pieces() {
-        let dir = scratch("reserve");
-        let path = dir.join(".reserve");
-        let held = Reserve::keep(&path, 4 << 20).unwrap();
-        assert_eq!(held, 4 << 20);
-        assert!(reserve::release_for(100));
-        let (now, size) = Reserve::held().unwrap();
-        assert_eq!(size, 4 << 20);
-        assert_eq!(now, 3 << 20, "one MiB given back");
-        assert_eq!(Reserve::replenish(), Some(4 << 20));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

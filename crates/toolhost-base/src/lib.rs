@@ -1,10 +1,14 @@
 //! The small mechanisms every layer of toolhost shares, written once.
 //!
+//! - [`beneath`]: files read and written beneath one directory, resolved
+//!   by the kernel, so no link or `..` in a plugin's folder leads outside
+//!   (the author's tools on a folder just cloned);
 //! - [`text`]: text from outside (plugins, archives, manifests, agents,
 //!   the fleet) made safe for a log line or an operator's terminal, and
 //!   the test manifest validation uses to refuse such text outright;
 //! - [`files`]: the daemon's private files, written whole, with one rule
-//!   for their modes and a reserve of disk space for its own state;
+//!   for their modes; [`reserve`]: spare files of allocated blocks, from
+//!   which the daemon's own writes succeed on a disk a plugin filled;
 //! - [`ids`]: handles nobody can guess (invocation ids, question handles,
 //!   task ids, tokens), from the system's CSPRNG;
 //! - [`Bucket`]: the token bucket that bounds a plugin's log lines and its
@@ -21,9 +25,11 @@
 
 #![forbid(unsafe_code)]
 
+pub mod beneath;
 mod bucket;
 pub mod files;
 pub mod ids;
+pub mod reserve;
 pub mod term;
 pub mod text;
 pub mod time;

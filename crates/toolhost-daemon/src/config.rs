@@ -383,6 +383,8 @@ pub struct LimitsConfig {
     pub max_archive_entries: Option<u64>,
     /// Disk space kept for the daemon's own state, MiB.
     pub state_reserve_mb: Option<u64>,
+    /// Spare files (inodes) kept for the daemon's own state.
+    pub state_reserve_files: Option<usize>,
 }
 
 /// `[supervisor]`: each key overrides `toolhost_runtime::SupervisorConfig`'s

@@ -51,6 +51,13 @@ pub struct DevSession {
 /// with the default sandbox everywhere; an installed plugin gets no such
 /// grant, and `toolhost pack` vendors its dependencies for the system
 /// interpreter instead.
+///
+/// The file is the plugin's, and a plugin folder may be someone else's
+/// code, just cloned: `home` is resolved first (symbolic links and `..`:
+/// `/tmp/../bin` is `/bin`, whose parent is `/`), and only a Python
+/// installation at a place of its own is granted: never `/`, the user's
+/// home directory or any directory holding it, the plugin's directory or
+/// any directory holding it.
 #[must_use]
 pub fn venv_base(dir: &Path) -> Option<PathBuf> {
     let cfg = std::fs::read_to_string(dir.join(".venv/pyvenv.cfg")).ok()?;
@@ -58,29 +65,42 @@ pub fn venv_base(dir: &Path) -> Option<PathBuf> {
         let (key, value) = l.split_once('=')?;
         (key.trim() == "home").then(|| PathBuf::from(value.trim()))
     })?;
+    if !home.is_absolute() {
+        return None;
+    }
+    let home = std::fs::canonicalize(&home).ok()?;
     let base = if home.ends_with("bin") {
         home.parent()?.to_path_buf()
     } else {
         home
     };
-    // The file is the plugin's, and a plugin may be someone else's code:
-    // only a directory that is a Python installation (an interpreter in
-    // bin/, the standard library in lib/) is granted, never the root, a
-    // home directory or anything else `home` could be pointed at.
-    let is_installation = base.is_absolute()
-        && base.parent().is_some()
-        && std::fs::read_dir(base.join("bin")).is_ok_and(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .any(|e| e.file_name().to_string_lossy().starts_with("python3"))
+    let is_installation = std::fs::read_dir(base.join("bin")).is_ok_and(|entries| {
+        entries
+            .filter_map(Result::ok)
+            .any(|e| e.file_name().to_string_lossy().starts_with("python3"))
+    }) && std::fs::read_dir(base.join("lib")).is_ok_and(|entries| {
+        entries.filter_map(Result::ok).any(|e| {
+            e.file_name().to_string_lossy().starts_with("python3")
+                && e.path().join("os.py").is_file()
         })
-        && std::fs::read_dir(base.join("lib")).is_ok_and(|entries| {
-            entries.filter_map(Result::ok).any(|e| {
-                e.file_name().to_string_lossy().starts_with("python3")
-                    && e.path().join("os.py").is_file()
-            })
-        });
-    is_installation.then_some(base)
+    });
+    (is_installation && may_grant(&base, dir)).then_some(base)
+}
+
+/// Whether `base` (resolved) may be granted read for the plugin in `dir`:
+/// not the root, and holding neither the user's home directory nor the
+/// plugin's (a grant of a parent is a grant of everything in it).
+fn may_grant(base: &Path, dir: &Path) -> bool {
+    if base.parent().is_none() {
+        return false;
+    }
+    let resolved = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let home = std::env::var_os("HOME").map(|h| resolved(Path::new(&h)));
+    let plugin = resolved(dir);
+    let holds = |inner: &Path| inner.starts_with(base);
+    !plugin.as_path().ancestors().any(|a| a == base)
+        && !holds(&plugin)
+        && !home.as_deref().is_some_and(holds)
 }
 
 impl DevSession {
@@ -419,12 +439,71 @@ mod tests {
         std::fs::create_dir_all(home_dir.0.join("bin")).unwrap();
         std::fs::write(home_dir.0.join("bin/python3"), "").unwrap();
         for home in [
-            "/bin",
             "/",
             "relative/bin",
             &home_dir.0.join("bin").display().to_string(),
         ] {
             assert_eq!(venv_base(&venv(home).0), None, "{home}");
         }
+    }
+
+    /// What a grant may never be: the root, or a directory holding the
+    /// user's home directory.
+    fn harmless(got: Option<&Path>) -> bool {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        got.is_none_or(|p| {
+            p.parent().is_some()
+                && !home
+                    .as_deref()
+                    .and_then(|h| std::fs::canonicalize(h).ok())
+                    .is_some_and(|h| h.starts_with(p))
+        })
+    }
+
+    /// A hostile plugin folder's `pyvenv.cfg` points `home` at a path
+    /// whose text is not `/` but which resolves to it, or through a link:
+    /// resolved first, it is refused.
+    #[test]
+    fn a_home_that_resolves_to_the_root_or_a_parent_of_home_is_not_granted() {
+        // Resolved, these are the system's Python (already readable by
+        // every plugin) or nothing: never the root `/tmp/..` spells.
+        for home in [
+            "/tmp/../bin",
+            "/usr/../bin",
+            "/tmp/../usr/../bin",
+            "//bin",
+            "/bin",
+        ] {
+            let got = venv_base(&venv(home).0);
+            assert!(harmless(got.as_deref()), "{home}: {got:?}");
+            assert_ne!(got.as_deref(), Some(Path::new("/")), "{home}");
+        }
+        // A link to the root, inside the plugin.
+        let plugin = venv("/placeholder");
+        std::os::unix::fs::symlink("/", plugin.0.join("root")).unwrap();
+        std::fs::write(
+            plugin.0.join(".venv/pyvenv.cfg"),
+            format!("home = {}/root/bin\n", plugin.0.display()),
+        )
+        .unwrap();
+        let got = venv_base(&plugin.0);
+        assert!(
+            harmless(got.as_deref()) && got.as_deref() != Some(Path::new("/")),
+            "{got:?}"
+        );
+        // A Python installation that holds the plugin's folder: never.
+        let install = Scratch::new().unwrap();
+        std::fs::create_dir_all(install.0.join("bin")).unwrap();
+        std::fs::write(install.0.join("bin/python3"), "").unwrap();
+        std::fs::create_dir_all(install.0.join("lib/python3.11")).unwrap();
+        std::fs::write(install.0.join("lib/python3.11/os.py"), "").unwrap();
+        let inner = install.0.join("work/plugin");
+        std::fs::create_dir_all(inner.join(".venv")).unwrap();
+        std::fs::write(
+            inner.join(".venv/pyvenv.cfg"),
+            format!("home = {}/bin\n", install.0.display()),
+        )
+        .unwrap();
+        assert_eq!(venv_base(&inner), None);
     }
 }

@@ -63,6 +63,8 @@ pub struct SandboxFile {
     pub default_disk_mb: Option<u64>,
     /// The most any plugin's data directory gets, MiB.
     pub max_disk_mb: Option<u64>,
+    /// The most files and folders a plugin's data directory holds.
+    pub disk_files: Option<u64>,
     /// How quotas are held: "auto" (a project quota where the file system
     /// has them, else measured) or "image" (an ext4 image per plugin).
     pub disk_quota: Option<String>,
@@ -90,6 +92,7 @@ impl SandboxFile {
             default_processes: self.default_processes.unwrap_or(d.default_processes),
             max_processes: self.max_processes.unwrap_or(d.max_processes),
             default_disk_mb: self.default_disk_mb.unwrap_or(d.default_disk_mb),
+            disk_files: self.disk_files.unwrap_or(d.disk_files),
             max_disk_mb: self.max_disk_mb.unwrap_or(d.max_disk_mb),
             disk_images: match self.disk_quota.as_deref() {
                 None | Some("auto") => false,
@@ -113,9 +116,10 @@ impl SandboxFile {
             || c.default_open_files < 16
             || c.default_processes < 1
             || c.default_disk_mb < 1
+            || c.disk_files < 64
         {
             bail!(
-                "[sandbox] defaults are too small to run anything: memory at least 64 MiB, 16 open files, 1 process, 1 MiB of disk"
+                "[sandbox] defaults are too small to run anything: memory at least 64 MiB, 16 open files, 1 process, 1 MiB of disk, 64 files"
             );
         }
         Ok(c)

@@ -149,6 +149,7 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     init_logging(&settings.log_format, &settings.log_level)?;
     let fd_limit = raise_fd_limit();
     toolhost_runtime::remove_stale_run_dirs();
+
     let telemetry = match &settings.telemetry {
         Some(export) => {
             let installed = toolhost_telemetry::install(export)?;
@@ -172,20 +173,37 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     served
 }
 
-/// Keeps disk space for the daemon's own state (`<state_dir>/.reserve`),
-/// so a plugin that fills the disk cannot stop the operator's next
-/// `plugins config` or the next state save (`toolhost_base::files`).
+/// Keeps spare files for the daemon's own state (`<state_dir>/.reserve/`),
+/// so a plugin that fills the disk (bytes or inodes) cannot stop the
+/// operator's next `plugins config` or the next state save
+/// (`toolhost_base::reserve`).
 fn keep_state_reserve(s: &Settings) {
     if s.state_reserve_bytes == 0 {
         return;
     }
+    // The folders the daemon's own writes go into exist before the disk
+    // can be full: a spare replaces a file, it cannot make a folder.
+    let config = s.state_dir.join("config");
+    if let Err(e) = toolhost_base::files::private_dir(&config) {
+        tracing::warn!("cannot make {}: {e}", config.display());
+    }
     let path = s.state_dir.join(".reserve");
-    match toolhost_base::files::Reserve::keep(&path, s.state_reserve_bytes) {
-        Ok(held) if held < s.state_reserve_bytes => tracing::warn!(
-            held_mib = held >> 20,
-            wanted_mib = s.state_reserve_bytes >> 20,
-            "the disk holding the state directory is nearly full: the reserve for the daemon's own state is short"
-        ),
+    // An older toolhost kept one file there.
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_dir()) {
+        let _ = std::fs::remove_file(&path);
+    }
+    let kept =
+        toolhost_base::reserve::Reserve::keep(&path, s.state_reserve_bytes, s.state_reserve_files);
+    match kept {
+        Ok(held) if held.bytes < s.state_reserve_bytes || held.files < s.state_reserve_files => {
+            tracing::warn!(
+                held_mib = held.bytes >> 20,
+                wanted_mib = s.state_reserve_bytes >> 20,
+                held_files = held.files,
+                wanted_files = s.state_reserve_files,
+                "the disk holding the state directory is nearly full: the reserve for the daemon's own state is short"
+            )
+        }
         Ok(_) => {}
         Err(e) => tracing::warn!(
             "cannot keep a reserve for the daemon's state in {}: {e}",

@@ -105,6 +105,8 @@ pub struct Settings {
     pub state_dir: PathBuf,
     /// Disk space kept for the daemon's own state, bytes.
     pub state_reserve_bytes: u64,
+    /// Spare files (inodes) kept in the reserve.
+    pub state_reserve_files: usize,
     /// The stdio session's binding, when serving stdio.
     pub stdio: Option<BindingConfig>,
     /// The HTTP listener, when serving HTTP.
@@ -286,6 +288,7 @@ impl Config {
                 .state_reserve_mb
                 .unwrap_or(DEFAULT_STATE_RESERVE_MB)
                 .saturating_mul(1 << 20),
+            state_reserve_files: self.limits.state_reserve_files.unwrap_or(64).clamp(1, 4096),
             supervisor: self.supervisor.resolve(),
             managed: self.backend.managed || self.backend.nats.is_some(),
             fleet: match &self.backend.nats {

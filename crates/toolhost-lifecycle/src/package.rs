@@ -35,6 +35,13 @@ use sha2::{Digest as _, Sha256};
 use toolhost_manifest::Manifest;
 use toolhost_manifest::grants::{Access, Network};
 
+mod keys;
+use keys::hex;
+pub use keys::{
+    Signer, TrustPolicy, TrustedKey, describe_stored, is_legacy_key_id, key_id_of, public_key,
+    public_key_id, shared_ids,
+};
+
 /// The statement's place in a package (at the plugin's top, beside
 /// `plugin.toml`).
 pub const STATEMENT_FILE: &str = ".toolhost-statement.json";
@@ -46,7 +53,9 @@ const FORMAT: &str = "toolhost-statement/1";
 
 /// A signature file or statement is small; anything larger is not one.
 const MAX_SIGNATURE_BYTES: u64 = 4096;
-const MAX_STATEMENT_BYTES: u64 = 16 * 1024 * 1024;
+/// The README's bound ("a statement of at most 4 MiB"): its length is
+/// checked before a byte of it is parsed.
+const MAX_STATEMENT_BYTES: u64 = 4 * 1024 * 1024;
 
 /// What a package says it is: its files, its tools' contracts and its asks
 /// of the sandbox.
@@ -210,12 +219,83 @@ fn digest_tree(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) -> s
     Ok(())
 }
 
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+/// The statement lists files; a folder holds at least one of them, or it
+/// was added after the statement was made.
+fn empty_folder_lines(folders: &[String]) -> Vec<String> {
+    folders
+        .iter()
+        .map(|f| {
+            format!(
+                "folder {} holds no file the statement lists (an empty folder)",
+                safe(f)
+            )
+        })
+        .collect()
+}
+
+/// The most JSON values a statement that differs from its package is
+/// parsed with. A parsed value costs up to 64 bytes whatever its text
+/// (`0,` is two bytes): bounded by count, a statement costs at most
+/// 16 MiB to read, where 4 MiB of `[0,0,...]` would cost 64 MiB. A
+/// statement of 10,000 files and 32 tools with large schemas holds far
+/// fewer.
+const MAX_STATEMENT_VALUES: usize = 256 * 1024;
+
+/// How many JSON values `bytes` holds, near enough (scalars, arrays and
+/// objects, and object keys), counted without parsing: the structural
+/// characters outside strings.
+fn json_values(bytes: &[u8]) -> usize {
+    let (mut n, mut in_string, mut escaped) = (1usize, false, false);
+    for &b in bytes {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' | b',' | b':' => n += 1,
+            _ => {}
+        }
+    }
+    n
+}
+
+fn too_large_statement() -> PackageError {
+    PackageError::Malformed(format!(
+        "{STATEMENT_FILE} is larger than {} MiB: not a statement toolhost pack makes",
+        MAX_STATEMENT_BYTES >> 20
+    ))
+}
+
+/// The folders under `dir` (relative) with no file anywhere beneath them.
+///
+/// # Errors
+/// A folder cannot be read.
+pub fn empty_folders(dir: &Path) -> std::io::Result<Vec<String>> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) -> std::io::Result<bool> {
+        let mut holds_file = false;
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            if entry.file_type()?.is_dir() {
+                holds_file |= walk(root, &entry.path(), out)?;
+            } else {
+                holds_file = true;
+            }
+        }
+        if !holds_file && dir != root {
+            let rel = dir.strip_prefix(root).unwrap_or(dir);
+            out.push(rel.to_string_lossy().into_owned());
+        }
+        Ok(holds_file)
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out)?;
+    Ok(out)
 }
 
 impl Statement {
@@ -307,39 +387,6 @@ fn safe(s: &str) -> String {
     toolhost_base::text::escaped(s, 200).into_owned()
 }
 
-/// A minisign public key: the base64 line, or a `.pub` file (its second
-/// line) when `text` names a file.
-///
-/// # Errors
-/// Neither a key nor a readable key file.
-pub fn public_key(text: &str) -> Result<minisign::PublicKey, String> {
-    let text = text.trim();
-    if let Ok(pk) = minisign::PublicKey::from_base64(text) {
-        return Ok(pk);
-    }
-    let body = std::fs::read_to_string(text).map_err(|e| {
-        format!("a trusted key is neither a minisign public key nor a readable key file ({e})")
-    })?;
-    let line = body
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty() && !l.starts_with("untrusted comment:"))
-        .unwrap_or_default();
-    minisign::PublicKey::from_base64(line)
-        .map_err(|e| format!("the key file does not hold a minisign public key ({e})"))
-}
-
-/// A key's id as minisign prints it (16 hex digits).
-#[must_use]
-pub fn key_id_of(keynum: &[u8]) -> String {
-    // minisign shows the key number little-endian, as one 64-bit number.
-    keynum.iter().rev().fold(String::new(), |mut s, b| {
-        use std::fmt::Write as _;
-        let _ = write!(s, "{b:02X}");
-        s
-    })
-}
-
 /// Signs `statement` with `sk`; the trusted comment names the package, so
 /// `minisign -V` shows what it verified.
 ///
@@ -360,121 +407,6 @@ pub fn sign(statement: &Statement, sk: &minisign::SecretKey) -> Result<String, S
     )
     .map(|b| b.into_string())
     .map_err(|e| format!("cannot sign: {e}"))
-}
-
-/// Whom the operator trusts to make packages (`[install]`).
-#[derive(Debug, Clone, Default)]
-pub struct TrustPolicy {
-    /// The public keys whose signatures are trusted.
-    pub keys: Vec<minisign::PublicKey>,
-    /// Refuse a package no trusted key signed.
-    pub require_signature: bool,
-    /// Let an upgrade be signed by another key than the installed version
-    /// (or not at all).
-    pub allow_signer_change: bool,
-}
-
-/// A trusted key that verified a package: known by its whole public key,
-/// never by its id alone. A minisign key id is 8 bytes its maker chooses,
-/// so another key can carry the same id; only the key itself says who
-/// signed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TrustedKey {
-    /// The id minisign prints (16 hex digits): for a person to recognize.
-    pub id: String,
-    /// The whole public key, as the base64 line of its `.pub` file: what
-    /// is stored and compared.
-    pub key: String,
-}
-
-impl TrustedKey {
-    /// The key `pk`.
-    #[must_use]
-    pub fn of(pk: &minisign::PublicKey) -> Self {
-        Self {
-            id: public_key_id(pk),
-            key: pk.to_base64(),
-        }
-    }
-
-    /// The SHA-256 of the public key's bytes, first 16 bytes in hex: what
-    /// tells two keys of one id apart at a glance.
-    #[must_use]
-    pub fn fingerprint(&self) -> String {
-        fingerprint_of(&self.key)
-    }
-
-    /// "key ID (sha256:FINGERPRINT)".
-    #[must_use]
-    pub fn describe(&self) -> String {
-        format!("key {} (sha256:{})", self.id, self.fingerprint())
-    }
-
-    /// Whether `stored` (what the state file recorded for a plugin's
-    /// signer) names this key: its whole key, or (a record from before
-    /// keys were stored whole) its id.
-    #[must_use]
-    pub fn is(&self, stored: &str) -> bool {
-        if is_legacy_key_id(stored) {
-            return self.id.eq_ignore_ascii_case(stored);
-        }
-        self.key == stored
-    }
-}
-
-/// Whether a stored signer is a bare key id (16 hex digits), as records
-/// made before keys were stored whole are.
-#[must_use]
-pub fn is_legacy_key_id(stored: &str) -> bool {
-    stored.len() == 16 && stored.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
-/// How a stored signer (a whole key, or a legacy id) reads for a person.
-#[must_use]
-pub fn describe_stored(stored: &str) -> String {
-    if is_legacy_key_id(stored) {
-        return format!("key {stored}");
-    }
-    match minisign::PublicKey::from_base64(stored) {
-        Ok(pk) => TrustedKey::of(&pk).describe(),
-        Err(_) => "an unreadable key".to_owned(),
-    }
-}
-
-fn fingerprint_of(key: &str) -> String {
-    let bytes = minisign::PublicKey::from_base64(key)
-        .map(|pk| pk.to_bytes())
-        .unwrap_or_else(|_| key.as_bytes().to_vec());
-    hex(&Sha256::digest(bytes)[..16])
-}
-
-/// How a package was found to be signed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Signer {
-    /// No signature came with it.
-    Unsigned,
-    /// Verified with this trusted key.
-    Trusted(TrustedKey),
-    /// Signed with a key the operator does not trust (its id): not
-    /// verified, so treated as unsigned.
-    UnknownKey(String),
-}
-
-impl Signer {
-    /// The trusted key, when there is one.
-    #[must_use]
-    pub fn trusted(&self) -> Option<&TrustedKey> {
-        match self {
-            Self::Trusted(k) => Some(k),
-            _ => None,
-        }
-    }
-
-    /// The trusted key's id, when there is one.
-    #[must_use]
-    pub fn key_id(&self) -> Option<&str> {
-        self.trusted().map(|k| k.id.as_str())
-    }
 }
 
 /// The signature beside `source`, when there is one (bounded).
@@ -520,10 +452,15 @@ pub fn verify(
 ) -> Result<Signer, PackageError> {
     let statement_path = dir.join(STATEMENT_FILE);
     let signed_bytes = if statement_path.is_file() {
+        let file = std::fs::File::open(&statement_path)?;
+        if file.metadata()?.len() > MAX_STATEMENT_BYTES {
+            return Err(too_large_statement());
+        }
         let mut bytes = Vec::new();
-        std::fs::File::open(&statement_path)?
-            .take(MAX_STATEMENT_BYTES + 1)
-            .read_to_end(&mut bytes)?;
+        file.take(MAX_STATEMENT_BYTES + 1).read_to_end(&mut bytes)?;
+        if bytes.len() as u64 > MAX_STATEMENT_BYTES {
+            return Err(too_large_statement());
+        }
         Some(bytes)
     } else {
         None
@@ -540,6 +477,20 @@ pub fn verify(
         None => Signer::Unsigned,
         Some(text) => check_signature(&signed_bytes, text, trusted)?,
     };
+    let actual = statement_of(dir, m)?;
+    // The statement pack writes is this package's, byte for byte: nothing
+    // to parse. Only one that differs is read, to say how.
+    if signed_bytes == actual.to_bytes() {
+        return match empty_folders(dir)?.as_slice() {
+            [] => Ok(signer),
+            folders => Err(PackageError::Differs(empty_folder_lines(folders))),
+        };
+    }
+    if json_values(&signed_bytes) > MAX_STATEMENT_VALUES {
+        return Err(PackageError::Malformed(format!(
+            "{STATEMENT_FILE} holds more than {MAX_STATEMENT_VALUES} JSON values: not a statement toolhost pack makes"
+        )));
+    }
     let signed: Statement = serde_json::from_slice(&signed_bytes).map_err(|e| {
         PackageError::Malformed(format!(
             "{STATEMENT_FILE} is not a package statement (line {}, column {})",
@@ -552,8 +503,8 @@ pub fn verify(
             "{STATEMENT_FILE} is not in a format this toolhost reads (it reads {FORMAT})"
         )));
     }
-    let actual = statement_of(dir, m)?;
-    let differences = signed.differences(&actual);
+    let mut differences = signed.differences(&actual);
+    differences.extend(empty_folder_lines(&empty_folders(dir)?));
     if differences.is_empty() {
         Ok(signer)
     } else {
@@ -591,28 +542,6 @@ fn check_signature(
                  package's statement is not what that key signed (or another key carries its id)"
             ))
         })
-}
-
-/// Trusted keys that share an id, by their places in the list: a key id
-/// is chosen by the key's maker, so two keys of one id are refused when
-/// the configuration is read.
-#[must_use]
-pub fn shared_ids(keys: &[minisign::PublicKey]) -> Vec<(usize, usize, String)> {
-    let mut out = Vec::new();
-    for (i, a) in keys.iter().enumerate() {
-        for (j, b) in keys.iter().enumerate().skip(i + 1) {
-            if a.keynum() == b.keynum() {
-                out.push((i, j, public_key_id(a)));
-            }
-        }
-    }
-    out
-}
-
-/// The id of a public key.
-#[must_use]
-pub fn public_key_id(pk: &minisign::PublicKey) -> String {
-    key_id_of(pk.keynum())
 }
 
 #[cfg(test)]
@@ -725,18 +654,8 @@ mod tests {
 
     #[test]
     fn the_same_plugin_has_the_same_statement_wherever_it_is() {
-        use std::os::unix::fs::PermissionsExt as _;
         let write = |dir: &Path| {
-            std::fs::create_dir_all(dir.join("bin")).unwrap();
-            std::fs::write(dir.join("bin/run"), "#!/bin/sh\n").unwrap();
-            std::fs::set_permissions(dir.join("bin/run"), std::fs::Permissions::from_mode(0o755))
-                .unwrap();
-            std::fs::write(
-                dir.join("plugin.toml"),
-                "id = \"tp\"\nversion = \"1.0.0\"\nname = \"t\"\n\n[runtime]\ncommand = \"bin/run\"\n\n[[tools]]\nname = \"count\"\ndescription = \"counts\"\nsurfaces = [\"chat\"]\ninput_schema = { type = \"object\" }\n",
-            )
-            .unwrap();
-            let m = Manifest::load(dir).unwrap();
+            let m = plugin_at(dir);
             statement_of(dir, &m).unwrap()
         };
         let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -746,6 +665,90 @@ mod tests {
         );
         assert_eq!(sa, sb);
         assert_eq!(sa.asks["command"], json!(["./bin/run", []]));
+    }
+
+    /// A small plugin written at `dir`, loaded.
+    fn plugin_at(dir: &Path) -> Manifest {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        std::fs::write(dir.join("bin/run"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(dir.join("bin/run"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        std::fs::write(
+            dir.join("plugin.toml"),
+            "id = \"tp\"\nversion = \"1.0.0\"\nname = \"t\"\n\n[runtime]\ncommand = \"bin/run\"\n\n[[tools]]\nname = \"count\"\ndescription = \"counts\"\nsurfaces = [\"chat\"]\ninput_schema = { type = \"object\" }\n",
+        )
+        .unwrap();
+        Manifest::load(dir).unwrap()
+    }
+
+    /// [`plugin_at`], with the statement pack would write.
+    fn packed(dir: &Path) -> Manifest {
+        let m = plugin_at(dir);
+        std::fs::write(
+            dir.join(STATEMENT_FILE),
+            statement_of(dir, &m).unwrap().to_bytes(),
+        )
+        .unwrap();
+        m
+    }
+
+    /// The statement lists files: a folder added after it was made, with
+    /// nothing in it, is a difference all the same.
+    #[test]
+    fn an_empty_folder_the_statement_does_not_list_is_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let m = packed(t.path());
+        assert_eq!(verify(t.path(), &m, None, &[]).unwrap(), Signer::Unsigned);
+        std::fs::create_dir_all(t.path().join("hooks/deep")).unwrap();
+        match verify(t.path(), &m, None, &[]) {
+            Err(PackageError::Differs(d)) => {
+                assert!(
+                    d.iter()
+                        .any(|l| l.contains("folder hooks/deep holds no file")),
+                    "{d:?}"
+                );
+                assert!(
+                    d.iter().any(|l| l.contains("folder hooks holds no file")),
+                    "{d:?}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A statement past the bound is refused by its length, before it is
+    /// read whole or parsed (13 MiB once cost an install 141 MiB).
+    #[test]
+    fn a_statement_past_its_bound_is_refused_unread() {
+        let t = tempfile::tempdir().unwrap();
+        let m = packed(t.path());
+        let f = std::fs::File::create(t.path().join(STATEMENT_FILE)).unwrap();
+        f.set_len(13 << 20).unwrap();
+        match verify(t.path(), &m, None, &[]) {
+            Err(PackageError::Malformed(e)) => assert!(e.contains("larger than 4 MiB"), "{e}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Under the length bound, a statement of many tiny values (each a
+    /// parsed value many times its text) is refused by count, unparsed.
+    #[test]
+    fn a_statement_of_countless_values_is_refused_unparsed() {
+        let t = tempfile::tempdir().unwrap();
+        let m = packed(t.path());
+        let mut text = String::from("{\"format\":\"toolhost-statement/1\",\"tools\":{\"a\":[");
+        while text.len() < (3 << 20) {
+            text.push_str("0,");
+        }
+        text.push_str("0]}}");
+        std::fs::write(t.path().join(STATEMENT_FILE), text).unwrap();
+        match verify(t.path(), &m, None, &[]) {
+            Err(PackageError::Malformed(e)) => assert!(e.contains("JSON values"), "{e}"),
+            other => panic!("{other:?}"),
+        }
+        // The object, two keys, a string, an array and its two numbers.
+        assert_eq!(json_values(br#"{"a":"x,y:[{","b":[1,2]}"#), 7);
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub use crate::rules::{
     is_valid_description, is_valid_plugin_id, is_valid_surface, is_valid_tool_name,
 };
 
-use crate::read::read_bounded;
+use crate::read::read_beneath;
 pub use crate::read::{MAX_MANIFEST_BYTES, MAX_SCHEMA_FILE_BYTES};
 
 impl Manifest {
@@ -32,7 +32,7 @@ impl Manifest {
     /// Reads and validates `dir/plugin.toml` and the schema files it names.
     pub fn load(dir: &Path) -> Result<Self, Vec<Problem>> {
         let file = dir.join(MANIFEST_FILE);
-        let text = match read_bounded(&file, MAX_MANIFEST_BYTES) {
+        let text = match read_beneath(dir, Path::new(MANIFEST_FILE), MAX_MANIFEST_BYTES) {
             Ok(t) => t,
             Err(e) => {
                 return Err(vec![Problem {

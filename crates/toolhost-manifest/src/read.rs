@@ -19,27 +19,26 @@ pub const MAX_MANIFEST_BYTES: u64 = 4 * 1024 * 1024;
 /// (`toolhost_validate`'s 64 KiB), for indentation.
 pub const MAX_SCHEMA_FILE_BYTES: u64 = 256 * 1024;
 
-/// Reads a text file of at most `max` bytes, refusing a larger one by its
-/// size before reading it (and reading no more than `max` should it grow).
-pub(crate) fn read_bounded(path: &Path, max: u64) -> std::io::Result<String> {
-    use std::io::Read as _;
-    let file = std::fs::File::open(path)?;
-    let len = file.metadata()?.len();
-    let too_big = |len: u64| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("it is {len} bytes; at most {max} are read"),
-        )
-    };
-    if len > max {
-        return Err(too_big(len));
-    }
-    let mut text = String::new();
-    file.take(max + 1).read_to_string(&mut text)?;
-    if text.len() as u64 > max {
-        return Err(too_big(text.len() as u64));
-    }
-    Ok(text)
+/// The file `rel` of the plugin folder `dir`, at most `max` bytes, as
+/// UTF-8 text. Read beneath the folder (`toolhost_base::beneath`): a link
+/// or `..` that leads outside fails the read, so a manifest cannot pull a
+/// file from elsewhere on the machine into a tool's schema (a folder just
+/// cloned is someone else's).
+pub(crate) fn read_beneath(dir: &Path, rel: &Path, max: u64) -> std::io::Result<String> {
+    let bytes = toolhost_base::beneath::Beneath::open(dir)?
+        .read(rel, max)
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::InvalidData {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("it is larger than the {max} bytes read"),
+                )
+            } else {
+                e
+            }
+        })?;
+    String::from_utf8(bytes)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "it is not UTF-8"))
 }
 
 /// Collects problems for one file, and optionally one tool.

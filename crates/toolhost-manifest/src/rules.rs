@@ -548,7 +548,11 @@ fn schema(
                 );
                 return None;
             }
-            let text = match crate::read::read_bounded(&path, crate::read::MAX_SCHEMA_FILE_BYTES) {
+            let text = match crate::read::read_beneath(
+                dir,
+                Path::new(&rel),
+                crate::read::MAX_SCHEMA_FILE_BYTES,
+            ) {
                 Ok(text) => text,
                 Err(e) => {
                     cx.report(

@@ -388,18 +388,27 @@ pub(crate) fn run_call(
 }
 
 /// Removes the socket's private directory when serving ends.
-struct SocketDir(PathBuf);
+/// Where the socket is made, and whether this process made the folder (and
+/// so removes it).
+struct SocketDir(PathBuf, bool);
 
 impl Drop for SocketDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        if self.1 {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 }
 
 fn socket_dir() -> std::io::Result<SocketDir> {
-    // toolhost names a private directory for the socket (and makes it
-    // TMPDIR too); older hosts do not, and the system's is used.
-    let base = std::env::var_os(SOCKET_DIR_KEY).map_or_else(std::env::temp_dir, PathBuf::from);
+    // toolhost names a private directory for the socket, fresh for this
+    // process, where a plugin may make its socket and nothing else: the
+    // socket goes straight in. Older hosts name none, and a private folder
+    // is made in the system's temporary directory.
+    if let Some(dir) = std::env::var_os(SOCKET_DIR_KEY) {
+        return Ok(SocketDir(PathBuf::from(dir), false));
+    }
+    let base = std::env::temp_dir();
     for attempt in 0..16u32 {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -415,7 +424,7 @@ fn socket_dir() -> std::io::Result<SocketDir> {
                     use std::os::unix::fs::PermissionsExt;
                     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
                 }
-                return Ok(SocketDir(dir));
+                return Ok(SocketDir(dir, true));
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(e),

@@ -18,6 +18,10 @@ pub struct Leaders(Arc<Mutex<BTreeSet<u32>>>);
 impl Leaders {
     /// Records `pid` until the returned guard is dropped.
     pub(crate) fn enter(&self, pid: u32) -> Leader {
+        EVERY
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(pid);
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -41,6 +45,37 @@ impl Leaders {
     }
 }
 
+/// The leaders of every registry in this process, for the sweep of
+/// strays: a process may hold several (a daemon and a preview, a test's
+/// many), and a leader of any of them is no stray.
+static EVERY: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
+
+/// Held (shared) from a plugin's spawn to its entry among the leaders, and
+/// (alone) by the sweep of strays: a plugin just started is outside the
+/// daemon's session and not yet a leader, which is what a stray looks like.
+pub(crate) static SPAWNING: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// Kills and reaps the daemon's strays: what a plugin leader that died
+/// left behind, re-parented to the daemon (`toolhost_sandbox::tree`).
+/// Among `among` only when given (what was left in a plugin's cgroup),
+/// else among every process.
+pub(crate) fn sweep_strays(among: Option<&[u32]>) {
+    // No spawn between its fork and its entry among the leaders, when it
+    // would look like a stray.
+    let _no_spawn = SPAWNING.write().unwrap_or_else(PoisonError::into_inner);
+    let leaders = EVERY.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    let n = match among {
+        Some(pids) => toolhost_sandbox::tree::sweep_strays_among(pids, &leaders),
+        None => toolhost_sandbox::tree::sweep_strays(&leaders),
+    };
+    if n > 0 {
+        tracing::warn!(
+            processes = n,
+            "killed processes a plugin left behind when it exited (detached from it, still running)"
+        );
+    }
+}
+
 /// One plugin process's place among the [`Leaders`], held while it runs.
 #[derive(Debug)]
 pub(crate) struct Leader {
@@ -50,6 +85,10 @@ pub(crate) struct Leader {
 
 impl Drop for Leader {
     fn drop(&mut self) {
+        EVERY
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.pid);
         self.leaders
             .0
             .lock()

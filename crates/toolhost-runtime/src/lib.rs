@@ -55,6 +55,7 @@ mod registry;
 pub mod sockets;
 mod spec;
 mod supervisor;
+mod temp;
 
 pub use client::{
     CallSlot, CallSlots, CallStream, DEFAULT_MAX_ANSWER_BYTES, Described, InvokeError,

@@ -3,6 +3,7 @@
 use crate::leaders::{Leader, Leaders};
 use crate::sockets::SocketDir;
 use crate::spec::PluginSpec;
+use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
@@ -102,7 +103,7 @@ pub enum StartError {
     /// The handshake named a socket outside the directory it was given.
     #[error(
         "its handshake names the socket {socket}, outside the directory toolhost gave it ({dir}); \
-         create the socket in $KANDEV_PLUGIN_SOCKET_DIR (also $TMPDIR)"
+         create the socket in $KANDEV_PLUGIN_SOCKET_DIR (or beneath $TMPDIR)"
     )]
     ForeignSocket {
         /// The socket it named (printable characters only).
@@ -202,7 +203,7 @@ fn describe(status: std::io::Result<ExitStatus>) -> String {
 /// variables the operator passes to this plugin, the manifest's
 /// `runtime.env`, then the protocol's own (cookie, versions, data and
 /// socket directories, `TMPDIR`), which nothing may override.
-fn command(spec: &PluginSpec, sockets: &SocketDir, sandbox: &Prepared) -> Command {
+fn command(spec: &PluginSpec, sockets: &SocketDir, temp: &Path, sandbox: &Prepared) -> Command {
     let mut cmd = Command::new(&spec.command);
     cmd.env_clear();
     for key in BASE_ENV
@@ -223,12 +224,11 @@ fn command(spec: &PluginSpec, sockets: &SocketDir, sandbox: &Prepared) -> Comman
         .env(PROTOCOL_VERSIONS_KEY, spec.protocol.to_string())
         .env(DATA_DIR_KEY, &spec.data_dir)
         .env(SOCKET_DIR_KEY, sockets.path())
-        .env("TMPDIR", sockets.path())
+        .env("TMPDIR", temp)
         .current_dir(&spec.dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
     if spec.config.is_some() {
         cmd.env(CONFIG_FILE_KEY, sockets.path().join(CONFIG_FILE));
@@ -287,14 +287,30 @@ pub(crate) const LAST_WORDS: Duration = Duration::from_millis(300);
 /// cleanup on failure, and one function keeps each failure next to the kill and
 /// reap that follow it.
 pub(crate) async fn start(spec: &PluginSpec, leaders: &Leaders) -> Result<Running, Failed> {
+    // Whatever starts plugins (the daemon, `check --start`, the harness)
+    // keeps what a plugin leaves behind when it dies: it comes here, not
+    // to init, and is stopped too (`toolhost_sandbox::tree`).
+    static SUBREAPER: std::sync::Once = std::sync::Once::new();
+    SUBREAPER.call_once(|| {
+        if let Err(e) = toolhost_sandbox::tree::become_subreaper() {
+            tracing::warn!("cannot keep what plugins leave behind: {e}");
+        }
+    });
     data_dir(&spec.data_dir).map_err(|source| StartError::DataDir {
         dir: spec.data_dir.display().to_string(),
         source,
     })?;
     // Before the hand-over: a quota is on the directory, whoever owns it.
     let disk = spec.sandbox.disk_bytes.map(|bytes| {
-        toolhost_sandbox::disk::Quota::apply(&spec.data_dir, bytes, spec.disk_image.as_deref())
+        let files = spec.sandbox.disk_files.unwrap_or(u64::MAX);
+        toolhost_sandbox::disk::Quota::apply(
+            &spec.data_dir,
+            bytes,
+            files,
+            spec.disk_image.as_deref(),
+        )
     });
+    let temp = crate::temp::temp_dir(&spec.data_dir);
     let sockets = SocketDir::create().map_err(StartError::SocketDir)?;
     if let Some(config) = &spec.config {
         write_config(&sockets, config).map_err(StartError::SocketDir)?;
@@ -345,11 +361,15 @@ pub(crate) async fn start(spec: &PluginSpec, leaders: &Leaders) -> Result<Runnin
             data_dir: &spec.data_dir,
             data_writable: spec.data_writable,
             socket_dir: sockets.path(),
+            temp_dir: &temp,
         },
     )
     .map_err(StartError::Sandbox)?;
     let deadline = Instant::now() + spec.startup_timeout;
-    let spawned = command(spec, &sockets, &sandbox).spawn();
+    let spawning = crate::leaders::SPAWNING
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let spawned = command(spec, &sockets, &temp, &sandbox).spawn();
     let confinement = sandbox.into_confinement();
     let mut child = spawned.map_err(|source| StartError::Spawn {
         command: spec.command.display().to_string(),
@@ -357,8 +377,9 @@ pub(crate) async fn start(spec: &PluginSpec, leaders: &Leaders) -> Result<Runnin
     })?;
     let pid = child.id().unwrap_or(0);
     let leader = leaders.enter(pid);
+    drop(spawning);
     let stderr = crate::logs::Tail::default();
-    match handshake_and_connect(spec, &sockets, &mut child, deadline, &stderr).await {
+    match handshake_and_connect(spec, &sockets, &temp, &mut child, deadline, &stderr).await {
         Ok(channel) => Ok(Running {
             child,
             pid,
@@ -372,7 +393,7 @@ pub(crate) async fn start(spec: &PluginSpec, leaders: &Leaders) -> Result<Runnin
             _leader: leader,
         }),
         Err(error) => {
-            stop(&mut child, pid, Duration::ZERO).await;
+            stop(&mut child, pid, Duration::ZERO, true).await;
             Err(Failed {
                 error,
                 stderr: stderr.last_lines(LAST_WORDS).await,
@@ -396,6 +417,7 @@ fn data_dir(dir: &std::path::Path) -> std::io::Result<()> {
 async fn handshake_and_connect(
     spec: &PluginSpec,
     sockets: &SocketDir,
+    temp: &Path,
     child: &mut Child,
     deadline: Instant,
     tail: &crate::logs::Tail,
@@ -440,7 +462,7 @@ async fn handshake_and_connect(
             answered: hs.protocol,
         });
     }
-    if !sockets.contains(&hs.socket) {
+    if !sockets.contains(&hs.socket) && !crate::temp::within(temp, &hs.socket) {
         return Err(StartError::ForeignSocket {
             socket: crate::logs::printable(&hs.socket.display().to_string(), 256),
             dir: sockets.path().display().to_string(),
@@ -551,20 +573,39 @@ pub(crate) async fn probe(channel: &Channel, timeout: Duration) -> bool {
 /// processes that left the group, the remains of a fork bomb. Waits (up to
 /// a second) until the cgroup is empty.
 pub(crate) async fn stop_running(running: &mut Running, grace: Duration) {
-    stop(&mut running.child, running.pid, grace).await;
+    // A cgroup holds every process of the plugin, however detached: no
+    // walk of the process tree is needed where there is one.
+    stop(
+        &mut running.child,
+        running.pid,
+        grace,
+        running.jail.is_none(),
+    )
+    .await;
     if let Some(jail) = &running.jail {
+        // What is left outlived its leader: the daemon is its parent now
+        // (its subreaper), and reaps it once killed.
+        let left = jail.pids();
         let deadline = Instant::now() + Duration::from_secs(1);
         while !jail.is_empty() && Instant::now() < deadline {
             jail.kill_all();
             tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        if !left.is_empty() {
+            let _ = tokio::task::spawn_blocking(move || crate::leaders::sweep_strays(Some(&left)))
+                .await;
         }
     }
 }
 
 /// Stops the plugin's process group: SIGTERM, up to `grace` for it to exit,
 /// then SIGKILL; the child is always reaped. The group is killed even when
-/// the leader has already exited, so helpers it started go too.
-pub(crate) async fn stop(child: &mut Child, pid: u32, grace: Duration) {
+/// the leader has already exited, so helpers it started go too. With
+/// `walk` (no cgroup holds the plugin), so is everything below the leader,
+/// whatever group or session it moved to (`toolhost_sandbox::tree`: the
+/// leader is their subreaper), and what a leader that exited first left
+/// behind, which came to the daemon as strays, is swept.
+pub(crate) async fn stop(child: &mut Child, pid: u32, grace: Duration, walk: bool) {
     let group = i32::try_from(pid)
         .ok()
         .and_then(rustix::process::Pid::from_raw);
@@ -574,14 +615,27 @@ pub(crate) async fn stop(child: &mut Child, pid: u32, grace: Duration) {
             let _ = rustix::process::kill_process_group(g, sig);
         }
     };
+    // Walks of /proc: off the runtime's threads.
+    let sweep = || async {
+        if walk {
+            let _ = tokio::task::spawn_blocking(|| crate::leaders::sweep_strays(None)).await;
+        }
+    };
     if !grace.is_zero() {
         signal_group(rustix::process::Signal::TERM);
         if tokio::time::timeout(grace, child.wait()).await.is_ok() {
             signal_group(rustix::process::Signal::KILL);
+            sweep().await;
             return;
         }
+    }
+    if walk {
+        // Below a live leader: frozen, then killed.
+        let _ =
+            tokio::task::spawn_blocking(move || toolhost_sandbox::tree::kill_tree(pid, 8)).await;
     }
     signal_group(rustix::process::Signal::KILL);
     let _ = child.kill().await;
     let _ = child.wait().await;
+    sweep().await;
 }

@@ -129,6 +129,15 @@ impl Jail {
         std::fs::read_to_string(self.dir.join("cgroup.procs")).map_or(true, |s| s.trim().is_empty())
     }
 
+    /// The processes in it now.
+    #[must_use]
+    pub fn pids(&self) -> Vec<u32> {
+        std::fs::read_to_string(self.dir.join("cgroup.procs")).map_or_else(
+            |_| Vec::new(),
+            |s| s.lines().filter_map(|l| l.trim().parse().ok()).collect(),
+        )
+    }
+
     /// SIGKILL to every process still in it: helpers that left the process
     /// group, the remains of a fork bomb.
     pub fn kill_all(&self) {

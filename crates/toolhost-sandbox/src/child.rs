@@ -382,6 +382,12 @@ fn confine(
     let in_child = move || {
         rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
             .map_err(std::io::Error::from)?;
+        // A session (and process group) of its own, and every process it
+        // starts kept in its tree: one that loses its parent comes back to
+        // it, never to init (`crate::tree`). Kept across exec.
+        rustix::process::setsid().map_err(std::io::Error::from)?;
+        rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
+            .map_err(std::io::Error::from)?;
         cloexec_inherited();
         sandbox()
     };

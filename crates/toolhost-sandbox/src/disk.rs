@@ -26,10 +26,17 @@
 //! (`FS_IOC_FSSETXATTR`, `FS_IOC_SETFLAGS`, `file_setattr`) are refused by
 //! the sandbox's seccomp filter (`guard_rules`).
 //!
+//! A quota is of bytes *and* files: a quota of bytes alone lets a plugin
+//! take every inode with empty files. Its own file system is made with
+//! that many inodes; a project quota gets an inode limit too.
+//!
 //! Everywhere, one file is held to the quota by `RLIMIT_FSIZE` (the child
 //! ignores `SIGXFSZ`, so the write fails with `EFBIG` rather than killing
-//! the plugin), and [`usage`] reads what the directory holds: from the
-//! quota where there is one, else by walking it (bounded).
+//! the plugin), and [`usage`] reads what the directory holds, bytes and
+//! files: from the quota where there is one, else by walking it. The walk
+//! counts what is on disk (a sparse file by its allocated blocks, a file
+//! with many names once), and never stops short with a partial count: past
+//! the quota's files it answers "over", whatever it has not seen.
 //!
 //! What this module must not do: follow a link while it walks a data
 //! directory (the plugin could point one anywhere), or change a file's
@@ -53,8 +60,27 @@ pub enum Enforcement {
 pub struct Quota {
     /// The limit, bytes.
     pub bytes: u64,
+    /// The limit, files and folders.
+    pub files: u64,
     /// How it holds.
     pub enforcement: Enforcement,
+}
+
+/// What a data directory holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Usage {
+    /// Bytes on disk.
+    pub bytes: u64,
+    /// Files and folders (each inode once).
+    pub files: u64,
+}
+
+impl Usage {
+    /// Whether it is past `quota`.
+    #[must_use]
+    pub fn over(&self, quota: &Quota) -> bool {
+        self.bytes > quota.bytes || self.files > quota.files
+    }
 }
 
 /// `struct fsxattr` (linux/fs.h).
@@ -83,9 +109,11 @@ const PRJQUOTA: u32 = 2;
 const Q_GETQUOTA: u32 = 0x80_0007;
 const Q_SETQUOTA: u32 = 0x80_0008;
 const QIF_BLIMITS: u32 = 1;
+const QIF_ILIMITS: u32 = 4;
 /// Quota blocks are 1 KiB, whatever the file system's block size.
 const QUOTA_BLOCK: u64 = 1024;
-/// The most entries a data directory is walked for.
+/// The most entries marked with a project (a directory with more is
+/// measured instead).
 const MAX_WALK: usize = 1_000_000;
 
 /// A quota record that says nothing, for the kernel to fill.
@@ -168,18 +196,29 @@ impl Quota {
     /// quota where the kernel can, else [`Enforcement::Measured`] with the
     /// reason.
     #[must_use]
-    pub fn apply(data_dir: &Path, bytes: u64, image: Option<&Path>) -> Self {
+    pub fn apply(data_dir: &Path, bytes: u64, files: u64, image: Option<&Path>) -> Self {
+        // A file system's inode tables take its room: one inode per 4 KiB
+        // at most (a 16 MiB image cannot hold 100,000).
+        let files = if image.is_some() {
+            files.min((bytes / 4096).max(64))
+        } else {
+            files
+        };
         let enforcement = match image {
-            Some(image) => match own_file_system(data_dir, image, bytes) {
+            Some(image) => match own_file_system(data_dir, image, bytes, files) {
                 Ok(()) => Enforcement::Kernel("a file system of its own"),
                 Err(why) => Enforcement::Measured(why),
             },
-            None => match project_quota(data_dir, bytes) {
+            None => match project_quota(data_dir, bytes, files) {
                 Ok(()) => Enforcement::Kernel("a project quota"),
                 Err(why) => Enforcement::Measured(why),
             },
         };
-        Self { bytes, enforcement }
+        Self {
+            bytes,
+            files,
+            enforcement,
+        }
     }
 }
 
@@ -245,7 +284,7 @@ fn run(program: &str, args: &[&std::ffi::OsStr]) -> Result<(), String> {
 /// Kept whole on purpose: the image's creation, sizing, formatting and
 /// mounting are one sequence in the order the kernel needs them, and each
 /// step's error names its step.
-fn own_file_system(data_dir: &Path, image: &Path, bytes: u64) -> Result<(), String> {
+fn own_file_system(data_dir: &Path, image: &Path, bytes: u64, files: u64) -> Result<(), String> {
     use std::ffi::OsStr;
     if !rustix::process::geteuid().is_root() {
         return Err("a file system of its own needs a root daemon".into());
@@ -271,6 +310,8 @@ fn own_file_system(data_dir: &Path, image: &Path, bytes: u64) -> Result<(), Stri
     }
     drop(file);
     if fresh {
+        // As many inodes as the quota's files (ext4 rounds up a little).
+        let inodes = files.max(64).to_string();
         run(
             "mkfs.ext4",
             &[
@@ -281,6 +322,8 @@ fn own_file_system(data_dir: &Path, image: &Path, bytes: u64) -> Result<(), Stri
                 OsStr::new("^has_journal"),
                 OsStr::new("-m"),
                 OsStr::new("0"),
+                OsStr::new("-N"),
+                OsStr::new(&inodes),
                 image.as_os_str(),
             ],
         )
@@ -369,7 +412,7 @@ pub fn release_all() {
 }
 
 /// Makes `data_dir` a project with a hard limit of `bytes`; why not.
-fn project_quota(data_dir: &Path, bytes: u64) -> Result<(), String> {
+fn project_quota(data_dir: &Path, bytes: u64, files: u64) -> Result<(), String> {
     if !rustix::process::geteuid().is_root() {
         return Err("project quotas need a root daemon".into());
     }
@@ -394,7 +437,9 @@ fn project_quota(data_dir: &Path, bytes: u64) -> Result<(), String> {
     let mut limit = libc::dqblk {
         dqb_bhardlimit: bytes.div_ceil(QUOTA_BLOCK),
         dqb_bsoftlimit: bytes.div_ceil(QUOTA_BLOCK),
-        dqb_valid: QIF_BLIMITS,
+        dqb_ihardlimit: files,
+        dqb_isoftlimit: files,
+        dqb_valid: QIF_BLIMITS | QIF_ILIMITS,
         ..dq
     };
     quotactl_fd(&dir, qcmd(Q_SETQUOTA, PRJQUOTA), project, &mut limit)
@@ -454,63 +499,111 @@ fn mark_tree(dir: &OwnedFd, project: u32) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The bytes `data_dir` holds: the project's count where the kernel keeps
-/// one, else the blocks of everything beneath it (links not followed),
-/// counted up to [`MAX_WALK`] entries. `None` when it cannot be read.
+/// What `data_dir` holds: the file system's or the project's counts where
+/// the kernel keeps them, else a walk of everything beneath it (links not
+/// followed). `None` when it cannot be read.
 #[must_use]
-pub fn usage(data_dir: &Path, quota: &Quota) -> Option<u64> {
+pub fn usage(data_dir: &Path, quota: &Quota) -> Option<Usage> {
     let dir = open_dir(data_dir).ok()?;
     if quota.enforcement == Enforcement::Kernel("a file system of its own") {
         let st = rustix::fs::fstatvfs(&dir).ok()?;
-        return Some(
-            st.f_blocks
+        return Some(Usage {
+            bytes: st
+                .f_blocks
                 .saturating_sub(st.f_bfree)
                 .saturating_mul(st.f_frsize),
-        );
+            // The root folder and lost+found's inode are the file
+            // system's own.
+            files: st.f_files.saturating_sub(st.f_ffree).saturating_sub(11),
+        });
     }
     if quota.enforcement == Enforcement::Kernel("a project quota") {
         let project = get_xattr(&dir).ok()?.projid;
         let mut dq = no_limits();
         if quotactl_fd(&dir, qcmd(Q_GETQUOTA, PRJQUOTA), project, &mut dq).is_ok() {
-            return Some(dq.dqb_curspace);
+            return Some(Usage {
+                bytes: dq.dqb_curspace,
+                files: dq.dqb_curinodes,
+            });
         }
     }
-    walk_blocks(&dir).ok()
+    walk(&dir, quota.files).ok()
 }
 
-fn walk_blocks(dir: &OwnedFd) -> std::io::Result<u64> {
-    use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, fstat, openat, statat};
-    let mut total = fstat(dir)?.st_blocks.cast_unsigned().saturating_mul(512);
-    let mut stack = vec![rustix::io::dup(dir)?];
-    let mut seen = 0usize;
-    while let Some(d) = stack.pop() {
-        for entry in Dir::read_from(&d)? {
-            let entry = entry?;
+/// Walks `dir`, counting each inode once by its blocks on disk. Past
+/// `max_files` entries it stops and answers that many and one: over the
+/// quota, whatever is left unseen (a count that stopped at a number of
+/// names and answered what it had seen was a way past the quota). So is
+/// anything it cannot look into (a folder the plugin made unreadable,
+/// `chmod 000`, would otherwise hide what it holds): only a name removed
+/// meanwhile is passed over.
+///
+/// Folders wait as paths, each opened beneath `dir` when its turn comes
+/// (`openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`: a folder the
+/// plugin swaps for a link is not followed): one descriptor at a time,
+/// however many folders a plugin makes side by side.
+fn walk(dir: &OwnedFd, max_files: u64) -> std::io::Result<Usage> {
+    use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, ResolveFlags, fstat, openat2, statat};
+    use std::os::unix::ffi::OsStrExt as _;
+    let over = Usage {
+        bytes: 0,
+        files: max_files.saturating_add(1),
+    };
+    let mut used = Usage {
+        bytes: fstat(dir)?.st_blocks.cast_unsigned().saturating_mul(512),
+        files: 0,
+    };
+    // Inodes with more than one name, counted once.
+    let mut linked = std::collections::HashSet::new();
+    let mut pending: Vec<std::path::PathBuf> = vec![std::path::PathBuf::from(".")];
+    while let Some(rel) = pending.pop() {
+        let opened = openat2(
+            dir,
+            &rel,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        );
+        let d = match opened {
+            Ok(d) => d,
+            Err(rustix::io::Errno::NOENT) => continue,
+            Err(_) => return Ok(over),
+        };
+        let Ok(entries) = Dir::read_from(&d) else {
+            return Ok(over);
+        };
+        for entry in entries {
+            let Ok(entry) = entry else {
+                return Ok(over);
+            };
             let name = entry.file_name();
             if name == c"." || name == c".." {
                 continue;
             }
-            seen += 1;
-            if seen > MAX_WALK {
-                return Ok(total);
+            used.files += 1;
+            if used.files > max_files {
+                return Ok(used);
             }
-            let Ok(st) = statat(&d, name, AtFlags::SYMLINK_NOFOLLOW) else {
-                continue;
+            let st = match statat(&d, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => st,
+                Err(rustix::io::Errno::NOENT) => continue,
+                Err(_) => return Ok(over),
             };
-            total = total.saturating_add(st.st_blocks.cast_unsigned().saturating_mul(512));
-            if entry.file_type() == FileType::Directory
-                && let Ok(sub) = openat(
-                    &d,
-                    name,
-                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                    Mode::empty(),
-                )
-            {
-                stack.push(sub);
+            let is_dir = FileType::from_raw_mode(st.st_mode) == FileType::Directory;
+            if !is_dir && st.st_nlink > 1 && !linked.insert((st.st_dev, st.st_ino)) {
+                // Another name of an inode already counted: a name, no
+                // new blocks.
+                continue;
+            }
+            used.bytes = used
+                .bytes
+                .saturating_add(st.st_blocks.cast_unsigned().saturating_mul(512));
+            if is_dir {
+                pending.push(rel.join(std::ffi::OsStr::from_bytes(name.to_bytes())));
             }
         }
     }
-    Ok(total)
+    Ok(used)
 }
 
 /// The seccomp rules that keep a plugin's files in its project: every
@@ -554,11 +647,61 @@ mod tests {
         std::os::unix::fs::symlink("/usr", dir.join("usr")).unwrap();
         let measured = Quota {
             bytes: 1 << 20,
+            files: 1000,
             enforcement: Enforcement::Measured("test".into()),
         };
         let used = usage(&dir, &measured).unwrap();
-        assert!(used >= 64 * 1024, "{used}");
-        assert!(used < 1 << 20, "{used}: /usr was not counted");
+        assert!(used.bytes >= 64 * 1024, "{used:?}");
+        assert!(used.bytes < 1 << 20, "{used:?}: /usr was not counted");
+        assert_eq!(used.files, 3, "sub, sub/a and the link");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Many names of one file are its blocks once and a name each; past
+    /// the quota's files the walk answers "over" without counting on.
+    #[test]
+    fn hard_links_count_once_and_a_flood_of_names_is_over() {
+        let dir = std::env::temp_dir().join(format!("disk-links-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("big"), vec![1u8; 256 * 1024]).unwrap();
+        for i in 0..50 {
+            std::fs::hard_link(dir.join("big"), dir.join(format!("l{i}"))).unwrap();
+        }
+        let q = Quota {
+            bytes: 1 << 30,
+            files: 1000,
+            enforcement: Enforcement::Measured("test".into()),
+        };
+        let used = usage(&dir, &q).unwrap();
+        assert_eq!(used.files, 51);
+        assert!(used.bytes < 512 * 1024, "counted once: {used:?}");
+        let tight = Quota { files: 20, ..q };
+        let used = usage(&dir, &tight).unwrap();
+        assert!(used.over(&tight), "{used:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Thousands of folders side by side, one of them full: every one is
+    /// looked into (a walk that held a descriptor per waiting folder ran
+    /// out of them and passed the rest over).
+    #[test]
+    fn many_folders_side_by_side_are_each_counted() {
+        let dir = std::env::temp_dir().join(format!("disk-wide-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for i in 0..3000 {
+            std::fs::create_dir_all(dir.join(format!("d{i}"))).unwrap();
+        }
+        std::fs::write(dir.join("d0/big"), vec![1u8; 1 << 20]).unwrap();
+        std::fs::write(dir.join("d2999/big"), vec![1u8; 1 << 20]).unwrap();
+        let q = Quota {
+            bytes: 1 << 30,
+            files: 100_000,
+            enforcement: Enforcement::Measured("test".into()),
+        };
+        let used = usage(&dir, &q).unwrap();
+        assert_eq!(used.files, 3002);
+        assert!(used.bytes >= 2 << 20, "{used:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -566,7 +709,7 @@ mod tests {
     fn an_unprivileged_daemon_or_a_plain_file_system_is_measured_and_says_why() {
         let dir = std::env::temp_dir().join(format!("disk-quota-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let q = Quota::apply(&dir, 1 << 20, None);
+        let q = Quota::apply(&dir, 1 << 20, 1000, None);
         // This machine's temporary directory has no project quotas.
         match &q.enforcement {
             Enforcement::Measured(why) => assert!(!why.is_empty()),

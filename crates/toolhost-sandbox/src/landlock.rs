@@ -26,6 +26,8 @@ pub(crate) const FS_READ_DIR: u64 = 1 << 3;
 pub(crate) const FS_REMOVE_DIR: u64 = 1 << 4;
 pub(crate) const FS_REMOVE_FILE: u64 = 1 << 5;
 pub(crate) const FS_MAKE_CHAR: u64 = 1 << 6;
+pub(crate) const FS_MAKE_DIR: u64 = 1 << 7;
+pub(crate) const FS_MAKE_SOCK: u64 = 1 << 9;
 pub(crate) const FS_MAKE_BLOCK: u64 = 1 << 11;
 pub(crate) const FS_REFER: u64 = 1 << 13;
 pub(crate) const FS_TRUNCATE: u64 = 1 << 14;
@@ -219,7 +221,19 @@ pub(crate) fn ruleset(
             read | FS_REMOVE_DIR | FS_REMOVE_FILE | FS_TRUNCATE
         };
         rules.push((own.data_dir.to_path_buf(), data));
-        rules.push((own.socket_dir.to_path_buf(), writable));
+        // Read-only, its `$TMPDIR` in its data still takes a folder and a
+        // socket (where a plugin that makes its socket in a temporary
+        // folder makes it), never a byte. Opened without following a
+        // link: a plugin may have put one there.
+        let temp = (!own.data_writable && own.temp_dir != own.data_dir).then_some(own.temp_dir);
+        // The socket folder holds its socket, and what the daemon left it
+        // to read (its configuration, its call token, which it may delete):
+        // no file, folder or byte of its own, so nothing it writes there
+        // escapes its quota. Its `$TMPDIR` is in its data.
+        rules.push((
+            own.socket_dir.to_path_buf(),
+            FS_READ_FILE | FS_READ_DIR | FS_MAKE_SOCK | FS_REMOVE_FILE,
+        ));
         for r in extra {
             let access = match r.access {
                 FsAccess::ReadExec => read,
@@ -228,7 +242,11 @@ pub(crate) fn ruleset(
             rules.push((r.path.clone(), access));
         }
         for (path, access) in rules {
-            add_path_rule(&ruleset, &path, access & all, abi)?;
+            add_path_rule(&ruleset, &path, access & all, abi, true)?;
+        }
+        if let Some(temp) = temp {
+            let access = FS_MAKE_DIR | FS_MAKE_SOCK | FS_REMOVE_DIR | FS_REMOVE_FILE;
+            add_path_rule(&ruleset, temp, access & all, abi, false)?;
         }
     }
     if let Some(NetPolicy::Connect(ports)) = net {
@@ -256,20 +274,33 @@ pub(crate) fn ruleset(
 }
 
 /// Allows `access` beneath `path`; a path that does not exist is skipped
-/// (it cannot be reached either way).
+/// (it cannot be reached either way), and so is a link when not `follow`.
 #[allow(unsafe_code)]
-fn add_path_rule(ruleset: &OwnedFd, path: &Path, access: u64, abi: u32) -> std::io::Result<()> {
+fn add_path_rule(
+    ruleset: &OwnedFd,
+    path: &Path,
+    access: u64,
+    abi: u32,
+    follow: bool,
+) -> std::io::Result<()> {
     let Ok(c) = cstring(path) else {
         return Ok(());
     };
+    let flags = if follow {
+        libc::O_PATH | libc::O_CLOEXEC
+    } else {
+        libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_DIRECTORY
+    };
     // SAFETY: a valid C string; O_PATH opens for reference only.
-    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    let fd = unsafe { libc::open(c.as_ptr(), flags) };
     if fd < 0 {
         return Ok(());
     }
     // SAFETY: the kernel just returned this descriptor.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let is_dir = std::fs::metadata(path).is_ok_and(|m| m.is_dir());
+    // What was opened, not what the path names now.
+    let is_dir = rustix::fs::fstat(&fd)
+        .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_dir());
     let allowed = if is_dir {
         access
     } else {

@@ -58,6 +58,7 @@ pub mod policy;
 pub mod report;
 pub mod seccomp;
 mod sys;
+pub mod tree;
 
 pub use cgroup::Jail;
 pub use child::{Confinement, Prepared};

@@ -171,8 +171,8 @@ pub fn how_plugins_are_recognized() -> &'static str {
 /// Whether `pid` is one of this daemon's plugins or a process one started:
 /// a member of one of its pids cgroups (which no sandboxed process can
 /// leave), or, without cgroups, a descendant of a plugin, or in a plugin's
-/// process group or session (`leaders` are the plugins' process-group
-/// leaders).
+/// process group or session, or a stray a dead plugin left to the daemon
+/// (`leaders` are the plugins' process-group leaders).
 #[must_use]
 pub fn is_plugin_process(pid: u32, leaders: &BTreeSet<u32>) -> bool {
     if crate::kernel::in_plugin_cgroup(pid) {
@@ -190,7 +190,12 @@ pub fn is_plugin_process(pid: u32, leaders: &BTreeSet<u32>) -> bool {
         if leaders.contains(&pgrp) || leaders.contains(&session) {
             return true;
         }
-        if ppid <= 1 || ppid == me {
+        if ppid == me {
+            // A child of the daemon that left its session is a plugin's
+            // process whose leader died (`crate::tree`): its stray.
+            return parents(me).is_some_and(|(_, _, mine)| mine != session);
+        }
+        if ppid <= 1 {
             return false;
         }
         at = ppid;

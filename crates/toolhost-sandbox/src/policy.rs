@@ -154,6 +154,10 @@ pub struct SandboxPolicy {
     pub processes: Option<u64>,
     /// The data directory's quota, and the largest file, in bytes.
     pub disk_bytes: Option<u64>,
+    /// The most files and folders the data directory may hold (with
+    /// `disk_bytes`): a quota of bytes alone lets empty files take every
+    /// inode.
+    pub disk_files: Option<u64>,
     /// The file system rule: the paths allowed besides the plugin's own
     /// directories (added by the runtime) and the system's read-only ones.
     /// `None`: the rule is off and the plugin sees what the daemon sees.
@@ -189,8 +193,12 @@ pub struct Own<'a> {
     pub data_dir: &'a Path,
     /// Whether it may write its data directory (see `data_dir`).
     pub data_writable: bool,
-    /// Its socket directory (everything).
+    /// Its socket directory: read, make a socket, remove (the daemon
+    /// writes what it holds).
     pub socket_dir: &'a Path,
+    /// Its `$TMPDIR`, in its data directory (or the data directory): where
+    /// read-only it may still make a folder and a socket.
+    pub temp_dir: &'a Path,
 }
 
 #[cfg(test)]

@@ -311,6 +311,7 @@ mod tests {
             open_files: Some(256),
             processes: Some(32),
             disk_bytes: Some(64 << 20),
+            disk_files: Some(4096),
             filesystem: Some(Vec::new()),
             network: Some(NetPolicy::Deny),
             run_as: None,

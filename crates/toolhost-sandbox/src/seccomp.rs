@@ -63,14 +63,33 @@ fn rule(conditions: Vec<SeccompCondition>) -> Result<SeccompRule, Unavailable> {
     SeccompRule::new(conditions).map_err(|e| Unavailable(e.to_string()))
 }
 
-/// The filter for a plugin: the network rule's (when `network` is on) and
-/// the disk quota's guard (when `disk`, see `crate::disk`); `None` when
-/// neither rule is on.
+/// `prctl`'s option that sets (or clears) the child subreaper attribute.
+const PR_SET_CHILD_SUBREAPER: u64 = 36;
+
+/// The filter for a plugin: the network rule's (when `network` is on), the
+/// disk quota's guard (when `disk`, see `crate::disk`), and with either the
+/// subreaper lock; `None` when neither rule is on (a daemon without the
+/// sandbox, unprivileged, could not install a filter anyway: the kernel
+/// wants `no_new_privs` first).
 pub(crate) fn filter(
     network: Option<&NetPolicy>,
     disk: bool,
 ) -> Result<Option<BpfProgram>, Unavailable> {
+    if network.is_none() && !disk {
+        return Ok(None);
+    }
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    // A plugin stays the subreaper of what it starts (`crate::tree`): the
+    // prctl that would turn it off is refused. (Were it turned off, what
+    // it leaves would come to the daemon as strays, and be swept.)
+    rules
+        .entry(libc::SYS_prctl)
+        .or_default()
+        .push(rule(vec![cond(
+            0,
+            SeccompCmpOp::Eq,
+            PR_SET_CHILD_SUBREAPER,
+        )?])?);
     if let Some(network) = network {
         network_rules(network, &mut rules)?;
     }
@@ -78,9 +97,6 @@ pub(crate) fn filter(
         for (nr, more) in crate::disk::guard_rules().map_err(|e| Unavailable(e.to_string()))? {
             rules.entry(nr).or_default().extend(more);
         }
-    }
-    if rules.is_empty() {
-        return Ok(None);
     }
     let filter = SeccompFilter::new(
         rules,

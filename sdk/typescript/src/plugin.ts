@@ -201,7 +201,11 @@ export class Plugin {
     this.loadCallToken();
     await this.resolveShapes();
     await trace.installFromEnv();
-    const dir = mkdtempSync(join(process.env[SOCKET_DIR_KEY] ?? tmpdir(), "plugin-"));
+    // toolhost names a private folder, fresh for this process, where a
+    // plugin may make its socket and nothing else: the socket goes straight
+    // in. An older host names none.
+    const given = process.env[SOCKET_DIR_KEY];
+    const dir = given ?? mkdtempSync(join(tmpdir(), "plugin-"));
     const path = join(dir, "plugin.sock");
     const server = this.server();
     await new Promise<void>((resolve, reject) =>
@@ -222,7 +226,7 @@ export class Plugin {
         resolve();
       });
     });
-    rmSync(dir, { recursive: true, force: true });
+    if (!given) rmSync(dir, { recursive: true, force: true });
     // The last spans go out before the process ends.
     await trace.shutdown();
     return 0;

@@ -21,7 +21,9 @@
 //! `read_file`, `write_file` (`path`), `spawn_many` (starts up to `max`
 //! processes), `alloc` (`mb` MiB), `connect` (TCP to 127.0.0.1:`port`), `connect_unix` (`path`),
 //! `caps` (its capability sets), `mknod` (a character device at `path`),
-//! `call_socket` (calls another plugin's socket at `path` as if it were toolhost).
+//! `call_socket` (calls another plugin's socket at `path` as if it were toolhost),
+//! `hog` (a writer of bytes or inodes that never stops, in a thread or a
+//! detached grandchild), `links` (one file and `count` hard links to it).
 //!
 //! Protocol-2 tools (served when the manifest says `protocol = 2`):
 //! `media` answers one block of every kind; `steps` reports `steps`
@@ -186,6 +188,11 @@ fn main() -> ExitCode {
         return admin_helper(&role);
     }
     let args: Vec<String> = std::env::args().collect();
+    if let [_, flag, dir, kind] = args.as_slice()
+        && flag == "--writer"
+    {
+        keep_writing(std::path::Path::new(dir), kind);
+    }
     let mode = args
         .iter()
         .position(|a| a == "--mode")
@@ -427,6 +434,8 @@ fn tools() -> Plugin {
         .tool("read_file", read_file)
         .tool("write_file", write_file)
         .tool("fill", fill)
+        .tool("hog", hog)
+        .tool("links", links)
         .tool("serve_unix", serve_unix)
         .tool("stderr_bytes", stderr_bytes)
         .tool("spawn_many", spawn_many)
@@ -847,6 +856,106 @@ async fn fill(call: ToolCall) -> Result<ToolOutput, ToolError> {
         }
     }
     Ok(ToolOutput::text(format!("wrote {written} MiB")))
+}
+
+/// Starts a writer that never stops: `kind` `bytes` writes 256 KiB at a
+/// time, `inodes` makes empty files; either, refused, tries again at once
+/// (so it takes whatever is freed). In `dir` (default: the data
+/// directory). With `detach`, the writer is a grandchild in a session of
+/// its own whose parent has exited (`setsid --fork`), as a plugin that
+/// hides a helper would make it; else a thread of the plugin. The writer
+/// writes its pid to `writer-<kind>.pid` in `dir` first.
+async fn hog(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    let dir = match text_arg(&call, "dir") {
+        "" => ToolCall::data_dir().unwrap_or_default(),
+        d => std::path::PathBuf::from(d),
+    };
+    let kind = match text_arg(&call, "kind") {
+        "inodes" => "inodes",
+        _ => "bytes",
+    };
+    if call.arguments.get("detach").and_then(Value::as_bool) == Some(true) {
+        let exe = std::env::current_exe().map_err(|e| ToolError::new(format!("refused: {e}")))?;
+        let status = std::process::Command::new("setsid")
+            .arg("--fork")
+            .arg(exe)
+            .arg("--writer")
+            .arg(&dir)
+            .arg(kind)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .map_err(|e| ToolError::new(format!("refused: {e}")))?;
+        return Ok(ToolOutput::text(format!(
+            "detached writer started ({status})"
+        )));
+    }
+    let kind = kind.to_owned();
+    std::thread::spawn(move || keep_writing(&dir, &kind));
+    Ok(ToolOutput::text("writer started"))
+}
+
+/// The writer [`hog`] starts; never returns.
+fn keep_writing(dir: &std::path::Path, kind: &str) -> ! {
+    let _ = std::fs::write(
+        dir.join(format!("writer-{kind}.pid")),
+        std::process::id().to_string(),
+    );
+    let chunk = vec![0x5au8; 256 << 10];
+    let mut n = 0u64;
+    let mut file: Option<std::fs::File> = None;
+    loop {
+        let wrote = if kind == "inodes" {
+            std::fs::File::create(dir.join(format!("n-{}-{n}", std::process::id()))).map(|_| ())
+        } else {
+            let f = match file.take() {
+                Some(f) => Ok(f),
+                None => std::fs::File::create(dir.join(format!("b-{}-{n}", std::process::id()))),
+            };
+            f.and_then(|mut f| {
+                // A full chunk, else what is left a page at a time: every
+                // freed block is taken.
+                let r = f.write_all(&chunk).or_else(|_| f.write_all(&chunk[..4096]));
+                if r.is_ok() && f.metadata().is_ok_and(|m| m.len() < (16 << 20)) {
+                    file = Some(f);
+                }
+                r
+            })
+        };
+        match wrote {
+            Ok(()) => n += 1,
+            Err(_) => std::thread::yield_now(),
+        }
+    }
+}
+
+/// Makes a file of `mb` MiB and `count` hard links to it in `links/` of
+/// the data directory; says how many links were made.
+async fn links(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    record(&call);
+    let dir = ToolCall::data_dir().unwrap_or_default().join("links");
+    let count = number(&call, "count", 1);
+    let mb = number(&call, "mb", 1);
+    let made = std::fs::create_dir_all(&dir).and_then(|()| {
+        let mut f = std::fs::File::create(dir.join("target"))?;
+        for _ in 0..mb {
+            f.write_all(&[7u8; 1 << 20])?;
+        }
+        f.sync_all()
+    });
+    if let Err(e) = made {
+        return Err(ToolError::new(format!("refused: {e}")));
+    }
+    let mut linked = 0;
+    for i in 0..count {
+        if std::fs::hard_link(dir.join("target"), dir.join(format!("l{i}"))).is_err() {
+            break;
+        }
+        linked += 1;
+    }
+    Ok(ToolOutput::text(format!("linked {linked}")))
 }
 
 /// Listens on a Unix socket at `path` and accepts (and keeps) connections

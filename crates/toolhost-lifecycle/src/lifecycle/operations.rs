@@ -38,6 +38,25 @@ impl Lifecycle {
         Ok(())
     }
 
+    /// [`Self::stage_and_load`], with room made first when the disk holding
+    /// the state is short (a plugin filled it): the plugins that write to
+    /// it are held read-only, and the reserve gives back what the package
+    /// needs (its size, estimated from what was given, and its files).
+    pub(super) async fn stage_with_room(
+        &self,
+        source: &Path,
+    ) -> Result<(PathBuf, Manifest), LifecycleError> {
+        let given = std::fs::metadata(source).map_or(0, |m| m.len());
+        // An archive unpacks to a few times its size; a directory is
+        // measured as it is copied, so a generous floor covers it.
+        let bytes = given
+            .saturating_mul(4)
+            .max(8 << 20)
+            .min(self.cfg.archive_limits.max_bytes);
+        self.make_room(bytes, 256).await;
+        self.stage_and_load(source)
+    }
+
     /// Stages `source` (a plugin directory or a `.tar.gz` of one), loads and
     /// validates it. The staging directory is removed on failure.
     pub(super) fn stage_and_load(
@@ -308,7 +327,7 @@ impl Lifecycle {
     ) -> Result<u64, LifecycleError> {
         self.refuse_if_managed()?;
         let _op = self.ops.lock().await;
-        let (staging, m) = self.stage_and_load(source)?;
+        let (staging, m) = self.stage_with_room(source).await?;
         let signer = self.verify_package(source, &staging, &m, None)?;
         let checked = {
             let inner = self.lock();
@@ -427,7 +446,7 @@ impl Lifecycle {
     ) -> Result<Upgraded, LifecycleError> {
         self.refuse_if_managed()?;
         let _op = self.ops.lock().await;
-        let (staging, m) = self.stage_and_load(source)?;
+        let (staging, m) = self.stage_with_room(source).await?;
         let before = self.lock().file.signers.get(&m.id).cloned();
         let signer = self.verify_package(source, &staging, &m, Some(before.as_deref()))?;
         let mut changed = Vec::new();

@@ -22,7 +22,7 @@ impl Lifecycle {
     ) -> Result<Upgraded, LifecycleError> {
         self.refuse_if_managed()?;
         let _op = self.ops.lock().await;
-        let (staging, m) = self.stage_and_load(source)?;
+        let (staging, m) = self.stage_with_room(source).await?;
         let before = self.lock().file.signers.get(&m.id).cloned();
         let verified = self.verify_package(source, &staging, &m, Some(before.as_deref()));
         let _ = std::fs::remove_dir_all(&staging);

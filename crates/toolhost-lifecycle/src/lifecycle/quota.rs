@@ -1,6 +1,8 @@
 //! The disk watcher (`disk` says what it holds to): reads each running
 //! plugin's use every `[sandbox] disk_check_ms`, and switches a plugin
-//! whose quota no kernel holds to a read-only data directory and back.
+//! whose quota no kernel holds to a read-only data directory and back; and
+//! when the file system holding the daemon's state runs short, every
+//! plugin that can write to it, until there is room again.
 
 use super::core::Lifecycle;
 use super::disk::{DiskBook, DiskInfo, RESUME_AT};
@@ -20,9 +22,57 @@ pub(super) async fn watch(lc: Weak<Lifecycle>) {
         tick.tick().await;
         let Some(lc) = lc.upgrade() else { return };
         check_all(&lc).await;
-        // Space came back: the daemon's reserve is whole again.
-        toolhost_base::files::Reserve::replenish();
+        check_room(&lc).await;
     }
+}
+
+/// Which hold a switch of a plugin's data access is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Hold {
+    /// Over its quota.
+    Over,
+    /// The disk holding the daemon's state is short of room.
+    Short,
+}
+
+/// The file system holding the state: when it is short of room (a plugin
+/// filled it, whatever its quota says), every plugin that can write to it
+/// is held read-only; when there is room again, they are let go and the
+/// reserve is made whole.
+pub(super) async fn check_room(lc: &Arc<Lifecycle>) {
+    let Some(room) = super::disk::room(&lc.cfg.state_dir) else {
+        return;
+    };
+    let holding = !lc.disk_book().short.is_empty();
+    let (bytes, files) = lc.reserve_size();
+    if super::disk::short_of(room, bytes, files, holding) {
+        let writers = lc.writers_on_state_disk();
+        if !writers.is_empty() {
+            tracing::warn!(
+                free_mib = room.bytes >> 20,
+                free_inodes = room.inodes,
+                plugins = %writers.join(", "),
+                "the disk holding the daemon's state is nearly full: every plugin that can write to it is read-only until there is room"
+            );
+        }
+        for id in writers {
+            lc.switch_data_access(&id, Hold::Short, true).await;
+        }
+        return;
+    }
+    if holding {
+        let held: Vec<String> = lc.disk_book().short.iter().cloned().collect();
+        tracing::info!(
+            free_mib = room.bytes >> 20,
+            free_inodes = room.inodes,
+            "the disk holding the daemon's state has room again: its plugins may write again"
+        );
+        for id in held {
+            lc.switch_data_access(&id, Hold::Short, false).await;
+        }
+    }
+    // Room: the daemon's reserve is whole again.
+    toolhost_base::reserve::Reserve::replenish();
 }
 
 /// One pass: measure each running plugin, and replace those that crossed
@@ -62,19 +112,22 @@ pub(super) async fn check_all(lc: &Arc<Lifecycle>) {
             continue;
         }
         #[allow(clippy::cast_precision_loss)]
-        let under = (used as f64) < (quota.bytes as f64) * RESUME_AT;
-        if !was_over && used > quota.bytes {
+        let under = (used.bytes as f64) < (quota.bytes as f64) * RESUME_AT
+            && (used.files as f64) < (quota.files as f64) * RESUME_AT;
+        if !was_over && used.over(&quota) {
             tracing::warn!(
                 plugin = %id,
-                used_mib = used >> 20,
+                used_mib = used.bytes >> 20,
                 quota_mib = quota.bytes >> 20,
+                used_files = used.files,
+                quota_files = quota.files,
                 "plugin is over its disk quota: its data directory is read-only until it is under {}%",
                 (RESUME_AT * 100.0) as u32
             );
-            lc.switch_data_access(&id, false).await;
+            lc.switch_data_access(&id, Hold::Over, true).await;
         } else if was_over && under {
-            tracing::info!(plugin = %id, used_mib = used >> 20, "plugin is back under its disk quota: it may write again");
-            lc.switch_data_access(&id, true).await;
+            tracing::info!(plugin = %id, used_mib = used.bytes >> 20, used_files = used.files, "plugin is back under its disk quota: it may write again");
+            lc.switch_data_access(&id, Hold::Over, false).await;
         }
     }
 }
@@ -88,34 +141,117 @@ impl Lifecycle {
 
     /// Whether `id` may write its data directory now.
     pub(super) fn data_writable(&self, id: &str) -> bool {
-        !self.disk_book().over.contains(id)
+        let book = self.disk_book();
+        !book.over.contains(id) && !book.short.contains(id)
+    }
+
+    /// The reserve's bytes and spare files, as configured.
+    pub(super) fn reserve_size(&self) -> (u64, u64) {
+        toolhost_base::reserve::Reserve::held_now()
+            .map_or((64 << 20, 64), |h| (h.want_bytes, h.want_files as u64))
+    }
+
+    /// The running plugins that can write to the file system holding the
+    /// daemon's state: a writable data directory on it, or a sparse image
+    /// of their own file system kept in it.
+    pub(super) fn writers_on_state_disk(&self) -> Vec<String> {
+        use std::os::unix::fs::MetadataExt as _;
+        let dev = |p: &std::path::Path| std::fs::metadata(p).ok().map(|m| m.dev());
+        let state = dev(&self.cfg.state_dir);
+        let candidates: Vec<(String, Option<Quota>)> = {
+            let inner = self.lock();
+            inner
+                .records
+                .values()
+                .filter_map(|r| {
+                    let handle = r.handle.as_ref()?;
+                    Some((r.manifest.id.clone(), handle.state().disk))
+                })
+                .collect()
+        };
+        candidates
+            .into_iter()
+            .filter(|(id, _)| self.data_writable(id))
+            .filter(|(id, quota)| {
+                let image = quota.as_ref().is_some_and(|q| {
+                    q.enforcement == Enforcement::Kernel("a file system of its own")
+                });
+                image || dev(&self.data_root().join(id)) == state
+            })
+            .map(|(id, _)| id)
+            .collect()
+    }
+
+    /// Before an operation that makes new files on the state's disk (an
+    /// install staging a package): when the disk is short, every plugin
+    /// that can write to it is held read-only first, then spares of the
+    /// reserve are given back for at least `bytes` and `files`. Called
+    /// with the operations' lock held.
+    pub(super) async fn make_room(&self, bytes: u64, files: usize) {
+        let Some(room) = super::disk::room(&self.cfg.state_dir) else {
+            return;
+        };
+        if room.bytes > bytes.saturating_add(1 << 20) && room.inodes > files as u64 + 16 {
+            return;
+        }
+        let writers = self.writers_on_state_disk();
+        for id in &writers {
+            self.switch_data_access_held(id, Hold::Short, true).await;
+        }
+        let (freed, count) = toolhost_base::reserve::Reserve::release(bytes, files);
+        tracing::warn!(
+            free_mib = room.bytes >> 20,
+            free_inodes = room.inodes,
+            held = %writers.join(", "),
+            released_mib = freed >> 20,
+            released_files = count,
+            "the disk holding the daemon's state is full: plugins that write to it are read-only, and the reserve gave back room for this operation"
+        );
     }
 
     /// `id`'s disk for a listing, given the quota its process started with.
     pub(super) fn disk_info(&self, id: &str, quota: &Quota) -> DiskInfo {
         let book = self.disk_book();
         DiskInfo {
-            used: book.used.get(id).copied(),
+            used: book.used.get(id).map(|u| u.bytes),
+            used_files: book.used.get(id).map(|u| u.files),
             limit: quota.bytes,
+            limit_files: quota.files,
             enforcement: quota.enforcement.clone(),
             over: book.over.contains(id),
+            short: book.short.contains(id),
             every: self.cfg.sandbox.disk_check,
         }
     }
 
-    /// Replaces `id`'s process with one whose data directory is writable
-    /// or not, as a configuration change replaces it: the new one ready
-    /// first, calls on the old one finishing. If the new one cannot start,
-    /// the old one keeps serving and the switch is tried at the next check.
-    async fn switch_data_access(&self, id: &str, writable: bool) {
+    /// Puts `hold` on `id`'s data directory (`on`) or takes it off, and
+    /// replaces its process when that changes whether it may write, as a
+    /// configuration change replaces it: the new one ready first, calls on
+    /// the old one finishing. If the new one cannot start, the old one
+    /// keeps serving and the switch is tried at the next check.
+    pub(super) async fn switch_data_access(&self, id: &str, hold: Hold, on: bool) {
         let _op = self.ops.lock().await;
+        self.switch_data_access_held(id, hold, on).await;
+    }
+
+    /// [`Self::switch_data_access`], with the operations' lock held.
+    async fn switch_data_access_held(&self, id: &str, hold: Hold, on: bool) {
+        let was = self.data_writable(id);
         {
             let mut book = self.disk_book();
-            if writable {
-                book.over.remove(id);
+            let set = match hold {
+                Hold::Over => &mut book.over,
+                Hold::Short => &mut book.short,
+            };
+            if on {
+                set.insert(id.to_owned());
             } else {
-                book.over.insert(id.to_owned());
+                set.remove(id);
             }
+        }
+        let writable = self.data_writable(id);
+        if was == writable {
+            return;
         }
         let (m, resolved) = {
             let inner = self.lock();
@@ -129,10 +265,14 @@ impl Lifecycle {
             new.stop().await;
             let mut book = self.disk_book();
             // Try again at the next check.
-            if writable {
-                book.over.insert(id.to_owned());
+            let set = match hold {
+                Hold::Over => &mut book.over,
+                Hold::Short => &mut book.short,
+            };
+            if on {
+                set.remove(id);
             } else {
-                book.over.remove(id);
+                set.insert(id.to_owned());
             }
             tracing::warn!(plugin = %id, "could not switch its data directory's access: {e}");
             return;

@@ -30,6 +30,8 @@ pub struct SandboxConfig {
     pub max_processes: u64,
     /// A data directory's quota when a manifest asks for none, MiB.
     pub default_disk_mb: u64,
+    /// The most files and folders a plugin's data directory holds.
+    pub disk_files: u64,
     /// The most any plugin gets, MiB.
     pub max_disk_mb: u64,
     /// Each data directory on an ext4 image of its own, the size of its
@@ -57,6 +59,7 @@ impl Default for SandboxConfig {
             default_processes: 256,
             max_processes: 4096,
             default_disk_mb: 1024,
+            disk_files: 100_000,
             max_disk_mb: 65_536,
             disk_images: false,
             disk_check: std::time::Duration::from_secs(10),
@@ -168,6 +171,7 @@ pub fn sandbox_policy(m: &Manifest, op: &Operator, cfg: &SandboxConfig) -> Sandb
             cfg.max_disk_mb,
         )
         .map(|mb| mb.saturating_mul(1 << 20)),
+        disk_files: Some(cfg.disk_files),
         filesystem,
         network,
         run_as: cfg.user.clone(),

@@ -152,7 +152,11 @@ class Plugin:
             return 1
         self._call_token = _read_call_token()
         _trace.install_from_env()
-        sock_dir = tempfile.mkdtemp(prefix="plugin-", dir=os.environ.get(SOCKET_DIR_KEY))
+        # toolhost names a private folder, fresh for this process, where a
+        # plugin may make its socket and nothing else: the socket goes
+        # straight in. An older host names none.
+        given = os.environ.get(SOCKET_DIR_KEY)
+        sock_dir = given or tempfile.mkdtemp(prefix="plugin-")
         path = os.path.join(sock_dir, "plugin.sock")
         server = grpc.aio.server()
         v1_grpc.add_PluginServicer_to_server(_Unary(self), server)
@@ -174,7 +178,8 @@ class Plugin:
             await stop.wait()
         finally:
             await server.stop(grace=2)
-            shutil.rmtree(sock_dir, ignore_errors=True)
+            if not given:
+                shutil.rmtree(sock_dir, ignore_errors=True)
             # The last spans go out before the process ends.
             await asyncio.to_thread(_trace.shutdown)
         return 0
