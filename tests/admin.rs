@@ -673,7 +673,13 @@ async fn a_dead_backends_delayed_push_cannot_take_over_before_or_after_a_restart
         3,
         "the live backend's catalog serves"
     );
-    let logs = d.logs();
+    let logs = d
+        .logs_with(&[
+            "catalog fence restored",
+            "offered_generation=dead",
+            "outcome=\"stale\"",
+        ])
+        .await;
     assert!(logs.contains("catalog fence restored"), "{logs}");
     assert!(
         logs.contains("offered_generation=dead") && logs.contains("outcome=\"stale\""),
@@ -689,7 +695,12 @@ async fn a_dead_backends_delayed_push_cannot_take_over_before_or_after_a_restart
     let mut a = admin(root.path()).await;
     let st = status(&mut a).await;
     assert!(!st.last_good && st.tools == 0, "{st:?}");
-    let logs = d.logs();
+    let logs = d
+        .logs_with(&[
+            "catalog-last-good.pb is unreadable",
+            "serving no catalog until the backend pushes",
+        ])
+        .await;
     assert!(
         logs.contains("catalog-last-good.pb is unreadable")
             && logs.contains("serving no catalog until the backend pushes"),

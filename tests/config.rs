@@ -380,7 +380,7 @@ async fn values_arrive_needs_config_withholds_and_secrets_reach_the_plugin_alone
         }
     }
     let _ = c.cancel().await;
-    let logs = d.logs();
+    let logs = d.logs_with(&["DEBUG"]).await;
     assert!(
         logs.contains("DEBUG"),
         "the daemon logged at its most verbose levels"

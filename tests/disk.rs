@@ -210,10 +210,10 @@ async fn a_plugin_that_keeps_the_disk_and_its_inodes_full_locks_out_no_operation
     let (ok, out) = cli_at(&admin, &["plugins", "list", "--format", "json"]);
     assert!(ok, "{out}");
     assert!(!out.contains("newbie"), "{out}");
+    let logs = d.logs_with(&["used a spare of the daemon's reserve"]).await;
     assert!(
-        d.logs().contains("used a spare of the daemon's reserve"),
-        "the disk was never full for the daemon: {}",
-        d.logs()
+        logs.contains("used a spare of the daemon's reserve"),
+        "the disk was never full for the daemon: {logs}"
     );
     // Every writer of the plugin is gone: none could take what is freed.
     for kind in ["bytes", "inodes"] {

@@ -837,7 +837,8 @@ async fn a_daemon_whose_nats_user_is_too_narrow_says_so() {
     );
     assert!(!out.contains("d2pass"), "{out}");
     assert_eq!(d.metric("toolhost_fleet_connected").await, Some(0.0));
-    assert!(d.logs().contains("Permissions Violation"), "{}", d.logs());
+    let logs = d.logs_with(&["Permissions Violation"]).await;
+    assert!(logs.contains("Permissions Violation"), "{logs}");
 }
 
 /// TLS to the NATS server, with the CA given in the config file (a

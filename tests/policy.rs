@@ -134,7 +134,7 @@ async fn a_destructive_call_runs_once_approved_and_never_when_denied_in_both_era
             2,
             "{era}: the approved calls ran once each, the denied ones never"
         );
-        let logs = d.logs();
+        let logs = d.logs_with(&["approval=\"user\""]).await;
         assert!(!logs.contains(SECRET), "an argument value reached the log");
         assert!(
             logs.contains("approval=\"user\"") || logs.contains("approval=user"),

@@ -494,6 +494,23 @@ impl Daemon {
         self.logs.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
+    /// Its log once it holds every one of `needles`, or after 30 s as it
+    /// is then (for the caller's assertion to show). Lines reach the log
+    /// through a reader of the daemon's stderr, a moment after the daemon
+    /// wrote them: a test that read once could miss one on a busy machine.
+    pub async fn logs_with(&self, needles: &[&str]) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut pause = Duration::from_millis(1);
+        loop {
+            let logs = self.logs();
+            if needles.iter().all(|n| logs.contains(n)) || Instant::now() >= deadline {
+                return logs;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(50));
+        }
+    }
+
     /// `http://127.0.0.1:PORT` without the `/mcp`.
     #[must_use]
     pub fn base(&self) -> String {
