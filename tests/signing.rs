@@ -760,12 +760,12 @@ fn pack_signed_by(dir: &Path, out: &Path, sk: &minisign::SecretKey, scratch: &Pa
     let bytes = std::fs::read(
         scratch
             .join(&id)
-            .join(toolhost_lifecycle::package::STATEMENT_FILE),
+            .join(toolhost_package::statement::STATEMENT_FILE),
     )
     .expect("pack wrote a statement");
-    let statement: toolhost_lifecycle::package::Statement =
+    let statement: toolhost_package::statement::Statement =
         serde_json::from_slice(&bytes).expect("a statement");
-    let sig = toolhost_lifecycle::package::sign(&statement, sk).expect("signed");
+    let sig = toolhost_package::statement::sign(&statement, sk).expect("signed");
     let mut beside = out.as_os_str().to_owned();
     beside.push(".minisig");
     std::fs::write(PathBuf::from(beside), sig).expect("writable");

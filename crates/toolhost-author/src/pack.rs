@@ -29,8 +29,8 @@ use anyhow::{Context as _, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use toolhost_base::{errln, outln};
-use toolhost_lifecycle::ArchiveLimits;
 use toolhost_manifest::Manifest;
+use toolhost_package::ArchiveLimits;
 
 /// The flags of `toolhost pack`.
 #[derive(Debug, clap::Args)]
@@ -249,14 +249,14 @@ fn write_package(
     let root = scratch.join(id);
     // The statement lists files, and an installer refuses a folder that
     // holds none of them: empty folders are left out (innermost first).
-    for folder in toolhost_lifecycle::package::empty_folders(&root)? {
+    for folder in toolhost_package::statement::empty_folders(&root)? {
         std::fs::remove_dir(root.join(&folder))
             .with_context(|| format!("cannot leave out the empty folder {folder}"))?;
     }
     // The statement names exactly what the archive holds: written last,
     // once nothing else will change in the tree.
     let statement = crate::sign::write_statement(&root, packed)?;
-    let signature = crate::sign::with_suffix(output, toolhost_lifecycle::package::SIGNATURE_SUFFIX);
+    let signature = crate::sign::with_suffix(output, toolhost_package::statement::SIGNATURE_SUFFIX);
     // A signature left from an earlier pack would not match this archive.
     let _ = std::fs::remove_file(&signature);
     let (entries, bytes) = write_archive(scratch, id, output)?;
@@ -406,7 +406,7 @@ fn write_archive(scratch: &Path, id: &str, output: &Path) -> Result<(u64, u64)> 
         tar.into_inner()?.finish()?.sync_all()?;
         // What an install reads, read the same way: every header bounded,
         // the sizes as the reader counts them, the daemon's default caps.
-        toolhost_lifecycle::archive::check(&tmp, limits).map(|_| ())
+        toolhost_package::archive::check(&tmp, limits).map(|_| ())
     })();
     if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, output)) {
         let _ = std::fs::remove_file(&tmp);

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, bail};
 use toolhost_base::outln;
-use toolhost_lifecycle::package;
+use toolhost_package::statement as package;
 
 /// The flags of `toolhost keygen`.
 #[derive(Debug, clap::Args)]
@@ -129,10 +129,10 @@ pub fn sign_into(
 pub(crate) fn write_statement(
     root: &Path,
     m: &toolhost_manifest::Manifest,
-) -> Result<toolhost_lifecycle::package::Statement> {
-    let statement = toolhost_lifecycle::package::statement_of(root, m)
+) -> Result<toolhost_package::statement::Statement> {
+    let statement = toolhost_package::statement::statement_of(root, m)
         .context("cannot read the packed plugin's files")?;
-    let path = root.join(toolhost_lifecycle::package::STATEMENT_FILE);
+    let path = root.join(toolhost_package::statement::STATEMENT_FILE);
     std::fs::write(&path, statement.to_bytes())
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(statement)

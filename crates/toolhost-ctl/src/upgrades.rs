@@ -19,9 +19,9 @@ pub(crate) fn plugin_named_by(path: &Path) -> Option<(String, String)> {
         std::fs::read_to_string(path.join("plugin.toml")).ok()?
     } else {
         // Read as the daemon reads an archive: every header bounded.
-        let bytes = toolhost_lifecycle::archive::read_entry(
+        let bytes = toolhost_package::archive::read_entry(
             path,
-            toolhost_lifecycle::ArchiveLimits::default(),
+            toolhost_package::ArchiveLimits::default(),
             |p| p.file_name().is_some_and(|n| n == "plugin.toml") && p.components().count() <= 2,
             toolhost_manifest::manifest::MAX_MANIFEST_BYTES,
         )

@@ -120,9 +120,9 @@ pub struct Settings {
     /// Descriptors kept back from HTTP connections.
     pub reserved_fds: u64,
     /// What an install reads of an archive.
-    pub archive: toolhost_lifecycle::ArchiveLimits,
+    pub archive: toolhost_package::ArchiveLimits,
     /// Whom packages must come from (`[install]`).
-    pub trust: toolhost_lifecycle::package::TrustPolicy,
+    pub trust: toolhost_package::statement::TrustPolicy,
     /// What an upgrade that changes a plugin's contract does.
     pub contracts: toolhost_lifecycle::contract::ContractPolicy,
     /// The supervisor's timings.
@@ -495,7 +495,7 @@ fn http_tokens(
 impl LimitsConfig {
     /// `[limits]` as the pipeline's and the archive reader's bounds, each
     /// unset key at its library default.
-    fn resolve(&self) -> (toolhost_pipeline::Limits, toolhost_lifecycle::ArchiveLimits) {
+    fn resolve(&self) -> (toolhost_pipeline::Limits, toolhost_package::ArchiveLimits) {
         let d = toolhost_pipeline::Limits::default();
         let pipeline = toolhost_pipeline::Limits {
             max_timeout: self
@@ -508,8 +508,8 @@ impl LimitsConfig {
                 .unwrap_or(d.max_calls_per_plugin)
                 .max(1),
         };
-        let d = toolhost_lifecycle::ArchiveLimits::default();
-        let archive = toolhost_lifecycle::ArchiveLimits {
+        let d = toolhost_package::ArchiveLimits::default();
+        let archive = toolhost_package::ArchiveLimits {
             max_bytes: self.max_archive_bytes.unwrap_or(d.max_bytes),
             max_entries: self.max_archive_entries.unwrap_or(d.max_entries),
         };
@@ -580,7 +580,7 @@ mod tests {
         let d = toolhost_pipeline::Limits::default();
         assert_eq!(s.limits.max_calls_per_plugin, d.max_calls_per_plugin);
         assert_eq!(s.limits.max_timeout, DEFAULT_MAX_TIMEOUT);
-        assert_eq!(s.archive, toolhost_lifecycle::ArchiveLimits::default());
+        assert_eq!(s.archive, toolhost_package::ArchiveLimits::default());
         assert_eq!(s.prefix, toolhost_manifest::naming::DEFAULT_PREFIX);
     }
 

@@ -67,14 +67,14 @@ impl InstallFile {
     /// # Errors
     /// A key that is not a minisign public key, or signatures required with
     /// no key to verify them.
-    pub fn resolve(&self) -> anyhow::Result<toolhost_lifecycle::package::TrustPolicy> {
+    pub fn resolve(&self) -> anyhow::Result<toolhost_package::statement::TrustPolicy> {
         let mut keys = Vec::with_capacity(self.trusted_keys.len());
         for (i, k) in self.trusted_keys.iter().enumerate() {
-            let key = toolhost_lifecycle::package::public_key(k)
+            let key = toolhost_package::statement::public_key(k)
                 .map_err(|e| anyhow::anyhow!("[install] trusted_keys[{i}]: {e}"))?;
             keys.push(key);
         }
-        if let Some((i, j, id)) = toolhost_lifecycle::package::shared_ids(&keys)
+        if let Some((i, j, id)) = toolhost_package::statement::shared_ids(&keys)
             .into_iter()
             .next()
         {
@@ -90,7 +90,7 @@ impl InstallFile {
                 "[install] require_signature = true needs a key in [install] trusted_keys: with none, every package would be refused"
             );
         }
-        Ok(toolhost_lifecycle::package::TrustPolicy {
+        Ok(toolhost_package::statement::TrustPolicy {
             keys,
             require_signature,
             allow_signer_change: self.allow_signer_change,

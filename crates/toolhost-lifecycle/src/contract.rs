@@ -41,7 +41,10 @@ pub fn changes(old: &Manifest, new: &Manifest) -> Vec<String> {
             Some(o) => tool_changes(o, t, &mut out),
         }
     }
-    let (before, after) = (crate::package::asks(old), crate::package::asks(new));
+    let (before, after) = (
+        toolhost_package::statement::asks(old),
+        toolhost_package::statement::asks(new),
+    );
     for (key, now) in &after {
         let was = before.get(key).unwrap_or(&Value::Null);
         if was != now {
@@ -95,7 +98,10 @@ fn runtime_changes(
 /// operator accepts it, whatever the policy.
 #[must_use]
 pub fn asks_changed(old: &Manifest, new: &Manifest) -> bool {
-    let (before, after) = (crate::package::asks(old), crate::package::asks(new));
+    let (before, after) = (
+        toolhost_package::statement::asks(old),
+        toolhost_package::statement::asks(new),
+    );
     // The sandbox's asks are the manifest's `[capabilities]`; its
     // configuration items and command are shown as changes too, but ask
     // the sandbox for nothing.

@@ -1,10 +1,10 @@
 //! File operations: staging, the state file, copying and unpacking.
 
-use crate::archive::ArchiveLimits;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
+use toolhost_package::archive::ArchiveLimits;
 
 /// Creates `dir` (and its parents) private (`toolhost_base::files`'s one
 /// rule): the state directory and plugin data hold agent text.
@@ -231,14 +231,14 @@ fn copy_dir(root: &Path, from: &Path, to: &Path, budget: &mut Budget) -> std::io
     Ok(())
 }
 
-/// Unpacks a `.tar.gz` (`crate::archive`: every header bounded before
+/// Unpacks a `.tar.gz` (`toolhost_package::archive`: every header bounded before
 /// it is read, the caps counted from the size each entry's data will be
 /// read with). If it holds a single top directory with a `plugin.toml`,
 /// that directory is the plugin.
 fn unpack(archive: &Path, to: &Path, limits: ArchiveLimits) -> std::io::Result<()> {
     let raw = to.join(".unpacked");
     std::fs::create_dir_all(&raw)?;
-    crate::archive::unpack(archive, &raw, limits)?;
+    toolhost_package::archive::unpack(archive, &raw, limits)?;
     let root = if raw.join("plugin.toml").is_file() {
         raw.clone()
     } else {

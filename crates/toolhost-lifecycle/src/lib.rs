@@ -33,15 +33,12 @@
 
 #![forbid(unsafe_code)]
 
-pub mod archive;
 pub mod contract;
 mod files;
 mod lifecycle;
-pub mod package;
 pub mod settings;
 mod spec;
 
-pub use archive::ArchiveLimits;
 pub use files::private_dir;
 pub use lifecycle::{
     DISK_CHECK, DiskInfo, HeldInfo, Lifecycle, LifecycleConfig, LifecycleError, PluginInfo,

@@ -4,7 +4,6 @@
 //! state file).
 
 use super::records::{Inner, Origin};
-use crate::archive::ArchiveLimits;
 use crate::settings::{self, ItemStatus, Operator, Resolved, SandboxConfig, Stored};
 use arc_swap::ArcSwap;
 use std::collections::BTreeMap;
@@ -14,6 +13,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use toolhost_catalog::{Installed, Store};
 use toolhost_manifest::Manifest;
+use toolhost_package::archive::ArchiveLimits;
 use toolhost_runtime::{PluginHandle, PluginSpec, Plugins, SupervisorConfig};
 use toolhost_sandbox::RuleStatus;
 
@@ -36,7 +36,7 @@ pub struct LifecycleConfig {
     /// Caps on what an installed archive may unpack to.
     pub archive_limits: ArchiveLimits,
     /// Whose signatures are trusted, and whether one is required.
-    pub trust: crate::package::TrustPolicy,
+    pub trust: toolhost_package::statement::TrustPolicy,
     /// What an upgrade that changes a plugin's contract does.
     pub contracts: crate::contract::ContractPolicy,
     /// Per plugin id, what the operator decided: environment, values,
@@ -443,7 +443,9 @@ impl Lifecycle {
                     disk,
                     signer: match (r.origin, inner.file.signers.get(&r.manifest.id)) {
                         (Origin::Static, _) => "not a package (from the configuration)".to_owned(),
-                        (Origin::Installed, Some(k)) => crate::package::describe_stored(k),
+                        (Origin::Installed, Some(k)) => {
+                            toolhost_package::statement::describe_stored(k)
+                        }
                         (Origin::Installed, None) => "unsigned".to_owned(),
                     },
                     held: inner.file.held.get(&r.manifest.id).map(Into::into),

@@ -79,7 +79,7 @@ pub struct UpgradeOptions {
 /// its canonical bytes, recomputed from what is there (signed or not).
 pub(super) fn statement_digest(m: &Manifest) -> std::io::Result<String> {
     use sha2::Digest as _;
-    let statement = crate::package::statement_of(&m.dir, m)?;
+    let statement = toolhost_package::statement::statement_of(&m.dir, m)?;
     let digest = sha2::Sha256::digest(statement.to_bytes());
     Ok(format!(
         "sha256:{}",

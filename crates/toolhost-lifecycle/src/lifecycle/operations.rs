@@ -116,7 +116,7 @@ impl Lifecycle {
         m: &Manifest,
         installed: Option<Option<&str>>,
     ) -> Result<Option<String>, LifecycleError> {
-        use crate::package::Signer;
+        use toolhost_package::statement::Signer;
         let trust = &self.cfg.trust;
         let refused = |reason: String| {
             let _ = std::fs::remove_dir_all(staging);
@@ -125,8 +125,10 @@ impl Lifecycle {
                 reason,
             }
         };
-        let signer = crate::package::signature_beside(source)
-            .and_then(|sig| crate::package::verify(staging, m, sig.as_deref(), &trust.keys))
+        let signer = toolhost_package::statement::signature_beside(source)
+            .and_then(|sig| {
+                toolhost_package::statement::verify(staging, m, sig.as_deref(), &trust.keys)
+            })
             .map_err(|e| refused(e.to_string()))?;
         if signer.trusted().is_none() && trust.require_signature {
             let why = match &signer {
@@ -139,7 +141,7 @@ impl Lifecycle {
                         .file_name()
                         .map(|n| n.to_string_lossy())
                         .unwrap_or_default(),
-                    crate::package::SIGNATURE_SUFFIX
+                    toolhost_package::statement::SIGNATURE_SUFFIX
                 ),
             };
             return Err(refused(why));
@@ -160,7 +162,7 @@ impl Lifecycle {
             };
             return Err(refused(format!(
                 "the installed version was signed by {}, and this one is {now}; an upgrade keeps its signer unless [install] allow_signer_change = true",
-                crate::package::describe_stored(before)
+                toolhost_package::statement::describe_stored(before)
             )));
         }
         Ok(signer.trusted().map(|k| k.key.clone()))

@@ -186,7 +186,10 @@ impl std::fmt::Display for Found {
 impl std::error::Error for Found {}
 
 /// Unpacks a `.tar.gz` into `to` (which must exist and be empty).
-pub(crate) fn unpack(archive: &Path, to: &Path, limits: ArchiveLimits) -> io::Result<Summary> {
+///
+/// # Errors
+/// An entry the reader refuses, or the disk.
+pub fn unpack(archive: &Path, to: &Path, limits: ArchiveLimits) -> io::Result<Summary> {
     let file = std::fs::File::open(archive)?;
     walk(
         flate2::read::GzDecoder::new(io::BufReader::new(file)),

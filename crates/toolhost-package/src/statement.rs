@@ -35,9 +35,8 @@ use sha2::{Digest as _, Sha256};
 use toolhost_manifest::Manifest;
 use toolhost_manifest::grants::{Access, Network};
 
-mod keys;
-use keys::hex;
-pub use keys::{
+use crate::keys::hex;
+pub use crate::keys::{
     Signer, TrustPolicy, TrustedKey, describe_stored, is_legacy_key_id, key_id_of, public_key,
     public_key_id, shared_ids,
 };
