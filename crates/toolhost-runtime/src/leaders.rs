@@ -60,17 +60,21 @@ pub(crate) static SPAWNING: std::sync::RwLock<()> = std::sync::RwLock::new(());
 /// Among `among` only when given (what was left in a plugin's cgroup),
 /// else among every process.
 pub(crate) fn sweep_strays(among: Option<&[u32]>) {
-    // No spawn between its fork and its entry among the leaders, when it
-    // would look like a stray.
-    let _no_spawn = SPAWNING.write().unwrap_or_else(PoisonError::into_inner);
-    let leaders = EVERY.lock().unwrap_or_else(PoisonError::into_inner).clone();
-    let n = match among {
-        Some(pids) => toolhost_sandbox::tree::sweep_strays_among(pids, &leaders),
-        None => toolhost_sandbox::tree::sweep_strays(&leaders),
+    let killed = {
+        // No spawn between its fork and its entry among the leaders, when
+        // it would look like a stray. Held to find and kill, not to reap:
+        // a killed child keeps its pid until reaped, so none is mistaken.
+        let _no_spawn = SPAWNING.write().unwrap_or_else(PoisonError::into_inner);
+        let leaders = EVERY.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        match among {
+            Some(pids) => toolhost_sandbox::tree::sweep_strays_among(pids, &leaders),
+            None => toolhost_sandbox::tree::sweep_strays(&leaders),
+        }
     };
-    if n > 0 {
+    toolhost_sandbox::tree::reap(&killed);
+    if !killed.is_empty() {
         tracing::warn!(
-            processes = n,
+            processes = killed.len(),
             "killed processes a plugin left behind when it exited (detached from it, still running)"
         );
     }

@@ -20,7 +20,7 @@
 //!   never can, having left it at `setsid`);
 //! - a stop ([`kill_tree`]) freezes the whole tree first (`SIGSTOP`, so
 //!   nothing forks meanwhile), then kills it, until none is left; and the
-//!   daemon kills and reaps strays ([`sweep_strays`]).
+//!   daemon kills strays ([`sweep_strays`]) and reaps them ([`reap`]).
 //!
 //! What this module must not do: signal a process it has not found below
 //! a plugin leader or among the daemon's strays, or reap a child the
@@ -138,34 +138,40 @@ fn strays_among(
         .collect()
 }
 
-/// Kills every stray and what is below it, and reaps them (they are the
-/// daemon's children, and nothing else waits for them). Returns how many
-/// strays there were.
-pub fn sweep_strays(leaders: &BTreeSet<u32>) -> usize {
-    sweep(strays(leaders))
+/// Kills every stray and what is below it; returns them, to be reaped
+/// with [`reap`] (apart, so that a caller holding a lock for the finding
+/// need not hold it while a dying process takes its time).
+#[must_use]
+pub fn sweep_strays(leaders: &BTreeSet<u32>) -> Vec<u32> {
+    kill_all(strays(leaders))
 }
 
 /// [`sweep_strays`] among `pids` only (what was left in a plugin's cgroup:
 /// no walk of every process).
-pub fn sweep_strays_among(pids: &[u32], leaders: &BTreeSet<u32>) -> usize {
+#[must_use]
+pub fn sweep_strays_among(pids: &[u32], leaders: &BTreeSet<u32>) -> Vec<u32> {
     let candidates = pids
         .iter()
         .filter_map(|p| Some((*p, parent_and_session(*p)?)));
-    sweep(strays_among(candidates, leaders))
+    kill_all(strays_among(candidates, leaders))
 }
 
-fn sweep(found: Vec<u32>) -> usize {
+fn kill_all(found: Vec<u32>) -> Vec<u32> {
     for p in &found {
         kill_tree(*p, 8);
         signal(*p, Signal::KILL);
     }
-    for p in &found {
+    found
+}
+
+/// Waits for each of `pids` (strays this process killed: its children,
+/// whose status nothing else takes).
+pub fn reap(pids: &[u32]) {
+    for p in pids {
         if let Some(pid) = i32::try_from(*p).ok().and_then(Pid::from_raw) {
-            // Each one is this process's child: its status is ours to take.
             let _ = rustix::process::waitpid(Some(pid), WaitOptions::empty());
         }
     }
-    found.len()
 }
 
 #[cfg(test)]
