@@ -144,6 +144,8 @@ async fn a_plugin_that_keeps_the_disk_and_its_inodes_full_locks_out_no_operation
     }
     let admin = state.join("admin.sock");
     let c = agent(&d.url, TOKEN).await;
+    let rest = small.dir.join("rest");
+    SmallFs::keep_room_for_the_rest(&rest);
     let dir = shared.display().to_string();
     for args in [
         json!({ "dir": dir, "kind": "bytes", "detach": true }),
@@ -160,7 +162,6 @@ async fn a_plugin_that_keeps_the_disk_and_its_inodes_full_locks_out_no_operation
     .await;
     // What the plugin's writers did not take, the test takes: no byte and
     // no inode free for anyone.
-    let rest = small.dir.join("rest");
     let _ = SmallFs::take_the_rest(&rest);
     let (bytes, inodes) = small.free();
     assert!(

@@ -58,29 +58,49 @@ impl SmallFs {
         })
     }
 
-    /// Takes what is left, bytes and inodes, into `dir`: empty files until
-    /// no inode is left, then the bytes a page at a time. Returns how many
-    /// files it made.
+    /// Makes `dir` with its file `rest`, while there is room: where
+    /// [`SmallFs::take_the_rest`] puts the last bytes (a full disk has no
+    /// inode for a new file).
+    pub fn keep_room_for_the_rest(dir: &Path) {
+        std::fs::create_dir_all(dir).expect("a folder on the small file system");
+        std::fs::File::create(dir.join("rest")).expect("a file on the small file system");
+    }
+
+    /// Takes what is left, bytes and inodes, into `dir` (made by
+    /// [`SmallFs::keep_room_for_the_rest`]): the bytes into `rest`, a page
+    /// at a time at the end, then empty files until no inode is left; again
+    /// until neither takes anything (what is freed meanwhile is taken too).
+    /// Returns how many files it made.
     #[must_use]
     pub fn take_the_rest(dir: &Path) -> u64 {
         use std::io::Write as _;
-        let _ = std::fs::create_dir_all(dir);
-        // Bytes first, in one file (it needs one inode), then inodes.
         let mut made = 0;
-        if let Ok(mut f) = std::fs::File::create(dir.join("rest")) {
-            made += 1;
-            let chunk = vec![1u8; 1 << 20];
-            while f.write_all(&chunk).is_ok() {}
-            while f
-                .write_all(&chunk[..4096])
-                .and_then(|()| f.sync_data())
-                .is_ok()
-            {}
+        let chunk = vec![1u8; 1 << 20];
+        loop {
+            let mut took = false;
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .append(true)
+                .open(dir.join("rest"))
+            {
+                while f.write_all(&chunk).is_ok() {
+                    took = true;
+                }
+                while f
+                    .write_all(&chunk[..4096])
+                    .and_then(|()| f.sync_data())
+                    .is_ok()
+                {
+                    took = true;
+                }
+            }
+            while std::fs::File::create(dir.join(format!("i{made}"))).is_ok() {
+                made += 1;
+                took = true;
+            }
+            if !took {
+                return made;
+            }
         }
-        while std::fs::File::create(dir.join(format!("i{made}"))).is_ok() {
-            made += 1;
-        }
-        made
     }
 }
 
