@@ -290,8 +290,11 @@ async fn a_detached_writer_stops_when_its_plugin_goes_read_only_or_stops() {
                 let _ = std::fs::remove_file(e.path());
             }
         }
-        eventually(WAIT, "hog under its quota again", async || {
-            (shown(&admin, "hog")["disk"]["over"] == false).then_some(())
+        // Under again, and its process that may write ready: until then,
+        // the read-only one serves (a writer it started could not write).
+        eventually(WAIT, "hog under its quota and writable again", async || {
+            let disk = &shown(&admin, "hog")["disk"];
+            (disk["over"] == false && disk["read_only"] == false).then_some(())
         })
         .await;
     }

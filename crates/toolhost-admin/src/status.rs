@@ -98,6 +98,7 @@ pub(crate) fn plugin_status(
         },
         over: d.over,
         short: d.short,
+        read_only: d.read_only,
         used_files: d.used_files.unwrap_or(0),
         limit_files: d.limit_files,
         measured: d.used.is_some(),

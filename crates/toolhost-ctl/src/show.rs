@@ -183,6 +183,8 @@ pub(crate) fn disk_line(d: &pb::DiskUse) -> String {
         "; OVER QUOTA: its data is read-only until it deletes below 90%"
     } else if d.short {
         "; READ-ONLY: the disk holding toolhost's state is nearly full"
+    } else if d.read_only {
+        "; READ-ONLY until its process that may write is ready"
     } else {
         ""
     };
@@ -245,7 +247,7 @@ pub(crate) fn plugin_json(p: &pb::PluginStatus) -> serde_json::Value {
         "ungranted": p.ungranted,
         "sandbox": p.sandbox.iter().map(|r| serde_json::json!({ "rule": r.rule, "state": r.state, "detail": r.detail })).collect::<Vec<_>>(),
         "policies": p.policies.iter().map(|t| serde_json::json!({ "tool": t.tool, "approval": t.approval, "rate_limit": t.rate_limit, "rules": t.rules })).collect::<Vec<_>>(),
-        "disk": p.disk.as_ref().map(|d| serde_json::json!({ "used_bytes": d.measured.then_some(d.used_bytes), "limit_bytes": d.limit_bytes, "used_files": d.measured.then_some(d.used_files), "limit_files": d.limit_files, "kernel": d.kernel, "over": d.over, "short": d.short })),
+        "disk": p.disk.as_ref().map(|d| serde_json::json!({ "used_bytes": d.measured.then_some(d.used_bytes), "limit_bytes": d.limit_bytes, "used_files": d.measured.then_some(d.used_files), "limit_files": d.limit_files, "kernel": d.kernel, "over": d.over, "short": d.short, "read_only": d.read_only })),
     })
 }
 

@@ -128,6 +128,9 @@ pub struct PluginHandle {
     version: String,
     /// The tools its manifest declares (local names).
     declared: Vec<String>,
+    /// Whether its processes may write their data directory (a plugin
+    /// held read-only runs under a handle of its own until it is let go).
+    data_writable: bool,
     state: watch::Receiver<PluginState>,
     commands: mpsc::UnboundedSender<Command>,
 }
@@ -137,6 +140,12 @@ impl PluginHandle {
     #[must_use]
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// Whether its processes may write their data directory.
+    #[must_use]
+    pub fn data_writable(&self) -> bool {
+        self.data_writable
     }
 
     /// Where the running process's code and the manifest disagree:
@@ -226,6 +235,7 @@ pub(crate) fn supervise_among(
     });
     let (ctx, crx) = mpsc::unbounded_channel();
     let (id, version, declared) = (spec.id.clone(), spec.version.clone(), spec.tools.clone());
+    let data_writable = spec.data_writable;
     tokio::spawn(
         Supervisor {
             spec,
@@ -240,6 +250,7 @@ pub(crate) fn supervise_among(
         id,
         version,
         declared,
+        data_writable,
         state: rx,
         commands: ctx,
     }

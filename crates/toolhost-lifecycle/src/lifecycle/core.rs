@@ -417,7 +417,10 @@ impl Lifecycle {
             .map(|r| {
                 let op = self.operator(&r.manifest.id);
                 let quota = r.handle.as_ref().and_then(|h| h.state().disk);
-                let disk = quota.as_ref().map(|q| self.disk_info(&r.manifest.id, q));
+                let writable = r.handle.as_ref().is_some_and(|h| h.data_writable());
+                let disk = quota
+                    .as_ref()
+                    .map(|q| self.disk_info(&r.manifest.id, q, writable));
                 let mut sandbox = toolhost_sandbox::enforcement(&settings::sandbox_policy(
                     &r.manifest,
                     &op,

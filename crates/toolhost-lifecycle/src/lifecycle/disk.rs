@@ -64,6 +64,10 @@ pub struct DiskInfo {
     /// Held read-only because the disk holding the daemon's state is
     /// short of room.
     pub short: bool,
+    /// The running process's data directory is read-only. It follows
+    /// `over` and `short` once the process that replaces it is ready: a
+    /// plugin let go still writes nothing until then.
+    pub read_only: bool,
     /// How often it is read.
     pub every: Duration,
 }

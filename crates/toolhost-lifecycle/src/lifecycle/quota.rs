@@ -209,8 +209,9 @@ impl Lifecycle {
         );
     }
 
-    /// `id`'s disk for a listing, given the quota its process started with.
-    pub(super) fn disk_info(&self, id: &str, quota: &Quota) -> DiskInfo {
+    /// `id`'s disk for a listing, given the quota its process started with
+    /// and whether that process may write.
+    pub(super) fn disk_info(&self, id: &str, quota: &Quota, writable: bool) -> DiskInfo {
         let book = self.disk_book();
         DiskInfo {
             used: book.used.get(id).map(|u| u.bytes),
@@ -220,6 +221,7 @@ impl Lifecycle {
             enforcement: quota.enforcement.clone(),
             over: book.over.contains(id),
             short: book.short.contains(id),
+            read_only: !writable,
             every: self.cfg.sandbox.disk_check,
         }
     }
