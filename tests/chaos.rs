@@ -315,7 +315,8 @@ async fn plugins_misbehave_while_agents_work() {
         admin
             .install_plugin(pb::InstallPluginRequest {
                 values: Default::default(),
-                path: kit1.display().to_string()
+                path: kit1.display().to_string(),
+                ..Default::default()
             })
             .await
             .is_ok()

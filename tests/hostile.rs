@@ -177,6 +177,7 @@ async fn hostile_http_gets_clear_errors_and_the_daemon_keeps_serving() {
     )
     .await;
     assert_eq!(status, 200, "a session that only initializes is admitted");
+    toolhost_registry::use_ring_for_tls();
     let refused = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(d.url.clone()).auth_header(TOKEN.to_owned()),
     );
@@ -194,6 +195,7 @@ async fn hostile_http_gets_clear_errors_and_the_daemon_keeps_serving() {
         WAIT,
         "abandoned sessions closed by the idle timeout",
         async || {
+            toolhost_registry::use_ring_for_tls();
             let t = StreamableHttpClientTransport::from_config(
                 StreamableHttpClientTransportConfig::with_uri(d.url.clone())
                     .auth_header(TOKEN.to_owned()),
@@ -695,6 +697,7 @@ async fn an_unknown_key_burst_gets_bounded_answers_and_memory_comes_back() {
 async fn modern_client(url: &str) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
     use rmcp::model::ProtocolVersion;
     use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _};
+    toolhost_registry::use_ring_for_tls();
     let t = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(TOKEN.to_owned()),
     );

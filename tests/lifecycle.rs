@@ -88,6 +88,7 @@ async fn install_upgrade_disable_enable_remove_while_agents_work() {
         .install_plugin(pb::InstallPluginRequest {
             values: Default::default(),
             path: v1.display().to_string(),
+            ..Default::default()
         })
         .await;
     let rev1 = r.expect("install").into_inner().revision;
@@ -105,6 +106,7 @@ async fn install_upgrade_disable_enable_remove_while_agents_work() {
         .install_plugin(pb::InstallPluginRequest {
             values: Default::default(),
             path: clash.display().to_string(),
+            ..Default::default()
         })
         .await;
     let e = r.err().map(|s| s.message().to_owned()).unwrap_or_default();
@@ -309,7 +311,8 @@ async fn what_is_installed_and_enabled_survives_a_restart() {
         assert!(
             a.install_plugin(pb::InstallPluginRequest {
                 values: Default::default(),
-                path: v1.display().to_string()
+                path: v1.display().to_string(),
+                ..Default::default()
             })
             .await
             .is_ok()
@@ -385,6 +388,7 @@ async fn an_interrupted_install_leaves_nothing_half_installed() {
             a2.install_plugin(pb::InstallPluginRequest {
                 values: Default::default(),
                 path: v1.display().to_string(),
+                ..Default::default()
             })
             .await
         });

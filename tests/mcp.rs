@@ -39,6 +39,7 @@ fn config(root: &Path, plugins: &[PathBuf], extra: &str) -> String {
 }
 
 async fn http_client_2026(url: &str) -> Client {
+    toolhost_registry::use_ring_for_tls();
     let t = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(TOKEN.to_owned()),
     );

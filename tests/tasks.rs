@@ -789,6 +789,7 @@ async fn an_upgrade_lets_a_running_task_finish_on_the_old_process() {
     a.install_plugin(pb::InstallPluginRequest {
         values: Default::default(),
         path: v1.display().to_string(),
+        ..Default::default()
     })
     .await
     .unwrap();

@@ -808,6 +808,9 @@ fn the_example_configuration_carries_every_key() {
     structs.extend(config_keys(
         &root.join("crates/toolhost-daemon/src/sandboxing.rs"),
     ));
+    structs.extend(config_keys(
+        &root.join("crates/toolhost-daemon/src/registry.rs"),
+    ));
     assert!(
         structs.contains_key("Config") && structs.contains_key("PluginConfig"),
         "the configuration's structs moved: {:?}",

@@ -150,6 +150,7 @@ pub async fn connect(url: &str, asker: Asker, era: Era) -> Client {
 
 /// Connects `asker` over streamable HTTP with `token`, in `era`.
 pub async fn connect_as(url: &str, token: &str, asker: Asker, era: Era) -> Client {
+    toolhost_registry::use_ring_for_tls();
     let t = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token.to_owned()),
     );

@@ -10,6 +10,7 @@
 
 pub mod as_run;
 pub mod asker;
+pub mod registry;
 pub mod sdk;
 pub mod small_fs;
 
@@ -57,8 +58,15 @@ pub fn cli_at(admin: &Path, args: &[&str]) -> (bool, String) {
 /// Runs the `toolhost` CLI: (success, stdout and stderr).
 #[must_use]
 pub fn cli(args: &[&str]) -> (bool, String) {
+    cli_env(&[], args)
+}
+
+/// [`cli`] with `env` set for it.
+#[must_use]
+pub fn cli_env(env: &[(&str, &Path)], args: &[&str]) -> (bool, String) {
     let out = std::process::Command::new(bin("toolhost"))
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .expect("run the CLI");
     (
@@ -732,6 +740,7 @@ pub type AgentClient = rmcp::service::RunningService<rmcp::RoleClient, Agent>;
 /// Connects an [`Agent`] over streamable HTTP with `token`.
 pub async fn agent(url: &str, token: &str) -> AgentClient {
     use rmcp::ServiceExt as _;
+    toolhost_registry::use_ring_for_tls();
     let t = rmcp::transport::StreamableHttpClientTransport::from_config(
         rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
             url.to_owned(),

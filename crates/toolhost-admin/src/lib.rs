@@ -29,6 +29,7 @@
 
 mod authority;
 mod policy;
+mod requests;
 mod server;
 mod service;
 mod status;

@@ -1,5 +1,6 @@
 //! The `Admin` service.
 
+use crate::requests::{Source, bounded_values, source_of};
 use crate::status::{config_items, plugin_status, status_of};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -82,6 +83,7 @@ fn lifecycle_status(e: LifecycleError) -> Status {
         | LifecycleError::NotReviewed { .. } => Status::failed_precondition(message),
         LifecycleError::StartFailed { .. } => Status::aborted(message),
         LifecycleError::Untrusted { .. } => Status::permission_denied(message),
+        LifecycleError::Registry { .. } => Status::failed_precondition(message),
         LifecycleError::Io { .. } => Status::internal(message),
     }
 }
@@ -118,8 +120,7 @@ impl AdminService {
         Ok(Response::new(pb::LifecycleResponse {
             generation,
             revision,
-            changes: Vec::new(),
-            held: String::new(),
+            ..Default::default()
         }))
     }
 
@@ -133,21 +134,10 @@ impl AdminService {
         let mut answer = self.lifecycle_answer(Ok(done.revision))?;
         answer.get_mut().changes = done.changes;
         answer.get_mut().held = done.held.unwrap_or_default();
+        answer.get_mut().plugin = done.id;
+        answer.get_mut().source = done.source.unwrap_or_default();
         Ok(answer)
     }
-}
-
-/// Values given with an install or upgrade, bounded before anything names
-/// them: at most 128 items, names of at most 64 bytes.
-fn bounded_values(
-    values: std::collections::HashMap<String, String>,
-) -> Result<std::collections::BTreeMap<String, String>, Status> {
-    if values.len() > 128 || values.keys().any(|n| n.len() > 64) {
-        return Err(Status::invalid_argument(
-            "item names are at most 64 bytes, and at most 128 items per call",
-        ));
-    }
-    Ok(values.into_iter().collect())
 }
 
 fn binding_of(b: Option<pb::SessionBinding>) -> Result<Binding, Status> {
@@ -306,8 +296,20 @@ impl Admin for AdminService {
     ) -> Result<Response<pb::LifecycleResponse>, Status> {
         let r = request.into_inner();
         let set = bounded_values(r.values)?;
-        let path = std::path::PathBuf::from(r.path);
-        self.lifecycle_answer(self.state.lifecycle.install(&path, &set).await)
+        let lifecycle = &self.state.lifecycle;
+        match source_of(&r.path, &r.reference)? {
+            Source::Path(path) => self.lifecycle_answer(lifecycle.install(&path, &set).await),
+            Source::Reference(reference) => {
+                let done = lifecycle
+                    .install_reference(&reference, &set)
+                    .await
+                    .map_err(lifecycle_status)?;
+                let mut answer = self.lifecycle_answer(Ok(done.revision))?;
+                answer.get_mut().plugin = done.id;
+                answer.get_mut().source = done.source;
+                Ok(answer)
+            }
+        }
     }
 
     async fn upgrade_plugin(
@@ -316,15 +318,18 @@ impl Admin for AdminService {
     ) -> Result<Response<pb::LifecycleResponse>, Status> {
         let r = request.into_inner();
         let set = bounded_values(r.values)?;
-        let path = std::path::PathBuf::from(r.path);
         let lifecycle = &self.state.lifecycle;
         let options = toolhost_lifecycle::UpgradeOptions {
             allow_downgrade: r.allow_downgrade,
         };
-        let done = if r.dry_run {
-            lifecycle.upgrade_preview(&path, options).await
-        } else {
-            lifecycle.upgrade_reporting(&path, &set, options).await
+        let done = match source_of(&r.path, &r.reference)? {
+            Source::Reference(reference) => {
+                lifecycle
+                    .upgrade_reference(&reference, &set, options, r.dry_run)
+                    .await
+            }
+            Source::Path(path) if r.dry_run => lifecycle.upgrade_preview(&path, options).await,
+            Source::Path(path) => lifecycle.upgrade_reporting(&path, &set, options).await,
         };
         self.upgrade_answer(done)
     }

@@ -76,7 +76,9 @@ pub(crate) fn plugin_status(
     st.ungranted = info.ungranted;
     st.config_file_problems = info.config_file_problems;
     st.signer = info.signer;
+    st.source = info.source.unwrap_or_default();
     st.held = info.held.map(|h| pb::HeldUpgrade {
+        source: h.source.unwrap_or_default(),
         version: h.version,
         why: h.why,
         changes: h.changes,

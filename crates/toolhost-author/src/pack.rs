@@ -53,6 +53,10 @@ pub struct PackArgs {
     /// archive as ARCHIVE.minisig.
     #[arg(long, value_name = "KEY")]
     sign: Option<PathBuf>,
+    /// Push the package (and its signature) to an OCI registry once it is
+    /// written: REGISTRY/REPO:TAG, as `toolhost push` does.
+    #[arg(long, value_name = "REF")]
+    pub push: Option<String>,
 }
 
 /// The files and folders at a plugin's top that `pack` reads by name
@@ -159,6 +163,14 @@ impl Drop for Scratch {
 
 /// Builds and packs the plugin.
 pub fn run(args: &PackArgs) -> Result<ExitCode> {
+    run_to(args).map(|(code, _)| code)
+}
+
+/// [`run`], with the archive it wrote (`None` when nothing was).
+///
+/// # Errors
+/// As [`run`].
+pub fn run_to(args: &PackArgs) -> Result<(ExitCode, Option<PathBuf>)> {
     let dir = std::path::absolute(&args.dir)
         .with_context(|| format!("cannot resolve {}", args.dir.display()))?;
     // A schema that would be withheld (a defect) refuses the pack, as it
@@ -180,7 +192,7 @@ pub fn run(args: &PackArgs) -> Result<ExitCode> {
                 "toolhost pack: {} is not a valid plugin; nothing written",
                 dir.display()
             );
-            return Ok(ExitCode::from(1));
+            return Ok((ExitCode::from(1), None));
         }
     };
     let output =
@@ -233,8 +245,10 @@ pub fn run(args: &PackArgs) -> Result<ExitCode> {
         bail!("the packed plugin's code and its manifest disagree; nothing written");
     }
     write_package(&scratch.0, &packed, &output, key.as_ref())?;
-    outln!("install it: toolhost plugins install {}", output.display());
-    Ok(ExitCode::SUCCESS)
+    if args.push.is_none() {
+        outln!("install it: toolhost plugins install {}", output.display());
+    }
+    Ok((ExitCode::SUCCESS, Some(output)))
 }
 
 /// Writes the statement into the packed tree, the archive, and with `key`

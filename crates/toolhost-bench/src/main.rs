@@ -69,6 +69,7 @@ use toolhost_bench::procs;
 /// call, and the order here is the order of the report.
 #[tokio::main]
 async fn main() -> Result<()> {
+    toolhost_registry::use_ring_for_tls();
     let args = <Args as clap::Parser>::parse();
     if args.upgrade {
         println!("## A live upgrade under load (8 agents)\n");

@@ -31,8 +31,8 @@ pub async fn report() -> Result<()> {
     let v1 = kit(&dir, "1.0.0")?;
     admin
         .install_plugin(toolhost_admin::admin::InstallPluginRequest {
-            values: Default::default(),
             path: v1.display().to_string(),
+            ..Default::default()
         })
         .await?;
     let ep = Endpoint {

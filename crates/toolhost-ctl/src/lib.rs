@@ -6,6 +6,7 @@
 //!   [`approvals`]);
 //! - the fleet's commands over NATS (`fleet status`, `fleet push`,
 //!   `catalog push --nats`, `catalog build`) ([`fleet`]);
+//! - `toolhost push`, a package into an OCI registry ([`publish`]);
 //! - `toolhost call` over MCP with rmcp's client, following a task when
 //!   the call becomes one ([`call`]).
 //!
@@ -24,5 +25,6 @@ mod call_task;
 pub mod catalog;
 pub mod fleet;
 pub mod ops;
+pub mod publish;
 mod show;
 mod upgrades;

@@ -49,19 +49,22 @@ pub enum PluginsCommand {
         /// The plugin id.
         id: String,
     },
-    /// Install a plugin from a .tar.gz (`toolhost pack` makes one) or a
-    /// directory, with configuration values in the same step.
+    /// Install a plugin from a .tar.gz (`toolhost pack` makes one), a
+    /// directory, or an OCI registry (REGISTRY/REPO:TAG or
+    /// REGISTRY/REPO@sha256:DIGEST, pulled by the daemon by digest), with
+    /// configuration values in the same step.
     Install {
-        /// The plugin archive or directory.
+        /// The plugin archive, directory, or registry reference.
         path: PathBuf,
         /// NAME=VALUE or NAME=@FILE: configuration values, checked against
         /// the plugin's items and stored before it starts.
         values: Vec<String>,
     },
-    /// Upgrade an installed plugin to the version in a .tar.gz or
-    /// directory, with values for what the new version needs.
+    /// Upgrade an installed plugin to the version in a .tar.gz, a
+    /// directory or a registry reference, with values for what the new
+    /// version needs.
     Upgrade {
-        /// The plugin archive or directory.
+        /// The plugin archive, directory, or registry reference.
         path: PathBuf,
         /// NAME=VALUE or NAME=@FILE: values for the new version (an item it
         /// adds), stored once it has taken over.
@@ -419,7 +422,6 @@ pub async fn tools(t: &Target) -> Result<ExitCode> {
 pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
     let mut c = t.connect().await?;
     // Paths are read by the daemon, whose working directory is not ours.
-    let absolute = |p: &PathBuf| std::path::absolute(p).unwrap_or_else(|_| p.clone());
     let answer = match cmd {
         PluginsCommand::List => {
             return list(t, &mut c).await;
@@ -438,9 +440,14 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         PluginsCommand::Install { path, values } => {
+            let (path, reference) = match crate::publish::Source::of(path) {
+                crate::publish::Source::Path(p) => (p.display().to_string(), String::new()),
+                crate::publish::Source::Reference(r) => (String::new(), r),
+            };
             c.install_plugin(pb::InstallPluginRequest {
-                path: absolute(path).display().to_string(),
+                path,
                 values: config_values(values)?,
+                reference,
             })
             .await
         }
@@ -450,16 +457,21 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
             dry_run,
             allow_downgrade,
         } => {
+            let target = crate::publish::Source::of(path);
             if *dry_run {
-                return crate::upgrades::upgrade_dry_run(&mut c, &absolute(path), *allow_downgrade)
-                    .await;
+                return crate::upgrades::upgrade_dry_run(&mut c, &target, *allow_downgrade).await;
             }
+            let (path_text, reference) = match &target {
+                crate::publish::Source::Path(p) => (p.display().to_string(), String::new()),
+                crate::publish::Source::Reference(r) => (String::new(), r.clone()),
+            };
             let answer = c
                 .upgrade_plugin(pb::UpgradePluginRequest {
-                    path: absolute(path).display().to_string(),
+                    path: path_text,
                     values: config_values(values)?,
                     dry_run: false,
                     allow_downgrade: *allow_downgrade,
+                    reference,
                 })
                 .await;
             if crate::upgrades::reported_held(&answer, path) {
@@ -507,7 +519,19 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
         PluginsCommand::Install { path, .. } | PluginsCommand::Upgrade { path, .. } => Some(path),
         _ => None,
     };
-    if let Some(path) = installed_from
+    let pulled = r
+        .as_ref()
+        .ok()
+        .map(|r| (r.get_ref().plugin.clone(), r.get_ref().source.clone()))
+        .filter(|(id, source)| !id.is_empty() && !source.is_empty());
+    if let Some((id, source)) = &pulled {
+        outln!("pulled {}", toolhost_base::term::one_line(source));
+        if r.as_ref().is_ok_and(|r| r.get_ref().held.is_empty()) {
+            crate::upgrades::report_plugin(&mut c, id, "", false).await;
+        }
+    }
+    if pulled.is_none()
+        && let Some(path) = installed_from
         && crate::upgrades::report_installed(&mut c, path, needs_config).await
     {
         return Ok(ExitCode::SUCCESS);

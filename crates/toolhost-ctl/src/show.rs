@@ -21,6 +21,7 @@ pub(crate) fn one_line_status(p: &pb::PluginStatus) -> pb::PluginStatus {
         last_error: line(&p.last_error),
         origin: line(&p.origin),
         signer: line(&p.signer),
+        source: line(&p.source),
         withheld: p
             .withheld
             .iter()
@@ -72,6 +73,7 @@ pub(crate) fn one_line_status(p: &pb::PluginStatus) -> pb::PluginStatus {
             changes: lines(&h.changes),
             statement: line(&h.statement),
             downgrade: h.downgrade,
+            source: line(&h.source),
         }),
         ..p.clone()
     }
@@ -88,6 +90,11 @@ pub(crate) fn print_held(id: &str, h: &pb::HeldUpgrade, indent: &str) {
         " (an older version: the operator allowed it)"
     } else {
         ""
+    };
+    let statement = if h.source.is_empty() {
+        statement
+    } else {
+        format!("{statement}, from {}", h.source)
     };
     outln!(
         "{indent}held: version {}{statement}{back} waits for the operator ({}); accept what you reviewed: toolhost plugins accept {id} --version {}; reject: toolhost plugins reject {id}",
@@ -137,6 +144,9 @@ pub(crate) fn plugin_warnings(p: &pb::PluginStatus) -> Vec<String> {
 pub(crate) fn print_grants(p: &pb::PluginStatus) {
     if !p.signer.is_empty() {
         outln!("    signer: {}", p.signer);
+    }
+    if !p.source.is_empty() {
+        outln!("    source: {}", p.source);
     }
     if let Some(h) = &p.held {
         print_held(&p.id, h, "    ");
@@ -232,7 +242,7 @@ pub(crate) fn print_policies(policies: &[pb::ToolPolicy]) {
 
 pub(crate) fn plugin_json(p: &pb::PluginStatus) -> serde_json::Value {
     serde_json::json!({
-        "id": p.id, "version": p.version, "origin": p.origin, "signer": p.signer, "enabled": p.enabled, "state": p.state,
+        "id": p.id, "version": p.version, "origin": p.origin, "signer": p.signer, "source": p.source, "enabled": p.enabled, "state": p.state,
         "held": p.held.as_ref().map(|h| serde_json::json!({ "version": h.version, "why": h.why, "changes": h.changes })),
         "pid": p.pid, "restarts": p.restarts, "failures": p.failures, "crash_loop": p.state == "restarting" && p.failures >= toolhost_runtime::CRASH_LOOP, "last_error": p.last_error,
         "withheld": p.withheld.iter().map(|d| serde_json::json!({ "tool": d.tool, "reason": d.reason })).collect::<Vec<_>>(),

@@ -47,6 +47,16 @@ pub(crate) async fn report_installed(
     let Some((id, version)) = plugin_named_by(path) else {
         return false;
     };
+    report_plugin(c, &id, &version, needs_config).await
+}
+
+/// [`report_installed`] for plugin `id` at `version` (empty: whichever).
+pub(crate) async fn report_plugin(
+    c: &mut toolhost_admin::Client,
+    id: &str,
+    version: &str,
+    needs_config: bool,
+) -> bool {
     let listed = installed_plugins_for_text(c).await.unwrap_or_default();
     if let Some(p) = listed.iter().find(|p| p.id == id) {
         let asks_nothing = p.asks.is_empty() && p.config.is_empty() && p.ungranted.is_empty();
@@ -63,7 +73,10 @@ pub(crate) async fn report_installed(
         print_config(&p.config);
         // Installed, and waiting only for its configuration: that is a
         // success with a next step, not a failure.
-        if needs_config && p.version == version && !p.missing_config.is_empty() {
+        if needs_config
+            && (version.is_empty() || p.version == version)
+            && !p.missing_config.is_empty()
+        {
             outln!(
                 "installed: {} {} starts once its configuration is set: toolhost plugins config {} {}",
                 p.id,
@@ -102,7 +115,17 @@ pub(crate) fn reported_held(
     if r.held.is_empty() {
         return false;
     }
-    let (id, version) = plugin_named_by(path).unwrap_or_else(|| ("ID".to_owned(), "?".to_owned()));
+    let (id, version) = plugin_named_by(path).unwrap_or_else(|| {
+        let id = if r.plugin.is_empty() {
+            "ID"
+        } else {
+            r.plugin.as_str()
+        };
+        (
+            toolhost_base::term::one_line(id).into_owned(),
+            "?".to_owned(),
+        )
+    });
     print_changes(&r.changes, "changes");
     let held = pb::HeldUpgrade {
         version,
@@ -110,6 +133,7 @@ pub(crate) fn reported_held(
         changes: Vec::new(),
         statement: String::new(),
         downgrade: false,
+        source: String::new(),
     };
     print_held(&id, &held, "");
     outln!("the installed version keeps serving");
@@ -144,15 +168,20 @@ pub(crate) fn print_changes(changes: &[String], verb: &str) {
 /// the upgrade would be refused.
 pub(crate) async fn upgrade_dry_run(
     c: &mut toolhost_admin::Client,
-    path: &std::path::Path,
+    target: &crate::publish::Source,
     allow_downgrade: bool,
 ) -> anyhow::Result<std::process::ExitCode> {
+    let (path, reference) = match target {
+        crate::publish::Source::Path(p) => (p.display().to_string(), String::new()),
+        crate::publish::Source::Reference(r) => (String::new(), r.clone()),
+    };
     let r = c
         .upgrade_plugin(pb::UpgradePluginRequest {
-            path: path.display().to_string(),
+            path,
             values: Default::default(),
             dry_run: true,
             allow_downgrade,
+            reference,
         })
         .await
         .map_err(|s| anyhow::anyhow!("{}", s.message()))?;

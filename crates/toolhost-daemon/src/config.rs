@@ -2,6 +2,7 @@
 //! errors: a misspelt setting must not silently fall back to a default.
 
 pub use crate::policy::{ApprovalsFile, RateFile, RateLimitsFile, RuleFile};
+use crate::registry::RegistryFile;
 pub use crate::sandboxing::{PluginConfig, SandboxFile};
 pub use crate::secret::read_secret;
 pub use crate::telemetry::TelemetryFile;
@@ -69,6 +70,9 @@ pub struct Config {
     /// Whom packages must come from.
     #[serde(default)]
     pub install: InstallFile,
+    /// How registries are reached, and how much of them is kept.
+    #[serde(default)]
+    pub registry: RegistryFile,
 }
 
 /// `[tasks]`: the bounds of the tasks toolhost hosts.

@@ -22,6 +22,7 @@ pub mod dev;
 mod memory;
 mod metrics;
 mod policy;
+mod registry;
 mod sandboxing;
 mod secret;
 pub mod serve;

@@ -492,6 +492,7 @@ fn open_lifecycle(
             contracts: s.contracts.clone(),
             operators: s.operators.clone(),
             sandbox: s.sandbox.clone(),
+            registry: s.registry.clone(),
         },
         Arc::clone(store),
         Arc::clone(plugins),

@@ -121,6 +121,8 @@ pub struct Settings {
     pub reserved_fds: u64,
     /// What an install reads of an archive.
     pub archive: toolhost_package::ArchiveLimits,
+    /// How registries are reached, and what of them is kept.
+    pub registry: toolhost_lifecycle::RegistryConfig,
     /// Whom packages must come from (`[install]`).
     pub trust: toolhost_package::statement::TrustPolicy,
     /// What an upgrade that changes a plugin's contract does.
@@ -281,6 +283,7 @@ impl Config {
             limits: pipeline_limits,
             reserved_fds: self.limits.reserved_fds.unwrap_or(DEFAULT_RESERVED_FDS),
             archive,
+            registry: self.registry.resolve()?,
             trust,
             contracts,
             state_reserve_bytes: self

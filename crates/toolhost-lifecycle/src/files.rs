@@ -27,6 +27,10 @@ pub(crate) struct StateFile {
     /// (base64; a record made before keys were stored whole holds its id).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub signers: BTreeMap<String, String>,
+    /// Installed plugins pulled from a registry: id -> the reference pinned
+    /// to the manifest's digest (`REGISTRY/REPO@sha256:HEX`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sources: BTreeMap<String, String>,
     /// Upgrades placed but held for the operator: id -> the held version.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub held: BTreeMap<String, HeldUpgrade>,
@@ -47,6 +51,9 @@ pub(crate) struct HeldUpgrade {
     /// The key that signed it, if one did.
     #[serde(default)]
     pub signer: Option<String>,
+    /// The registry reference it was pulled from, pinned by digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     /// Why it is held.
     pub why: String,
     /// What it changes (`crate::contract::changes`), texts escaped.

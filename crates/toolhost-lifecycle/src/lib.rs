@@ -42,6 +42,6 @@ mod spec;
 pub use files::private_dir;
 pub use lifecycle::{
     DISK_CHECK, DiskInfo, HeldInfo, Lifecycle, LifecycleConfig, LifecycleError, PluginInfo,
-    Reviewed, UpgradeOptions, Upgraded,
+    PulledInstall, RegistryConfig, Reviewed, UpgradeOptions, Upgraded,
 };
 pub use spec::plugin_spec;

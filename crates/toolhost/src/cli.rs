@@ -5,7 +5,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use toolhost_author::{check, harness, new, pack, sign, sync};
 use toolhost_base::errln;
-use toolhost_ctl::{approvals, call, catalog, fleet, ops};
+use toolhost_ctl::{approvals, call, catalog, fleet, ops, publish};
 use toolhost_daemon::serve;
 
 /// Runs plugin processes and serves their tools to AI agents over MCP.
@@ -28,7 +28,17 @@ enum Command {
     New(new::NewArgs),
     /// Build a plugin and write an installable .tar.gz of what it needs at
     /// run time (release binary, vendored dependencies, built JavaScript).
-    Pack(pack::PackArgs),
+    Pack {
+        #[command(flatten)]
+        args: pack::PackArgs,
+        /// How to reach the registry (with --push).
+        #[command(flatten)]
+        registry: publish::RegistryArgs,
+    },
+    /// Push a package (and its signature beside it) to an OCI registry:
+    /// `toolhost push ARCHIVE REGISTRY/REPO:TAG`. Install it with
+    /// `toolhost plugins install REGISTRY/REPO@sha256:DIGEST`.
+    Push(publish::PushArgs),
     /// Make a key pair to sign packages with (`pack --sign KEY`): minisign's
     /// format, the secret key private, its public half beside it.
     Keygen(sign::KeygenArgs),
@@ -123,7 +133,8 @@ pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Check(args) => check::run(&args),
         Command::New(args) => new::run(&args),
-        Command::Pack(args) => pack::run(&args),
+        Command::Pack { args, registry } => pack_and_push(&args, &registry),
+        Command::Push(a) => push(&a),
         Command::Keygen(args) => sign::keygen(&args),
         Command::Harness(args) => harness::run(&args),
         Command::Schema {
@@ -177,16 +188,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Catalog { target, command } => {
             runtime().and_then(|rt| rt.block_on(catalog::catalog(&target, &command)))
         }
-        Command::Fleet { command } => runtime().and_then(|rt| {
-            rt.block_on(async {
-                match command {
-                    FleetCommand::Status { nats, silent_after } => {
-                        fleet::status(&nats, silent_after).await
-                    }
-                    FleetCommand::Push { nats, file } => fleet::push(&nats, &file).await,
-                }
-            })
-        }),
+        Command::Fleet { command } => fleet_command(command),
         Command::Plugins { target, command } => {
             runtime().and_then(|rt| rt.block_on(ops::plugins(&target, &command)))
         }
@@ -217,4 +219,39 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?)
+}
+
+/// `toolhost pack`, then with `--push REF` the push of what it wrote.
+fn pack_and_push(
+    args: &pack::PackArgs,
+    registry: &publish::RegistryArgs,
+) -> anyhow::Result<ExitCode> {
+    match pack::run_to(args)? {
+        (code, Some(archive)) => match &args.push {
+            Some(reference) => {
+                runtime().and_then(|rt| rt.block_on(publish::push(&archive, reference, registry)))
+            }
+            None => Ok(code),
+        },
+        (code, None) => Ok(code),
+    }
+}
+
+/// `toolhost push`.
+fn push(a: &publish::PushArgs) -> anyhow::Result<ExitCode> {
+    runtime().and_then(|rt| rt.block_on(publish::push(&a.archive, &a.reference, &a.registry)))
+}
+
+/// `toolhost fleet ...`.
+fn fleet_command(command: FleetCommand) -> anyhow::Result<ExitCode> {
+    runtime().and_then(|rt| {
+        rt.block_on(async {
+            match command {
+                FleetCommand::Status { nats, silent_after } => {
+                    fleet::status(&nats, silent_after).await
+                }
+                FleetCommand::Push { nats, file } => fleet::push(&nats, &file).await,
+            }
+        })
+    })
 }

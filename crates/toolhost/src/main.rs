@@ -14,5 +14,6 @@ use clap::Parser as _;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    toolhost_ctl::publish::use_ring_for_tls();
     cli::run(cli::Cli::parse())
 }

@@ -44,6 +44,8 @@ pub struct LifecycleConfig {
     pub operators: BTreeMap<String, Operator>,
     /// The sandbox's daemon-wide settings.
     pub sandbox: SandboxConfig,
+    /// How registries are reached, and what of them is kept.
+    pub registry: crate::settings::registry::RegistryConfig,
 }
 
 /// Why an operation was refused or failed. Each message says what to do.
@@ -86,6 +88,15 @@ pub enum LifecycleError {
          an upgrade held for the operator is accepted with toolhost plugins accept ID"
     )]
     NotManaged,
+    /// A package could not be pulled from a registry, or was refused
+    /// there (a digest that does not match, a size past its limit).
+    #[error("cannot install {reference}: {reason}; nothing was placed")]
+    Registry {
+        /// The reference given.
+        reference: String,
+        /// Why, naming what was refused.
+        reason: String,
+    },
     /// Managed mode: the backend owns the catalog.
     #[error(
         "toolhost is in managed mode: the backend owns the catalog, so plugins are installed and \
@@ -202,6 +213,8 @@ pub struct PluginInfo {
     /// Who signed it: `key ID`, `unsigned`, or for a static plugin `not a
     /// package`.
     pub signer: String,
+    /// The registry reference it was pulled from, pinned by digest.
+    pub source: Option<String>,
     /// An upgrade placed and held for the operator, if one is.
     pub held: Option<HeldInfo>,
 }
@@ -220,6 +233,8 @@ pub struct HeldInfo {
     pub why: String,
     /// What it changes.
     pub changes: Vec<String>,
+    /// The registry reference it was pulled from, pinned by digest.
+    pub source: Option<String>,
 }
 
 /// The installed plugins and what happens to them.
@@ -451,6 +466,7 @@ impl Lifecycle {
                         }
                         (Origin::Installed, None) => "unsigned".to_owned(),
                     },
+                    source: inner.file.sources.get(&r.manifest.id).cloned(),
                     held: inner.file.held.get(&r.manifest.id).map(Into::into),
                 }
             })

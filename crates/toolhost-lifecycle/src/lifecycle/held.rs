@@ -25,6 +25,11 @@ use toolhost_manifest::Manifest;
 /// What an upgrade did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Upgraded {
+    /// The plugin.
+    pub id: String,
+    /// The registry reference it came from, pinned by digest, when it
+    /// came from one.
+    pub source: Option<String>,
     /// The catalog revision now (unchanged when the upgrade is held).
     pub revision: u64,
     /// What it changes in the plugin's contract and asks, one line each,
@@ -43,6 +48,7 @@ impl From<&HeldUpgrade> for HeldInfo {
             downgrade: h.downgrade,
             why: h.why.clone(),
             changes: h.changes.clone(),
+            source: h.source.clone(),
         }
     }
 }
@@ -51,6 +57,7 @@ impl From<&HeldUpgrade> for HeldInfo {
 /// held, and whether it goes back in version.
 pub(super) struct ToHold {
     pub(super) signer: Option<String>,
+    pub(super) source: Option<String>,
     pub(super) changes: Vec<String>,
     pub(super) why: String,
     pub(super) downgrade: bool,
@@ -144,6 +151,7 @@ impl Lifecycle {
     ) -> Result<Upgraded, LifecycleError> {
         let ToHold {
             signer,
+            source,
             changes,
             why,
             downgrade,
@@ -176,6 +184,7 @@ impl Lifecycle {
             let held = HeldUpgrade {
                 version: version.clone(),
                 signer,
+                source,
                 why: why.clone(),
                 changes: changes.clone(),
                 statement: statement.clone(),
@@ -205,6 +214,8 @@ impl Lifecycle {
             self.audit_changes(old, &placed, &changes, "contract change held");
         }
         Ok(Upgraded {
+            source: None,
+            id: m.id.clone(),
             revision: self.store.current().revision(),
             changes,
             held: Some(why),
@@ -260,7 +271,11 @@ impl Lifecycle {
             ));
         }
         tracing::info!(target: "toolhost::audit", plugin = %id, to = %held.version, statement = %held.statement, "held upgrade accepted");
-        self.take_over(m, resolved, values, held.signer, changed)
+        let provenance = Provenance {
+            signer: held.signer,
+            source: held.source,
+        };
+        self.take_over(m, resolved, values, provenance, changed)
             .await
     }
 
@@ -361,4 +376,12 @@ fn check_reviewed(id: &str, held: &HeldUpgrade, reviewed: &Reviewed) -> Result<(
         }
     }
     Ok(())
+}
+
+/// Where an installed version came from: the trusted key that signed it,
+/// and the registry reference (pinned by digest) it was pulled from.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Provenance {
+    pub(super) signer: Option<String>,
+    pub(super) source: Option<String>,
 }

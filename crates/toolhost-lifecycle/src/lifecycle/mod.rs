@@ -28,6 +28,7 @@ mod disk;
 mod held;
 mod operations;
 mod preview;
+mod pulled;
 mod quota;
 mod records;
 mod reload;
@@ -36,6 +37,7 @@ mod start;
 pub use self::core::{HeldInfo, Lifecycle, LifecycleConfig, LifecycleError, PluginInfo};
 pub use self::disk::{DISK_CHECK, DiskInfo};
 pub use self::held::{Reviewed, UpgradeOptions, Upgraded};
+pub use self::pulled::{PulledInstall, RegistryConfig};
 
 #[cfg(test)]
 pub(crate) mod fixture {
@@ -103,6 +105,7 @@ pub(crate) mod fixture {
             contracts: crate::contract::ContractPolicy::default(),
             operators: BTreeMap::new(),
             sandbox: SandboxConfig::default(),
+            registry: super::RegistryConfig::default(),
         }
     }
 

@@ -327,6 +327,19 @@ impl Lifecycle {
         source: &Path,
         set: &BTreeMap<String, String>,
     ) -> Result<u64, LifecycleError> {
+        self.install_from(source, set, None).await
+    }
+
+    /// [`Self::install`], recording `pulled_from` (a registry reference
+    /// pinned by digest) as where the package came from.
+    ///
+    /// Kept whole on purpose: see [`Self::install`].
+    pub(super) async fn install_from(
+        &self,
+        source: &Path,
+        set: &BTreeMap<String, String>,
+        pulled_from: Option<String>,
+    ) -> Result<u64, LifecycleError> {
         self.refuse_if_managed()?;
         let _op = self.ops.lock().await;
         let (staging, m) = self.stage_with_room(source).await?;
@@ -369,6 +382,10 @@ impl Lifecycle {
             match &signer {
                 Some(k) => inner.file.signers.insert(m.id.clone(), k.clone()),
                 None => inner.file.signers.remove(&m.id),
+            };
+            match &pulled_from {
+                Some(r) => inner.file.sources.insert(m.id.clone(), r.clone()),
+                None => inner.file.sources.remove(&m.id),
             };
             self.save(&inner)?;
             let handle = if resolved.missing.is_empty() {
@@ -446,6 +463,20 @@ impl Lifecycle {
         set: &BTreeMap<String, String>,
         options: UpgradeOptions,
     ) -> Result<Upgraded, LifecycleError> {
+        self.upgrade_from(source, set, options, None).await
+    }
+
+    /// [`Self::upgrade_reporting`], recording `pulled_from` (a registry
+    /// reference pinned by digest) as where the new version came from.
+    ///
+    /// Kept whole on purpose: see [`Self::upgrade`].
+    pub(super) async fn upgrade_from(
+        &self,
+        source: &Path,
+        set: &BTreeMap<String, String>,
+        options: UpgradeOptions,
+        pulled_from: Option<String>,
+    ) -> Result<Upgraded, LifecycleError> {
         self.refuse_if_managed()?;
         let _op = self.ops.lock().await;
         let (staging, m) = self.stage_with_room(source).await?;
@@ -474,6 +505,7 @@ impl Lifecycle {
         if let Some(why) = self.hold_reason(&m, &changed) {
             let holding = super::held::ToHold {
                 signer,
+                source: pulled_from,
                 changes: changed,
                 why,
                 downgrade,
@@ -481,7 +513,12 @@ impl Lifecycle {
             return self.hold(&staging, &m, holding, set);
         }
         let m = self.place(&staging, &m)?;
-        self.take_over(m, resolved, values, signer, changed).await
+        let provenance = super::held::Provenance {
+            signer,
+            source: pulled_from,
+        };
+        self.take_over(m, resolved, values, provenance, changed)
+            .await
     }
 
     /// The second half of an upgrade, once the new version is placed and
@@ -495,9 +532,10 @@ impl Lifecycle {
         m: Manifest,
         resolved: settings::Resolved,
         values: Option<BTreeMap<String, String>>,
-        signer: Option<String>,
+        provenance: super::held::Provenance,
         changed: Vec<String>,
     ) -> Result<Upgraded, LifecycleError> {
+        let super::held::Provenance { signer, source } = provenance;
         let new = self.start(&m, &resolved);
         if let Err(e) = self.wait_ready(&new, &m).await {
             new.stop().await;
@@ -529,6 +567,10 @@ impl Lifecycle {
             match &signer {
                 Some(k) => inner.file.signers.insert(m.id.clone(), k.clone()),
                 None => inner.file.signers.remove(&m.id),
+            };
+            match &source {
+                Some(r) => inner.file.sources.insert(m.id.clone(), r.clone()),
+                None => inner.file.sources.remove(&m.id),
             };
             // This version supersedes one held for the operator, if any.
             let superseded = inner
@@ -573,6 +615,8 @@ impl Lifecycle {
         }
         let _ = std::fs::remove_dir_all(&old_manifest.dir);
         Ok(Upgraded {
+            source: None,
+            id: m.id.clone(),
             revision,
             changes: changed,
             held: None,
@@ -682,6 +726,7 @@ impl Lifecycle {
             let mut inner = self.lock();
             inner.file.installed.remove(id);
             inner.file.signers.remove(id);
+            inner.file.sources.remove(id);
             inner.file.disabled.remove(id);
             let held = inner.file.held.remove(id);
             inner.held_values.remove(id);

@@ -29,6 +29,8 @@ impl Lifecycle {
         verified?;
         let changes = self.upgrade_changes(&m, options.allow_downgrade)?;
         Ok(Upgraded {
+            source: None,
+            id: m.id.clone(),
             revision: 0,
             held: self.hold_reason(&m, &changes),
             changes,

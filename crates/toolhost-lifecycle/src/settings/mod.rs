@@ -29,6 +29,7 @@
 //!   sandbox policy that follows from them.
 
 pub mod grants;
+pub mod registry;
 pub mod sources;
 pub mod values;
 
