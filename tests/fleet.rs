@@ -17,37 +17,7 @@ use toolhost_manifest::Manifest;
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// A nats-server with JetStream on a free port, stopped when dropped.
-struct Nats {
-    child: std::process::Child,
-    url: String,
-}
-
-impl Nats {
-    fn start(dir: &Path) -> Self {
-        let port = free_port();
-        let exe = toolhost_e2e::workspace_root().join(".venv/bin/nats-server");
-        assert!(exe.is_file(), "no nats-server: run scripts/setup-python");
-        let child = std::process::Command::new(exe)
-            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-            .arg(dir.join("js"))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        Self {
-            child,
-            url: format!("nats://127.0.0.1:{port}"),
-        }
-    }
-}
-
-impl Drop for Nats {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use toolhost_e2e::nats::Nats;
 
 async fn bucket(url: &str) -> async_nats::jetstream::kv::Store {
     let client = eventually(WAIT, "nats-server", async || {
@@ -584,22 +554,9 @@ async fn connect_as(url: &str, user: &str, password: &str) -> async_nats::Client
 
 /// A NATS server from a configuration file, stopped when dropped.
 fn nats_with(conf: &Path, port: u16) -> (Nats, String) {
-    let exe = toolhost_e2e::workspace_root().join(".venv/bin/nats-server");
-    let child = std::process::Command::new(exe)
-        .arg("-c")
-        .arg(conf)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let url = format!("nats://127.0.0.1:{port}");
-    (
-        Nats {
-            child,
-            url: url.clone(),
-        },
-        url,
-    )
+    let nats = Nats::with_config(conf, port);
+    let url = nats.url.clone();
+    (nats, url)
 }
 
 fn free_port() -> u16 {

@@ -10,6 +10,7 @@
 
 pub mod as_run;
 pub mod asker;
+pub mod nats;
 pub mod registry;
 pub mod sdk;
 pub mod small_fs;

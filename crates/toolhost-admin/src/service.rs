@@ -349,6 +349,16 @@ impl Admin for AdminService {
         self.upgrade_answer(done)
     }
 
+    async fn place_plugins(
+        &self,
+        request: Request<pb::Placement>,
+    ) -> Result<Response<pb::PlacementStatus>, Status> {
+        let placement =
+            crate::placement::from_proto(request.into_inner()).map_err(Status::invalid_argument)?;
+        let status = self.state.lifecycle.apply_placement(placement).await;
+        Ok(Response::new(crate::placement::to_proto(status)))
+    }
+
     async fn reject_upgrade(
         &self,
         request: Request<pb::PluginRef>,

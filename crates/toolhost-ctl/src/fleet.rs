@@ -42,7 +42,7 @@ pub struct NatsTarget {
 impl NatsTarget {
     /// The group's bucket; `create`: made when missing (a push is how a
     /// small fleet without a backend starts), with a short history.
-    async fn bucket(&self, create: bool) -> Result<async_nats::jetstream::kv::Store> {
+    pub(crate) async fn bucket(&self, create: bool) -> Result<async_nats::jetstream::kv::Store> {
         let keys = toolhost_fleet::FleetKeys::new(&self.bucket, &self.group, "cli")?;
         let auth = match (
             &self.token_file,
@@ -119,7 +119,7 @@ pub async fn push(target: &NatsTarget, file: &std::path::Path) -> Result<ExitCod
 /// Every daemon's status entry, by daemon id: one watch of `status.*`
 /// that delivers each key's latest value (not one read per daemon, and
 /// not a listing of every key, bindings included), in id order.
-async fn status_entries(
+pub(crate) async fn status_entries(
     kv: &async_nats::jetstream::kv::Store,
 ) -> Result<std::collections::BTreeMap<String, Vec<u8>>> {
     use futures::StreamExt as _;
@@ -143,7 +143,7 @@ async fn status_entries(
 }
 
 /// A status entry is read only up to this size.
-const MAX_STATUS_BYTES: usize = 1024 * 1024;
+pub(crate) const MAX_STATUS_BYTES: usize = 1024 * 1024;
 
 /// One row per daemon of the group; exit 1 when any is behind, refusing
 /// or silent.
@@ -190,6 +190,9 @@ pub async fn status(target: &NatsTarget, silent_after_s: u64) -> Result<ExitCode
         if now.saturating_sub(e.heartbeat) > silent_after_s {
             flags.push("SILENT");
         }
+        if e.placement.as_ref().is_some_and(|p| !p.converged()) {
+            flags.push("PLACING");
+        }
         all_well &= flags.is_empty();
         let outcome = e.applied.as_ref().map_or("-", |a| a.outcome.as_str());
         outln!(
@@ -202,23 +205,39 @@ pub async fn status(target: &NatsTarget, silent_after_s: u64) -> Result<ExitCode
             now.saturating_sub(e.heartbeat),
             flags.join(" ")
         );
-        if let Some(a) = &e.applied {
-            for r in &a.reasons {
-                outln!("      {}", toolhost_base::log_safe(r, 300));
-            }
-        }
-        if let Some(r) = &e.refused {
-            outln!(
-                "      refused by the NATS server (a permission its user lacks): {}",
-                toolhost_base::log_safe(r, 300)
-            );
-        }
+        print_why(&e);
     }
     Ok(if all_well {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Why a daemon's row is flagged: the catalog value's reasons, a placed
+/// plugin held or failed, a permission refused.
+fn print_why(e: &toolhost_fleet::StatusEntry) {
+    if let Some(a) = &e.applied {
+        for r in &a.reasons {
+            outln!("      {}", toolhost_base::log_safe(r, 300));
+        }
+    }
+    for p in e.placement.iter().flat_map(|p| &p.plugins) {
+        if matches!(p.phase.as_str(), "held" | "failed") {
+            outln!(
+                "      plugin {} {}: {}",
+                toolhost_base::log_safe(&p.id, 64),
+                toolhost_base::log_safe(&p.phase, 16),
+                toolhost_base::log_safe(&p.reason, 300)
+            );
+        }
+    }
+    if let Some(r) = &e.refused {
+        outln!(
+            "      refused by the NATS server (a permission its user lacks): {}",
+            toolhost_base::log_safe(r, 300)
+        );
+    }
 }
 
 /// The fleet link's lines of `toolhost status`.

@@ -25,6 +25,7 @@ mod call_task;
 pub mod catalog;
 pub mod fleet;
 pub mod ops;
+pub mod placing;
 pub mod publish;
 mod show;
 mod upgrades;

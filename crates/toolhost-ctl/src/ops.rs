@@ -102,6 +102,14 @@ pub enum PluginsCommand {
         /// default, those given with the upgrade).
         values: Vec<String>,
     },
+    /// Managed mode: place plugins on this daemon from a placement file
+    /// (JSON: revision, and each plugin's id and
+    /// REGISTRY/REPO@sha256:DIGEST); it converges and says where each
+    /// stands. Exit 1 unless every one is ready.
+    Place {
+        /// The placement file.
+        file: PathBuf,
+    },
     /// Reject the upgrade held for a plugin: it is deleted, and the
     /// installed version goes on.
     Reject {
@@ -494,6 +502,7 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
             .await
         }
         PluginsCommand::Reject { id } => return crate::upgrades::reject(&mut c, id).await,
+        PluginsCommand::Place { file } => return crate::placing::place_admin(&mut c, file).await,
         PluginsCommand::Enable { id } => c.enable_plugin(pb::PluginRef { id: id.clone() }).await,
         PluginsCommand::Disable { id } => c.disable_plugin(pb::PluginRef { id: id.clone() }).await,
         PluginsCommand::Remove { id, purge } => {

@@ -257,11 +257,7 @@ impl Daemon {
         }
         let shutdown = CancellationToken::new();
         let link = s.fleet.as_ref().map(|f| {
-            Arc::new(toolhost_fleet::FleetLink::new(
-                &f.url,
-                &f.keys.bucket,
-                &f.daemon,
-            ))
+            Arc::new(toolhost_fleet::FleetLink::new(&f.url, &f.keys.bucket, &f.daemon))
         });
         if let (Some(fleet), Some(link), Some(managed)) = (&s.fleet, &link, &managed) {
             let parts = toolhost_fleet::FleetParts {
@@ -269,6 +265,7 @@ impl Daemon {
                 tokens: Arc::clone(&tokens),
                 link: Arc::clone(link),
                 plugins: plugin_summary(&lifecycle),
+                placer: Some(placer(&lifecycle)),
             };
             tokio::spawn(toolhost_fleet::run(
                 fleet.clone(),
@@ -515,6 +512,40 @@ fn hub(s: &Settings, pipeline: &Arc<Pipeline>) -> Arc<Hub> {
 }
 
 /// What a fleet status entry says of each installed plugin.
+/// The fleet's way to the lifecycle's placement: a placement from the
+/// wire checked, then converged to; one that is not valid is said in the
+/// status the placer reports.
+fn placer(lifecycle: &Arc<Lifecycle>) -> toolhost_fleet::Placer {
+    let (apply_to, status_of) = (Arc::clone(lifecycle), Arc::clone(lifecycle));
+    let refused: Arc<std::sync::Mutex<String>> = Arc::default();
+    let said = Arc::clone(&refused);
+    toolhost_fleet::Placer {
+        apply: Arc::new(move |p| {
+            let (lifecycle, refused) = (Arc::clone(&apply_to), Arc::clone(&refused));
+            Box::pin(async move {
+                let why = match toolhost_admin::placement::from_proto(p) {
+                    Ok(placement) => lifecycle.apply_placement(placement).await.refused,
+                    Err(why) => why,
+                };
+                *refused
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = why;
+            })
+        }),
+        status: Arc::new(move || {
+            let mut s = toolhost_admin::placement::to_proto(status_of.placement_status());
+            let why = said
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone();
+            if !why.is_empty() {
+                s.refused = why;
+            }
+            s
+        }),
+    }
+}
+
 fn plugin_summary(
     lifecycle: &Arc<Lifecycle>,
 ) -> Arc<dyn Fn() -> Vec<(String, String)> + Send + Sync> {

@@ -20,6 +20,8 @@ pub struct FleetKeys {
     pub bucket: String,
     /// `catalog`.
     pub catalog: String,
+    /// `placement`: the plugins placed on the group.
+    pub placement: String,
     /// `status.<daemon>`.
     pub status: String,
     /// `status.*`, for `fleet status`.
@@ -54,6 +56,7 @@ impl FleetKeys {
         Ok(Self {
             bucket: format!("{prefix}_{group}"),
             catalog: "catalog".to_owned(),
+            placement: "placement".to_owned(),
             status: format!("status.{daemon}"),
             all_status: "status.*".to_owned(),
             bindings: "bind.*".to_owned(),

@@ -14,6 +14,8 @@
 //! - `catalog`: a `toolhost.admin.v1.Snapshot`, protobuf bytes;
 //! - `bind.<sha256 of a token, hex>`: a `toolhost.admin.v1.SessionBinding`;
 //!   deleting the key revokes the token;
+//! - `placement`: a `toolhost.admin.v1.Placement`, protobuf: the plugins
+//!   every daemon of the group runs, pulled from a registry by digest;
 //! - `status.<daemon>`: JSON written by that daemon alone.
 //!
 //! A bucket per group because NATS grants permissions per subject, and a
@@ -39,10 +41,12 @@
 
 mod keys;
 mod link;
+mod placement;
 mod source;
 mod status;
 
 pub use keys::{FleetKeys, KeyError};
 pub use link::FleetLink;
+pub use placement::{MAX_PLACEMENT_BYTES, PlacedEntry, PlacedRow, Placer, entry_of};
 pub use source::{FleetConfig, FleetError, FleetParts, NatsAuth, NatsTls, connect, run};
 pub use status::{Applied, MAX_WITHHELD_LISTED, StatusEntry};

@@ -170,6 +170,9 @@ pub struct FleetParts {
     /// Each installed plugin's id and `enabled`, `disabled` or
     /// `needs_config`, for the status entry.
     pub plugins: Arc<dyn Fn() -> Vec<(String, String)> + Send + Sync>,
+    /// How placements are applied (`None`: the group's placement key is
+    /// not followed).
+    pub placer: Option<crate::placement::Placer>,
 }
 
 /// Follows the group's catalog until `stop`, reconnecting with backoff and
@@ -329,6 +332,18 @@ async fn session(
         .watch_with_history(cfg.keys.bindings.as_str())
         .await
         .map_err(|e| explained(&refusals, e))?;
+    // Placements: the latest value first, then each new one, applied in
+    // the background (pulls take their time); each one's end is said at
+    // once in the status entry.
+    let mut placements = match &state.placer {
+        Some(_) => Some(
+            kv.watch_with_history(cfg.keys.placement.as_str())
+                .await
+                .map_err(|e| explained(&refusals, e))?,
+        ),
+        None => None,
+    };
+    let placed = Arc::new(tokio::sync::Notify::new());
     let mut entry = StatusEntry {
         daemon: cfg.daemon.clone(),
         refused: refused.as_ref().map(|(what, _)| what.clone()),
@@ -361,6 +376,19 @@ async fn session(
                     *refused = None;
                     entry.refused = None;
                 }
+                write_status(&kv, cfg, state, &mut entry).await.map_err(|e| refused_or(&refusals, e))?;
+            }
+            () = placed.notified() => {
+                write_status(&kv, cfg, state, &mut entry).await.map_err(|e| refused_or(&refusals, e))?;
+            }
+            Some(next) = async {
+                match placements.as_mut() {
+                    Some(w) => w.next().await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                let value = next.map_err(nats)?;
+                place(state, &value, &placed, &mut entry);
                 write_status(&kv, cfg, state, &mut entry).await.map_err(|e| refused_or(&refusals, e))?;
             }
             next = bindings.next() => {
@@ -481,6 +509,43 @@ fn offer(
     }
 }
 
+/// Hands a placement value to the daemon's placer, in the background; a
+/// value that is not a placement is said in the status entry and changes
+/// nothing.
+fn place(
+    state: &FleetParts,
+    value: &async_nats::jetstream::kv::Entry,
+    placed: &Arc<tokio::sync::Notify>,
+    entry: &mut StatusEntry,
+) {
+    let Some(placer) = state.placer.clone() else {
+        return;
+    };
+    match crate::placement::read(value) {
+        Err(why) => {
+            tracing::warn!("fleet: a placement value refused: {why}");
+            let mut now = entry.placement.clone().unwrap_or_default();
+            now.refused = why;
+            entry.placement = Some(now);
+        }
+        Ok(p) => {
+            tracing::info!(
+                revision = p.revision,
+                plugins = p.plugins.len(),
+                "fleet: placement"
+            );
+            if let Some(now) = entry.placement.as_mut() {
+                now.refused.clear();
+            }
+            let placed = Arc::clone(placed);
+            tokio::spawn(async move {
+                (placer.apply)(p).await;
+                placed.notify_one();
+            });
+        }
+    }
+}
+
 /// The most tokens a daemon holds bound: a hostile or broken engine
 /// cannot grow its memory without end. One daemon serves one agent
 /// executor, whose sessions are counted in tens.
@@ -543,6 +608,19 @@ async fn write_status(
         .map(|d| (d.tool.clone(), d.reason.clone()))
         .collect();
     entry.plugins = (state.plugins)();
+    if let Some(placer) = &state.placer {
+        let now = crate::placement::entry_of((placer.status)());
+        // A refused value is kept in the entry until a placement applies.
+        let refused = entry
+            .placement
+            .as_ref()
+            .map(|p| p.refused.clone())
+            .filter(|r| !r.is_empty() && now.refused.is_empty());
+        entry.placement = Some(crate::placement::PlacedEntry {
+            refused: refused.unwrap_or(now.refused.clone()),
+            ..now
+        });
+    }
     entry.heartbeat = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());

@@ -43,6 +43,9 @@ pub struct StatusEntry {
     pub refused: Option<String>,
     /// Plugin id and state.
     pub plugins: Vec<(String, String)>,
+    /// Where it stands against the group's placement, once it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<crate::placement::PlacedEntry>,
     /// Seconds since the Unix epoch when it was written.
     pub heartbeat: u64,
 }

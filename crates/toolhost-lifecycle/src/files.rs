@@ -31,6 +31,10 @@ pub(crate) struct StateFile {
     /// to the manifest's digest (`REGISTRY/REPO@sha256:HEX`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sources: BTreeMap<String, String>,
+    /// Installed plugins a placement placed: a later placement that does
+    /// not name one removes it (and nothing else).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub placed: BTreeSet<String>,
     /// Upgrades placed but held for the operator: id -> the held version.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub held: BTreeMap<String, HeldUpgrade>,

@@ -41,7 +41,8 @@ mod spec;
 
 pub use files::private_dir;
 pub use lifecycle::{
-    DISK_CHECK, DiskInfo, HeldInfo, Lifecycle, LifecycleConfig, LifecycleError, PluginInfo,
-    PulledInstall, RegistryConfig, Reviewed, UpgradeOptions, Upgraded,
+    DISK_CHECK, DiskInfo, HeldInfo, Lifecycle, LifecycleConfig, LifecycleError, PlacedPlugin,
+    PlacedState, Placement, PlacementStatus, PluginInfo, PulledInstall, RegistryConfig, Reviewed,
+    UpgradeOptions, Upgraded,
 };
 pub use spec::plugin_spec;

@@ -24,5 +24,6 @@ mod text;
 
 pub use manifest::{Annotations, Manifest, Runtime, TaskSupport, ToolDecl};
 pub use problem::{Problem, Rule};
+pub use rules::is_valid_plugin_id;
 pub use set::{CheckedSet, check_set, expand_plugin_dirs};
 pub use toolhost_validate::UnknownArguments;

@@ -5,7 +5,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use toolhost_author::{check, harness, new, pack, sign, sync};
 use toolhost_base::errln;
-use toolhost_ctl::{approvals, call, catalog, fleet, ops, publish};
+use toolhost_ctl::{approvals, call, catalog, fleet, ops, placing, publish};
 use toolhost_daemon::serve;
 
 /// Runs plugin processes and serves their tools to AI agents over MCP.
@@ -125,6 +125,22 @@ enum FleetCommand {
         nats: fleet::NatsTarget,
         /// The snapshot file.
         file: std::path::PathBuf,
+    },
+    /// Write a placement (JSON: revision, and each plugin's id and
+    /// REGISTRY/REPO@sha256:DIGEST) to the group's placement key: every
+    /// daemon of the group pulls, verifies and runs those plugins.
+    Place {
+        #[command(flatten)]
+        nats: fleet::NatsTarget,
+        /// The placement file.
+        file: std::path::PathBuf,
+    },
+    /// The group's placement against each daemon: what each installed,
+    /// and which are converging, held or failed (with why). Exit 1 unless
+    /// every daemon has converged.
+    Plugins {
+        #[command(flatten)]
+        nats: fleet::NatsTarget,
     },
 }
 
@@ -251,6 +267,8 @@ fn fleet_command(command: FleetCommand) -> anyhow::Result<ExitCode> {
                     fleet::status(&nats, silent_after).await
                 }
                 FleetCommand::Push { nats, file } => fleet::push(&nats, &file).await,
+                FleetCommand::Place { nats, file } => placing::place_fleet(&nats, &file).await,
+                FleetCommand::Plugins { nats } => placing::plugins_fleet(&nats).await,
             }
         })
     })

@@ -99,8 +99,9 @@ pub enum LifecycleError {
     },
     /// Managed mode: the backend owns the catalog.
     #[error(
-        "toolhost is in managed mode: the backend owns the catalog, so plugins are installed and \
-         switched by editing the configuration and restarting, and activated by the backend's pushes"
+        "toolhost is in managed mode: the backend owns the catalog and places the plugins (the fleet's \
+         placement key, or the admin API's PlacePlugins), so they are not installed, upgraded or removed by \
+         hand; a held upgrade is still accepted or rejected here"
     )]
     Managed,
     /// The plugin comes from the configuration's `plugins` paths.
@@ -255,6 +256,11 @@ pub struct Lifecycle {
     /// plugins stopping would otherwise publish one after another, each
     /// rebuilding the catalog, and make shutdown quadratic).
     pub(super) closing: std::sync::atomic::AtomicBool,
+    /// What the backend placed, and where each placed plugin stands
+    /// (`placement.rs`).
+    pub(super) placed: Mutex<super::placed::PlacementBook>,
+    /// One placement converges at a time.
+    pub(super) placing: tokio::sync::Mutex<()>,
 }
 
 /// What pushed descriptors are judged against: these manifests, and in

@@ -132,7 +132,7 @@ impl Lifecycle {
                     .to_owned(),
             );
         }
-        (!changed.is_empty() && self.cfg.contracts.of(&m.id) == OnChange::Hold).then(|| {
+        (!changed.is_empty() && self.contract_policy(&m.id) == OnChange::Hold).then(|| {
             "it changes the plugin's contract and contract_changes = \"hold\" applies to it"
                 .to_owned()
         })
@@ -239,7 +239,8 @@ impl Lifecycle {
         reviewed: &Reviewed,
         set: &BTreeMap<String, String>,
     ) -> Result<Upgraded, LifecycleError> {
-        self.refuse_if_managed()?;
+        // Allowed in managed mode: a hold there comes from a placement,
+        // and the operator's review is what it waits for.
         let _op = self.ops.lock().await;
         let (held, given) = {
             let inner = self.lock();
@@ -285,7 +286,6 @@ impl Lifecycle {
     /// # Errors
     /// Nothing is held for `id`, or the state file cannot be written.
     pub async fn reject(&self, id: &str) -> Result<String, LifecycleError> {
-        self.refuse_if_managed()?;
         let _op = self.ops.lock().await;
         let held = {
             let mut inner = self.lock();

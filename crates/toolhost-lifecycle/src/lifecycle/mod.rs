@@ -27,6 +27,8 @@ mod core;
 mod disk;
 mod held;
 mod operations;
+mod placed;
+mod placement;
 mod preview;
 mod pulled;
 mod quota;
@@ -37,6 +39,7 @@ mod start;
 pub use self::core::{HeldInfo, Lifecycle, LifecycleConfig, LifecycleError, PluginInfo};
 pub use self::disk::{DISK_CHECK, DiskInfo};
 pub use self::held::{Reviewed, UpgradeOptions, Upgraded};
+pub use self::placed::{PlacedPlugin, PlacedState, Placement, PlacementStatus};
 pub use self::pulled::{PulledInstall, RegistryConfig};
 
 #[cfg(test)]

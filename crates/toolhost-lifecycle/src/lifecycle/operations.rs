@@ -32,7 +32,8 @@ impl Lifecycle {
     }
 
     pub(super) fn refuse_if_managed(&self) -> Result<(), LifecycleError> {
-        if self.cfg.managed {
+        let placing = super::placement::PLACING.try_with(|p| *p).unwrap_or(false);
+        if self.cfg.managed && !placing {
             return Err(LifecycleError::Managed);
         }
         Ok(())

@@ -126,6 +126,79 @@ impl Lifecycle {
         Ok(done)
     }
 
+    /// A placed plugin's first install: pulled, its id checked against the
+    /// one placed, then installed as an archive.
+    pub(super) async fn install_placed(
+        &self,
+        reference: &str,
+        id: &str,
+        set: &BTreeMap<String, String>,
+    ) -> Result<(), LifecycleError> {
+        let pulled = self.pull(reference).await?;
+        self.check_placed_id(&pulled, reference, id)?;
+        let source = pulled.pinned.to_string();
+        self.install_from(&pulled.archive, set, Some(source))
+            .await
+            .inspect_err(|e| forget_if_refused(&pulled, e))
+            .map(|_| ())
+    }
+
+    /// A placed plugin's move to another digest, as an upgrade.
+    pub(super) async fn upgrade_placed(
+        &self,
+        reference: &str,
+        id: &str,
+        set: &BTreeMap<String, String>,
+    ) -> Result<(), LifecycleError> {
+        let pulled = self.pull(reference).await?;
+        self.check_placed_id(&pulled, reference, id)?;
+        let source = pulled.pinned.to_string();
+        self.upgrade_from(
+            &pulled.archive,
+            set,
+            UpgradeOptions::default(),
+            Some(source),
+        )
+        .await
+        .inspect_err(|e| forget_if_refused(&pulled, e))
+        .map(|_| ())
+    }
+
+    /// The package pulled for a placed plugin carries the id placed.
+    fn check_placed_id(
+        &self,
+        pulled: &Pulled,
+        reference: &str,
+        id: &str,
+    ) -> Result<(), LifecycleError> {
+        let text = toolhost_package::archive::read_entry(
+            &pulled.archive,
+            self.cfg.archive_limits,
+            |p| p.file_name().is_some_and(|n| n == "plugin.toml") && p.components().count() <= 2,
+            toolhost_manifest::manifest::MAX_MANIFEST_BYTES,
+        )
+        .ok()
+        .flatten()
+        .and_then(|b| String::from_utf8(b).ok());
+        let carried = text
+            .as_deref()
+            .and_then(|t| t.parse::<toml::Table>().ok())
+            .and_then(|t| t.get("id").and_then(|v| v.as_str()).map(str::to_owned));
+        if carried.as_deref() == Some(id) {
+            return Ok(());
+        }
+        Err(LifecycleError::Registry {
+            reference: reference.to_owned(),
+            reason: format!(
+                "its package is plugin {}, not the {id} placed",
+                carried.map_or_else(
+                    || "with no readable id".to_owned(),
+                    |c| toolhost_base::term::one_line(&c).into_owned()
+                )
+            ),
+        })
+    }
+
     /// Where an installed plugin was pulled from, pinned by digest.
     #[must_use]
     pub fn pulled_from(&self, id: &str) -> Option<String> {

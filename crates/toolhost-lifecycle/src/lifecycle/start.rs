@@ -117,6 +117,8 @@ impl Lifecycle {
             stored: Stored::new(&lc_state_dir),
             disk: Mutex::new(super::disk::DiskBook::default()),
             closing: std::sync::atomic::AtomicBool::new(false),
+            placed: std::sync::Mutex::new(super::placed::PlacementBook::default()),
+            placing: tokio::sync::Mutex::new(()),
         });
         tokio::spawn(super::quota::watch(Arc::downgrade(&lc)));
         {
