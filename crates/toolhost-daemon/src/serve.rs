@@ -257,21 +257,14 @@ impl Daemon {
         }
         let shutdown = CancellationToken::new();
         let link = s.fleet.as_ref().map(|f| {
-            Arc::new(toolhost_fleet::FleetLink::new(&f.url, &f.keys.bucket, &f.daemon))
+            Arc::new(toolhost_fleet::FleetLink::new(
+                &f.url,
+                &f.keys.bucket,
+                &f.daemon,
+            ))
         });
         if let (Some(fleet), Some(link), Some(managed)) = (&s.fleet, &link, &managed) {
-            let parts = toolhost_fleet::FleetParts {
-                catalog: Arc::clone(managed),
-                tokens: Arc::clone(&tokens),
-                link: Arc::clone(link),
-                plugins: plugin_summary(&lifecycle),
-                placer: Some(placer(&lifecycle)),
-            };
-            tokio::spawn(toolhost_fleet::run(
-                fleet.clone(),
-                parts,
-                shutdown.child_token(),
-            ));
+            follow_fleet(fleet, link, managed, &tokens, &lifecycle, &shutdown);
         }
         let link = link.map(|l| l as Arc<dyn LinkStatus>);
         let sessions = {
@@ -512,6 +505,29 @@ fn hub(s: &Settings, pipeline: &Arc<Pipeline>) -> Arc<Hub> {
 }
 
 /// What a fleet status entry says of each installed plugin.
+/// Follows the group's keys in the background until `shutdown`.
+fn follow_fleet(
+    fleet: &toolhost_fleet::FleetConfig,
+    link: &Arc<toolhost_fleet::FleetLink>,
+    managed: &Arc<Managed>,
+    tokens: &Arc<TokenTable>,
+    lifecycle: &Arc<Lifecycle>,
+    shutdown: &CancellationToken,
+) {
+    let parts = toolhost_fleet::FleetParts {
+        catalog: Arc::clone(managed),
+        tokens: Arc::clone(tokens),
+        link: Arc::clone(link),
+        plugins: plugin_summary(lifecycle),
+        placer: Some(placer(lifecycle)),
+    };
+    tokio::spawn(toolhost_fleet::run(
+        fleet.clone(),
+        parts,
+        shutdown.child_token(),
+    ));
+}
+
 /// The fleet's way to the lifecycle's placement: a placement from the
 /// wire checked, then converged to; one that is not valid is said in the
 /// status the placer reports.

@@ -62,4 +62,3 @@ pub(crate) struct PlacementBook {
     pub(crate) pulling: Option<String>,
     pub(crate) refused: String,
 }
-

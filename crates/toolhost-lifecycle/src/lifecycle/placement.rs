@@ -21,8 +21,8 @@
 //! (each step takes it, so an accept by the operator can come between).
 
 use super::core::{Lifecycle, LifecycleError};
-use super::placed::{PlacedPlugin, PlacedState, Placement, PlacementStatus};
 use super::placed::PlacementBook;
+use super::placed::{PlacedPlugin, PlacedState, Placement, PlacementStatus};
 use crate::contract::OnChange;
 use std::collections::BTreeSet;
 use toolhost_registry::Reference;
