@@ -378,7 +378,9 @@ async fn a_backend_needs_only_the_permissions_the_contract_lists() {
         "$JS.API.STREAM.CREATE.KV_toolhost_default",
         "$JS.API.STREAM.INFO.KV_toolhost_default",
         "$KV.toolhost_default.catalog",
+        "$KV.toolhost_default.tools.>",
         "$KV.toolhost_default.bind.>",
+        "$JS.API.DIRECT.GET.KV_toolhost_default.$KV.toolhost_default.catalog",
     ];
     // `fleet status` reads as a daemon follows, plus direct gets.
     let mut reader = FOLLOWER.to_vec();

@@ -70,12 +70,41 @@ fn publish(reg: &RegistryServer, r: &Path, dir: &Path, key: Option<&Path>) -> St
     format!("{}/tools/{}@{digest}", reg.addr, m.id)
 }
 
-/// The catalog of `dirs`' tools, as the backend writes it.
-fn catalog(dirs: &[&Path], revision: u64) -> Vec<u8> {
+/// The catalog of `dirs`' tools and of `decoys` other plugins (the tools
+/// of the first dir under other ids), as a backend writes it to a fleet:
+/// a shard per plugin, then the header.
+async fn write_catalog(
+    kv: &async_nats::jetstream::kv::Store,
+    dirs: &[&Path],
+    decoys: usize,
+    revision: u64,
+) -> toolhost_proto::admin::Snapshot {
     let ms: Vec<Manifest> = dirs.iter().map(|d| Manifest::load(d).unwrap()).collect();
     let mut s = Snapshot::from_manifests("kandev", "g1", revision, &ms);
     s.epoch = 1;
-    prost::Message::encode_to_vec(&toolhost_managed::snapshot_to_proto(&s))
+    let first: Vec<_> = s
+        .tools
+        .iter()
+        .filter(|t| t.plugin_id == ms[0].id)
+        .cloned()
+        .collect();
+    for i in 0..decoys {
+        for t in &first {
+            let mut d = t.clone();
+            d.plugin_id = format!("decoy{i}");
+            d.exposed_name =
+                toolhost_manifest::naming::exposed("kandev", &d.plugin_id, &d.local_name);
+            s.tools.push(d);
+        }
+    }
+    let (header, shards) = toolhost_fleet::shard_snapshot(toolhost_managed::snapshot_to_proto(&s));
+    for (key, bytes) in shards {
+        kv.put(key.as_str(), bytes.into()).await.unwrap();
+    }
+    kv.put("catalog", prost::Message::encode_to_vec(&header).into())
+        .await
+        .unwrap();
+    header
 }
 
 fn placement(revision: u64, plugins: &[(&str, &str, &str)]) -> Vec<u8> {
@@ -176,9 +205,10 @@ async fn a_fleet_converges_to_the_placed_plugins_refuses_a_bad_one_and_holds_a_c
         })
         .await
         .unwrap();
-    kv.put("catalog", catalog(&[&p1, &p2], 1).into())
-        .await
-        .unwrap();
+    // 40 plugins' tools besides pa's and pb's: a daemon reads only the
+    // shards of what it is placed.
+    let header = write_catalog(&kv, &[&p1, &p2], 40, 1).await;
+    assert_eq!(header.shards.len(), 42);
     kv.put(
         "placement",
         placement(
@@ -252,6 +282,34 @@ async fn a_fleet_converges_to_the_placed_plugins_refuses_a_bad_one_and_holds_a_c
         stands(&kv, &names[DAEMONS - 1], 1, &placed).await
     })
     .await;
+
+    // A shard whose bytes are not the digest the header names: the
+    // revision is refused whole, and the catalog in force keeps serving.
+    let mut header2 = header.clone();
+    header2.revision = 2;
+    let pa = header2
+        .shards
+        .iter_mut()
+        .find(|s| s.plugin == "pa")
+        .unwrap();
+    pa.digest = toolhost_fleet::shard_digest(b"another shard");
+    kv.put(
+        toolhost_fleet::shard_key("pa", &pa.digest).as_str(),
+        prost::Message::encode_to_vec(&toolhost_proto::admin::ToolShard::default()).into(),
+    )
+    .await
+    .unwrap();
+    kv.put("catalog", prost::Message::encode_to_vec(&header2).into())
+        .await
+        .unwrap();
+    for n in &names {
+        let why = eventually(WAIT, "the tampered shard refused", async || {
+            let a = entry(&kv, n).await?.applied?;
+            (a.outcome == "invalid").then_some(a.reasons.join("; "))
+        })
+        .await;
+        assert!(why.contains("does not match its digest"), "{n}: {why}");
+    }
 
     // An upgrade that changes pa's contract, under "hold": it waits on
     // every daemon, the old version serving, and `fleet status` says so.

@@ -459,18 +459,32 @@ impl Store {
 
     /// Offers a snapshot (docs/CONTRACT.md §2).
     pub fn offer(&self, snapshot: Snapshot) -> OfferResult {
-        self.offer_checked(snapshot, None)
+        self.offer_checked(snapshot, None, false)
     }
 
     /// Offers a snapshot pushed by a backend: descriptors that do not match
     /// `installed` are withheld and reported as defects.
     pub fn offer_managed(&self, snapshot: Snapshot, installed: &Installed) -> OfferResult {
-        self.offer_checked(snapshot, Some(installed))
+        self.offer_checked(snapshot, Some(installed), false)
+    }
+
+    /// [`Self::offer_managed`] for a fleet daemon's own view of a sharded
+    /// revision: the shards it selects follow the plugins it runs, so the
+    /// same version may come again with more or fewer tools when those
+    /// change; it replaces what is served rather than conflict. Every
+    /// other rule of an offer holds (a lower version is stale).
+    pub fn offer_managed_view(&self, snapshot: Snapshot, installed: &Installed) -> OfferResult {
+        self.offer_checked(snapshot, Some(installed), true)
     }
 
     /// Kept whole on purpose: the rules of an offer, in the order they are
     /// decided, under one writer lock; each `return` is an outcome.
-    fn offer_checked(&self, mut snapshot: Snapshot, installed: Option<&Installed>) -> OfferResult {
+    fn offer_checked(
+        &self,
+        mut snapshot: Snapshot,
+        installed: Option<&Installed>,
+        view: bool,
+    ) -> OfferResult {
         snapshot.seal();
         let mut w = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
         let cur = self.current.load_full();
@@ -526,6 +540,14 @@ impl Store {
         } else {
             w.restored.clone()
         };
+        // A daemon's own view of the version it serves may change with
+        // what it runs: judged as if its content were the same.
+        let same_version = fence.as_ref().is_some_and(|f| {
+            live && f.generation == snapshot.generation
+                && f.epoch == snapshot.epoch
+                && f.revision == snapshot.revision
+        });
+        let judged_same = same_content || (view && same_version);
         if let Some(f) = &fence
             && let Some((outcome, why)) = judge(
                 f,
@@ -535,8 +557,9 @@ impl Store {
                     epoch: snapshot.epoch,
                     revision: snapshot.revision,
                 },
-                same_content,
+                judged_same,
             )
+            && !(view && same_version && !same_content)
         {
             if outcome == Outcome::Unchanged {
                 // An identical retry is the backend speaking too.

@@ -99,18 +99,52 @@ pub async fn push(target: &NatsTarget, file: &std::path::Path) -> Result<ExitCod
         std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
     let snap: toolhost_catalog::Snapshot = serde_json::from_str(&text)
         .with_context(|| format!("{} is not a catalog snapshot", file.display()))?;
-    let bytes = prost::Message::encode_to_vec(&toolhost_managed::snapshot_to_proto(&snap));
+    let (mut header, shards) =
+        toolhost_fleet::shard_snapshot(toolhost_managed::snapshot_to_proto(&snap));
     let kv = target.bucket(true).await?;
+    let before = match kv.get("catalog").await? {
+        Some(b) => <toolhost_proto::admin::Snapshot as prost::Message>::decode(b.as_ref()).ok(),
+        None => None,
+    }
+    .unwrap_or_default();
+    let named =
+        |s: &toolhost_proto::admin::CatalogShard| toolhost_fleet::shard_key(&s.plugin, &s.digest);
+    let had: std::collections::BTreeSet<String> = before.shards.iter().map(named).collect();
+    let has: std::collections::BTreeSet<String> = header.shards.iter().map(named).collect();
+    // The shards first (one a plugin, by digest: an unchanged plugin's is
+    // there already), then the header that switches the revision.
+    let mut written = 0;
+    for (key, bytes) in &shards {
+        if !had.contains(key) {
+            kv.put(key.as_str(), bytes.clone().into())
+                .await
+                .with_context(|| format!("cannot write {key}"))?;
+            written += 1;
+        }
+    }
+    header.retiring = before
+        .shards
+        .iter()
+        .filter(|s| !has.contains(&named(s)))
+        .cloned()
+        .collect();
     let key = "catalog".to_owned();
     let revision = kv
-        .put(key.as_str(), bytes.into())
+        .put(key.as_str(), prost::Message::encode_to_vec(&header).into())
         .await
         .with_context(|| format!("cannot write {key}"))?;
+    // What the header before this one retired has had a revision of grace.
+    let mut removed = 0;
+    for s in before.retiring.iter().filter(|s| !has.contains(&named(s))) {
+        kv.delete(named(s).as_str()).await?;
+        removed += 1;
+    }
     outln!(
-        "put {key} (generation {} epoch {} revision {}) as bucket revision {revision}; `toolhost fleet status --nats {}` shows the daemons converge",
+        "put {key} (generation {} epoch {} revision {}, {} plugin shards, {written} new, {removed} retired removed) as bucket revision {revision}; `toolhost fleet status --nats {}` shows the daemons converge",
         snap.generation,
         snap.epoch,
         snap.revision,
+        shards.len(),
         target.url
     );
     Ok(ExitCode::SUCCESS)

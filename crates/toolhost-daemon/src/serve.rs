@@ -520,6 +520,23 @@ fn follow_fleet(
         link: Arc::clone(link),
         plugins: plugin_summary(lifecycle),
         placer: Some(placer(lifecycle)),
+        wanted: {
+            let lifecycle = Arc::clone(lifecycle);
+            Arc::new(move || {
+                let placed = lifecycle.placement_status().plugins;
+                lifecycle
+                    .list()
+                    .into_iter()
+                    .map(|p| p.id)
+                    .chain(
+                        placed
+                            .into_iter()
+                            .filter(|p| p.phase != "removed")
+                            .map(|p| p.id),
+                    )
+                    .collect()
+            })
+        },
     };
     tokio::spawn(toolhost_fleet::run(
         fleet.clone(),

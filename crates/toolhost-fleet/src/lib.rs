@@ -11,7 +11,10 @@
 //! Each group of daemons has a bucket, `toolhost_<group>` (the prefix is
 //! configurable), holding:
 //!
-//! - `catalog`: a `toolhost.admin.v1.Snapshot`, protobuf bytes;
+//! - `catalog`: a `toolhost.admin.v1.Snapshot`, protobuf bytes: the whole
+//!   catalog, or a header naming each plugin's shard (`shards.rs`);
+//! - `tools.<plugin>.<hex digest>`: one plugin's tools, a
+//!   `toolhost.admin.v1.ToolShard`, read only by daemons that run it;
 //! - `bind.<sha256 of a token, hex>`: a `toolhost.admin.v1.SessionBinding`;
 //!   deleting the key revokes the token;
 //! - `placement`: a `toolhost.admin.v1.Placement`, protobuf: the plugins
@@ -41,12 +44,16 @@
 
 mod keys;
 mod link;
+mod parts;
 mod placement;
+mod shards;
 mod source;
 mod status;
+mod values;
 
 pub use keys::{FleetKeys, KeyError};
 pub use link::FleetLink;
 pub use placement::{MAX_PLACEMENT_BYTES, PlacedEntry, PlacedRow, Placer, entry_of};
+pub use shards::{MAX_SHARDS, shard_digest, shard_key, shard_snapshot};
 pub use source::{FleetConfig, FleetError, FleetParts, NatsAuth, NatsTls, connect, run};
 pub use status::{Applied, MAX_WITHHELD_LISTED, StatusEntry};

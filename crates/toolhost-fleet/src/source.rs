@@ -3,13 +3,14 @@
 
 use crate::keys::FleetKeys;
 use crate::link::FleetLink;
-use crate::status::{Applied, StatusEntry};
+pub use crate::parts::FleetParts;
+use crate::shards::Sharded;
+use crate::status::StatusEntry;
+use crate::values::{offer_latest, reselect};
 use futures::{FutureExt as _, StreamExt as _};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
-use toolhost_calls::TokenTable;
-use toolhost_managed::Managed;
 
 /// How to prove who we are to the NATS server. Values are read from files
 /// or the environment by the caller, the way plugin secrets are; `Debug`
@@ -154,25 +155,6 @@ pub enum FleetError {
 
 fn nats(e: impl std::fmt::Display) -> FleetError {
     FleetError::Nats(e.to_string())
-}
-
-/// What a daemon's fleet link works on, handed over by the daemon: the
-/// managed catalog values are offered to, the token table bindings go to,
-/// the link's state (which `toolhost status` and `/metrics` show), and
-/// what the status entry says of each plugin.
-pub struct FleetParts {
-    /// Where catalog values go, under the rules of an admin push.
-    pub catalog: Arc<Managed>,
-    /// Where session bindings go.
-    pub tokens: Arc<TokenTable>,
-    /// The link's state.
-    pub link: Arc<FleetLink>,
-    /// Each installed plugin's id and `enabled`, `disabled` or
-    /// `needs_config`, for the status entry.
-    pub plugins: Arc<dyn Fn() -> Vec<(String, String)> + Send + Sync>,
-    /// How placements are applied (`None`: the group's placement key is
-    /// not followed).
-    pub placer: Option<crate::placement::Placer>,
 }
 
 /// Follows the group's catalog until `stop`, reconnecting with backoff and
@@ -344,6 +326,7 @@ async fn session(
         None => None,
     };
     let placed = Arc::new(tokio::sync::Notify::new());
+    let mut sharded = Sharded::default();
     let mut entry = StatusEntry {
         daemon: cfg.daemon.clone(),
         refused: refused.as_ref().map(|(what, _)| what.clone()),
@@ -379,6 +362,10 @@ async fn session(
                 write_status(&kv, cfg, state, &mut entry).await.map_err(|e| refused_or(&refusals, e))?;
             }
             () = placed.notified() => {
+                if let Some(applied) = reselect(state, &kv, &mut sharded, cfg.max_value_bytes).await {
+                    link.record_applied(applied.kv_revision, &applied.outcome);
+                    entry.applied = Some(applied);
+                }
                 write_status(&kv, cfg, state, &mut entry).await.map_err(|e| refused_or(&refusals, e))?;
             }
             Some(next) = async {
@@ -388,7 +375,11 @@ async fn session(
                 }
             } => {
                 let value = next.map_err(nats)?;
-                place(state, &value, &placed, &mut entry);
+                place(state, &value, &placed, &mut entry, &mut sharded);
+                if let Some(applied) = reselect(state, &kv, &mut sharded, cfg.max_value_bytes).await {
+                    link.record_applied(applied.kv_revision, &applied.outcome);
+                    entry.applied = Some(applied);
+                }
                 write_status(&kv, cfg, state, &mut entry).await.map_err(|e| refused_or(&refusals, e))?;
             }
             next = bindings.next() => {
@@ -405,107 +396,12 @@ async fn session(
                 if queued.len() > 1 {
                     tracing::info!(queued = queued.len(), "fleet: catalog values queued; offering the latest");
                 }
-                let applied = offer_latest(state, queued, cfg.max_value_bytes);
+                let applied = offer_latest(state, &kv, &mut sharded, queued, cfg.max_value_bytes).await;
                 link.record_applied(applied.kv_revision, &applied.outcome);
                 entry.applied = Some(applied);
                 write_status(&kv, cfg, state, &mut entry).await.map_err(|e| refused_or(&refusals, e))?;
             }
         }
-    }
-}
-
-/// Offers the latest of values that queued together: the one the fence
-/// ranks highest (epoch, then revision), not merely the last to arrive, so
-/// a dead backend's stale write arriving last cannot hide a live one's
-/// revision that arrived just before it. When the last to arrive cannot
-/// be read at all, that refusal is what the status reports (after the
-/// readable one is offered), since it is what the key now holds.
-fn offer_latest(
-    state: &FleetParts,
-    queued: Vec<async_nats::jetstream::kv::Entry>,
-    max: usize,
-) -> Applied {
-    let last = queued.len().saturating_sub(1);
-    let mut best: Option<(u64, toolhost_proto::admin::Snapshot)> = None;
-    let mut last_refused = None;
-    for (i, value) in queued.into_iter().enumerate() {
-        match read(&value, max) {
-            Ok(s) => {
-                if best
-                    .as_ref()
-                    .is_none_or(|(_, b)| (s.epoch, s.revision) >= (b.epoch, b.revision))
-                {
-                    best = Some((value.revision, s));
-                }
-            }
-            Err(why) if i == last => {
-                last_refused = Some(Applied {
-                    kv_revision: value.revision,
-                    outcome: "refused".to_owned(),
-                    reasons: vec![why],
-                });
-            }
-            Err(_) => {}
-        }
-    }
-    let offered = best.map(|(kv_revision, s)| offer(state, kv_revision, s));
-    last_refused.or(offered).unwrap_or_default()
-}
-
-/// One value of the catalog key, read as a snapshot, or why it is not one.
-fn read(
-    value: &async_nats::jetstream::kv::Entry,
-    max: usize,
-) -> Result<toolhost_proto::admin::Snapshot, String> {
-    use async_nats::jetstream::kv::Operation;
-    if value.operation != Operation::Put {
-        // A deleted key is not a catalog: keep serving the current one.
-        return Err("the catalog key was deleted; the current catalog stays".to_owned());
-    }
-    if value.value.len() > max {
-        return Err(format!(
-            "the value is {} bytes, over the limit of {max}",
-            value.value.len()
-        ));
-    }
-    // A field this toolhost does not know is refused, not dropped: a
-    // backend's policy it cannot read must not go unapplied.
-    let unknown =
-        toolhost_proto::strict::unknown_fields("toolhost.admin.v1.Snapshot", &value.value)
-            .map_err(|e| format!("not a toolhost.admin.v1.Snapshot: {e}"))?;
-    if !unknown.is_empty() {
-        return Err(format!(
-            "the value has fields this toolhost does not know ({}); the current catalog stays",
-            unknown.join(", ")
-        ));
-    }
-    <toolhost_proto::admin::Snapshot as prost::Message>::decode(value.value.as_ref())
-        .map_err(|e| format!("not a toolhost.admin.v1.Snapshot: {e}"))
-}
-
-/// Offers a snapshot as an admin push would; what became of it.
-fn offer(
-    state: &FleetParts,
-    kv_revision: u64,
-    snapshot: toolhost_proto::admin::Snapshot,
-) -> Applied {
-    match state.catalog.offer(snapshot) {
-        Err(e) => Applied {
-            kv_revision,
-            outcome: "refused".to_owned(),
-            reasons: vec![format!("taken, but not kept on disk: {e}")],
-        },
-        Ok(r) => Applied {
-            kv_revision,
-            outcome: toolhost_proto::admin::PushOutcome::try_from(r.outcome)
-                .map(|o| {
-                    o.as_str_name()
-                        .trim_start_matches("PUSH_OUTCOME_")
-                        .to_lowercase()
-                })
-                .unwrap_or_else(|_| "unknown".to_owned()),
-            reasons: r.reasons,
-        },
     }
 }
 
@@ -517,6 +413,7 @@ fn place(
     value: &async_nats::jetstream::kv::Entry,
     placed: &Arc<tokio::sync::Notify>,
     entry: &mut StatusEntry,
+    sharded: &mut Sharded,
 ) {
     let Some(placer) = state.placer.clone() else {
         return;
@@ -537,6 +434,7 @@ fn place(
             if let Some(now) = entry.placement.as_mut() {
                 now.refused.clear();
             }
+            sharded.placed = p.plugins.iter().map(|x| x.id.clone()).collect();
             let placed = Arc::clone(placed);
             tokio::spawn(async move {
                 (placer.apply)(p).await;
@@ -634,6 +532,7 @@ async fn write_status(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::values::read;
     use async_nats::jetstream::kv::{Entry, Operation};
 
     fn entry(value: Vec<u8>, operation: Operation) -> Entry {
@@ -654,6 +553,8 @@ mod tests {
     #[test]
     fn only_a_snapshot_within_the_limit_is_read() {
         let snapshot = toolhost_proto::admin::Snapshot {
+            shards: Vec::new(),
+            retiring: Vec::new(),
             generation: "g".to_owned(),
             revision: 3,
             epoch: 9,

@@ -12,6 +12,10 @@ pub struct Applied {
     pub outcome: String,
     /// Why, when it was not accepted.
     pub reasons: Vec<String>,
+    /// For a sharded catalog: the shards this daemon read, and how many
+    /// the header names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shards: Option<(usize, usize)>,
 }
 
 /// Withheld tools named in a status entry; the rest are counted, so a

@@ -27,9 +27,15 @@ fn call_policy(requires_approval: bool, per_minute: u32, burst: u32) -> CallPoli
     }
 }
 
+/// Why a sharded header pushed whole is refused.
+const SHARDED_HERE: &str = "a sharded header (shards) is read from a fleet's bucket, where its shards are; a snapshot pushed here carries its tools";
+
 /// A pushed snapshot as catalog data; schemas that are not JSON make it
 /// invalid (every such problem is listed).
 pub fn snapshot_from_proto(p: pb::Snapshot) -> Result<Snapshot, Vec<String>> {
+    if !p.shards.is_empty() || !p.retiring.is_empty() {
+        return Err(vec![SHARDED_HERE.to_owned()]);
+    }
     let mut problems = Vec::new();
     let mut tools = Vec::with_capacity(p.tools.len());
     for t in p.tools {
@@ -113,6 +119,8 @@ pub fn snapshot_to_proto(s: &Snapshot) -> pb::Snapshot {
         generation: s.generation.clone(),
         epoch: s.epoch,
         revision: s.revision,
+        shards: Vec::new(),
+        retiring: Vec::new(),
         tools: s
             .tools
             .iter()

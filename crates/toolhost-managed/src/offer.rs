@@ -60,6 +60,24 @@ impl Managed {
     /// keeps the fence and the last-good snapshot. The answer is the push's;
     /// an error means the store took it but it could not be kept on disk.
     pub fn offer(&self, snapshot: pb::Snapshot) -> Result<pb::PushCatalogResponse, FenceError> {
+        self.offer_as(snapshot, false)
+    }
+
+    /// [`Self::offer`] for a fleet daemon's view of a sharded revision (the
+    /// tools of the plugins it runs): the same version may come again with
+    /// other tools when what it runs changes (`Store::offer_managed_view`).
+    pub fn offer_view(
+        &self,
+        snapshot: pb::Snapshot,
+    ) -> Result<pb::PushCatalogResponse, FenceError> {
+        self.offer_as(snapshot, true)
+    }
+
+    fn offer_as(
+        &self,
+        snapshot: pb::Snapshot,
+        view: bool,
+    ) -> Result<pb::PushCatalogResponse, FenceError> {
         // Kept as pushed, to be served after a restart until the backend
         // pushes again (crate::fence).
         let pushed = self
@@ -78,7 +96,11 @@ impl Managed {
             },
             Ok(s) => {
                 let offered = (s.generation.clone(), s.epoch, s.revision);
-                let r = self.store.offer_managed(s, &self.installed.load());
+                let r = if view {
+                    self.store.offer_managed_view(s, &self.installed.load())
+                } else {
+                    self.store.offer_managed(s, &self.installed.load())
+                };
                 if matches!(r.outcome, Outcome::Accepted | Outcome::Unchanged)
                     && let Some(path) = &self.fence_file
                 {
@@ -184,6 +206,8 @@ mod tests {
 
     fn push(generation: &str, epoch: u64, revision: u64) -> pb::Snapshot {
         pb::Snapshot {
+            shards: Vec::new(),
+            retiring: Vec::new(),
             generation: generation.into(),
             epoch,
             revision,

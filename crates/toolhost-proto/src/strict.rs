@@ -173,6 +173,8 @@ mod tests {
     #[test]
     fn a_message_with_only_known_fields_has_none_unknown() {
         let s = pb::Snapshot {
+            shards: Vec::new(),
+            retiring: Vec::new(),
             generation: "g".into(),
             revision: 3,
             tools: vec![pb::ToolDescriptor {
@@ -200,6 +202,8 @@ mod tests {
         // Field 99, varint 1: what a newer backend (or a typo) would send.
         tool_bytes.extend([0x98, 0x06, 0x01]);
         let mut snapshot = pb::Snapshot {
+            shards: Vec::new(),
+            retiring: Vec::new(),
             generation: "g".into(),
             ..Default::default()
         }
