@@ -196,6 +196,11 @@ async fn a_package_pushed_to_a_registry_installs_by_digest_and_a_moved_tag_is_no
     assert!(text.contains(&format!("pulled {pinned}")), "{text}");
     let show = shown(r, "tp");
     assert_eq!(show["source"], pinned, "{show}");
+    let (ok, status) = admin(r, &["status"]);
+    assert!(
+        ok && status.contains(&format!("source: {pinned}")),
+        "{status}"
+    );
     let c = agent(&d.url, TOKEN).await;
     let out = call_tool(
         &c,

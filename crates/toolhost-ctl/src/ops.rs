@@ -352,9 +352,7 @@ pub async fn status(t: &Target) -> Result<ExitCode> {
             pid,
             p.restarts
         );
-        if !p.signer.is_empty() {
-            outln!("      signer: {}", p.signer);
-        }
+        crate::show::print_provenance(&p, "      ");
         if let Some(h) = &p.held {
             crate::show::print_held(&p.id, h, "      ");
         }

@@ -140,14 +140,20 @@ pub(crate) fn plugin_warnings(p: &pb::PluginStatus) -> Vec<String> {
     out
 }
 
-/// What a plugin asks for, what it is granted, and its sandbox.
-pub(crate) fn print_grants(p: &pb::PluginStatus) {
+/// Who signed a plugin's package, and the registry reference it was
+/// pulled from.
+pub(crate) fn print_provenance(p: &pb::PluginStatus, indent: &str) {
     if !p.signer.is_empty() {
-        outln!("    signer: {}", p.signer);
+        outln!("{indent}signer: {}", p.signer);
     }
     if !p.source.is_empty() {
-        outln!("    source: {}", p.source);
+        outln!("{indent}source: {}", p.source);
     }
+}
+
+/// What a plugin asks for, what it is granted, and its sandbox.
+pub(crate) fn print_grants(p: &pb::PluginStatus) {
+    print_provenance(p, "    ");
     if let Some(h) = &p.held {
         print_held(&p.id, h, "    ");
         for c in &h.changes {
