@@ -61,6 +61,10 @@ pub(crate) struct Args {
     /// daemon and its tools served (a list runs each: `--fleet-served 1,4`).
     #[arg(long, value_name = "N", value_delimiter = ',')]
     pub(crate) fleet_served: Vec<usize>,
+    /// Only a placement of three plugins from a registry onto this many
+    /// daemons of one group, uncached and cached (`--placement 20`).
+    #[arg(long, value_name = "N")]
+    pub(crate) placement: Option<usize>,
     /// Only many plugins in one daemon: start to ready, memory, stop (a
     /// list runs each: `--plugins 250,500,1000`).
     #[arg(long, value_name = "N", value_delimiter = ',')]

@@ -24,7 +24,7 @@
 //! `--argcheck` (argument checking against jsonschema's `is_valid` only),
 //! `--features` (idle memory with each optional
 //! part configured, only), `--judge TOOLS` (one daemon's
-//! work for a large withheld revision, in-process, only), `--fleet N,...` (N daemons fed through NATS JetStream only), `--fleet-served N,...` (the large revision with its plugins installed and its tools served),
+//! work for a large withheld revision, in-process, only), `--fleet N,...` (N daemons fed through NATS JetStream only), `--fleet-served N,...` (the large revision with its plugins installed and its tools served), `--placement N` (three plugins from a registry placed on N daemons, uncached and cached),
 //! `--plugins N,...` (N plugins in one daemon: start, memory, stop, only),
 //! `--tasks N` (tool calls as MCP tasks against direct calls, and N tasks
 //! waiting for an answer, only), `--telemetry N` (toolhost's CPU per call
@@ -46,6 +46,7 @@ mod goals;
 mod judge;
 mod load;
 mod measure;
+mod placement;
 mod plugins;
 mod policy;
 mod progress;
@@ -107,6 +108,10 @@ async fn main() -> Result<()> {
     if !args.fleet_served.is_empty() {
         println!("## A fleet through NATS JetStream, the large revision served\n");
         return fleet_served::report(&args.fleet_served, args.quick).await;
+    }
+    if let Some(n) = args.placement {
+        println!("## Plugins placed on a fleet from a registry\n");
+        return placement::report(n).await;
     }
     if !args.fleet.is_empty() {
         println!("## A fleet through NATS JetStream\n");
