@@ -16,7 +16,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toolhost_e2e::as_run::{account, scratch};
-use toolhost_e2e::registry::RegistryServer;
+use toolhost_e2e::registry::{PASSWORD, RegistryServer, USER};
+use toolhost_e2e::token_server::TokenServer;
 use toolhost_e2e::{Daemon, TOKEN, TestConfig, agent, call_tool, eventually, testplug_dir};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -497,4 +498,63 @@ fn hostile_registry() -> String {
         }
     });
     addr
+}
+
+/// A registry that takes only tokens (Docker's token authentication): the
+/// push and the daemon's pull each answer its challenge by asking the
+/// realm for a token with the credentials of the auth file; without them,
+/// nothing is pulled and the refusal names where credentials were looked
+/// for.
+#[tokio::test]
+async fn a_registry_that_takes_only_tokens_is_reached_through_its_token_flow() {
+    let root = scratch("registry-tokens");
+    let r = root.path();
+    let tokens = TokenServer::start(&r.join("tokens"), USER, PASSWORD);
+    let reg = RegistryServer::start_with_tokens(&r.join("registry"), &tokens);
+    let key = r.join("a.key");
+    keygen(&key);
+    let v1 = package(r, "tp", "1.0.0", Some(&key));
+    let tag = format!("{}/tools/tp:1.0.0", reg.addr);
+    let digest = push(&reg, &v1, &tag);
+    assert!(
+        tokens.issued.load(std::sync::atomic::Ordering::SeqCst) > 0,
+        "no token was asked for"
+    );
+    let _d = daemon(r, &key, &reg).await;
+    let (ok, text) = admin(r, &["plugins", "install", &tag]);
+    assert!(ok, "install through the token flow: {text}\n{}", reg.log());
+    assert_eq!(
+        shown(r, "tp")["source"],
+        format!("{}/tools/tp@{digest}", reg.addr)
+    );
+
+    // Credentials the token server refuses: no token, nothing pulled.
+    let wrong = r.join("wrong.json");
+    std::fs::write(
+        &wrong,
+        serde_json::json!({ "auths": { reg.addr.clone(): { "auth": "YWxpY2U6bm8=" } } })
+            .to_string(),
+    )
+    .unwrap();
+    let ca = reg.ca.display().to_string();
+    let refused_before = tokens.refused.load(std::sync::atomic::Ordering::SeqCst);
+    let (ok, text) = toolhost_e2e::cli_env(
+        &[("REGISTRY_AUTH_FILE", wrong.as_path())],
+        &[
+            "push",
+            v1.to_str().unwrap(),
+            &format!("{}/tools/tp:again", reg.addr),
+            "--ca-file",
+            &ca,
+        ],
+    );
+    assert!(
+        !ok && text.contains("refused access") && text.contains("wrong.json"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("YWxpY2U6bm8") && !text.contains("alice:no"),
+        "a credential was printed: {text}"
+    );
+    assert!(tokens.refused.load(std::sync::atomic::Ordering::SeqCst) > refused_before);
 }

@@ -14,6 +14,7 @@ pub mod nats;
 pub mod registry;
 pub mod sdk;
 pub mod small_fs;
+pub mod token_server;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

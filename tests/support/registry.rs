@@ -57,6 +57,25 @@ impl RegistryServer {
     /// [`Self::start`] on `port` (to start one again where it was).
     #[must_use]
     pub fn start_at(dir: &Path, tls: bool, auth: bool, port: u16) -> Self {
+        Self::start_inner(dir, tls, auth, None, port)
+    }
+
+    /// A TLS registry that takes only tokens from `token` (the token flow:
+    /// a 401 names the realm, the client asks it for a token with its
+    /// credentials, and the registry checks the token's signature).
+    #[must_use]
+    pub fn start_with_tokens(dir: &Path, token: &crate::token_server::TokenServer) -> Self {
+        let section = format!(
+            "auth:\n  token:\n    realm: {}\n    service: {}\n    issuer: {}\n    rootcertbundle: {}\n",
+            token.realm,
+            crate::token_server::SERVICE,
+            crate::token_server::ISSUER,
+            token.cert.display()
+        );
+        Self::start_inner(dir, true, true, Some(section), free_port())
+    }
+
+    fn start_inner(dir: &Path, tls: bool, auth: bool, token: Option<String>, port: u16) -> Self {
         std::fs::create_dir_all(dir).expect("the registry's directory");
         let ca = dir.join("cert.pem");
         let key = dir.join("key.pem");
@@ -142,7 +161,9 @@ impl RegistryServer {
                 key.display()
             ));
         }
-        if auth {
+        if let Some(section) = token {
+            config.push_str(&section);
+        } else if auth {
             config.push_str(&format!(
                 "auth:\n  htpasswd:\n    realm: toolhost-tests\n    path: {}\n",
                 htpasswd.display()
