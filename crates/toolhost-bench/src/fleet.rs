@@ -232,7 +232,7 @@ pub(crate) fn start_daemon(
     std::fs::write(
         &file,
         format!(
-            "plugins = [{}]\nstate_dir = {:?}\n[log]\nlevel = \"warn\"\n[[http.tokens]]\ntoken = \"{TOKEN}\"\nsurface = \"chat\"\ntask_id = \"t\"\nsession_id = \"s\"\n[backend.nats]\nurl = \"{url}\"\ngroup = \"bench\"\ndaemon = \"{id}\"\n",
+            "plugins = [{}]\nstate_dir = {:?}\n[limits]\nstate_reserve_mb = 1\n[log]\nlevel = \"warn\"\n[[http.tokens]]\ntoken = \"{TOKEN}\"\nsurface = \"chat\"\ntask_id = \"t\"\nsession_id = \"s\"\n[backend.nats]\nurl = \"{url}\"\ngroup = \"bench\"\ndaemon = \"{id}\"\n",
             plugins.join(", "),
             d.join("state").display().to_string()
         ),

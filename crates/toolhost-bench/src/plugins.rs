@@ -63,7 +63,7 @@ pub async fn report(counts: &[usize]) -> Result<()> {
         std::fs::write(
             &config,
             format!(
-                "plugins = [{}]\nstate_dir = {:?}\n[log]\nlevel = \"warn\"\n[[http.tokens]]\ntoken = \"{}\"\nsurface = \"chat\"\ntask_id = \"t\"\nsession_id = \"s\"\n[supervisor]\nstop_grace_ms = 3000\n",
+                "plugins = [{}]\nstate_dir = {:?}\n[limits]\nstate_reserve_mb = 1\n[log]\nlevel = \"warn\"\n[[http.tokens]]\ntoken = \"{}\"\nsurface = \"chat\"\ntask_id = \"t\"\nsession_id = \"s\"\n[supervisor]\nstop_grace_ms = 3000\n",
                 list.join(", "),
                 dir.join("state").display().to_string(),
                 crate::systems::TOKEN

@@ -101,7 +101,7 @@ pub async fn report(quick: bool) -> Result<()> {
     std::fs::write(
         &config,
         format!(
-            "plugins = [{:?}, {:?}, {:?}]\nstate_dir = {:?}\n[log]\nlevel = \"warn\"\n[[http.tokens]]\ntoken = \"{}\"\nsurface = \"chat\"\ntask_id = \"t\"\nsession_id = \"s\"\n{}",
+            "plugins = [{:?}, {:?}, {:?}]\nstate_dir = {:?}\n[limits]\nstate_reserve_mb = 1\n[log]\nlevel = \"warn\"\n[[http.tokens]]\ntoken = \"{}\"\nsurface = \"chat\"\ntask_id = \"t\"\nsession_id = \"s\"\n{}",
             rust.display().to_string(),
             py.display().to_string(),
             ts.display().to_string(),

@@ -159,7 +159,7 @@ pub(crate) fn toolhost_config(
     std::fs::write(
         &file,
         format!(
-            "plugins = [{:?}]\nstate_dir = {:?}\n[log]\nlevel = \"warn\"\n[http]\nstateless_json = {stateless}\ndirect_calls = {direct}\n[[http.tokens]]\ntoken = \"{TOKEN}\"\nsurface = \"chat\"\ntask_id = \"t\"\nsession_id = \"s\"\n[backend]\nmanaged = {managed}\n[plugin.bench]\npass_env = [\"TOKIO_WORKER_THREADS\"]\n",
+            "plugins = [{:?}]\nstate_dir = {:?}\n[limits]\nstate_reserve_mb = 1\n[log]\nlevel = \"warn\"\n[http]\nstateless_json = {stateless}\ndirect_calls = {direct}\n[[http.tokens]]\ntoken = \"{TOKEN}\"\nsurface = \"chat\"\ntask_id = \"t\"\nsession_id = \"s\"\n[backend]\nmanaged = {managed}\n[plugin.bench]\npass_env = [\"TOKIO_WORKER_THREADS\"]\n",
             plugins.display().to_string(),
             dir.join("state").display().to_string()
         ),

@@ -164,8 +164,13 @@ pub async fn report(n: usize, parked: usize) -> Result<()> {
     let mut text = std::fs::read_to_string(&config)?;
     // Finished tasks keep their places while their results are kept.
     let room = 2 * n + parked + 64;
+    text = text.replacen(
+        "[limits]\n",
+        &format!("[limits]\nmax_calls_per_plugin = {room}\n"),
+        1,
+    );
     text.push_str(&format!(
-        "[tasks]\nmax_per_token = {room}\nmax_total = {room}\n[limits]\nmax_calls_per_plugin = {room}\n"
+        "[tasks]\nmax_per_token = {room}\nmax_total = {room}\n"
     ));
     std::fs::write(&config, text)?;
     let daemon = crate::systems::spawn_config(dir, &config)?;
