@@ -57,6 +57,24 @@ struct Member {
     session: rmcp::service::RunningService<RoleClient, Told>,
 }
 
+/// What a run started, stopped and removed when the run ends however it
+/// ends.
+struct Cleanup {
+    dir: PathBuf,
+    pids: Vec<u32>,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for pid in &self.pids {
+            if let Some(pid) = rustix::process::Pid::from_raw(*pid as i32) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// The nats-server, stopped when dropped.
 pub(crate) struct Server(Child);
 
@@ -344,6 +362,12 @@ pub(crate) async fn bucket(url: &str, name: &str) -> Result<async_nats::jetstrea
 
 async fn run(n: usize, big: usize, quick: bool) -> Result<Row> {
     let dir = scratch(&format!("fleet-{n}"))?;
+    // A run that fails part way still stops its daemons and removes their
+    // state (each holds a reserve on the disk).
+    let mut cleanup = Cleanup {
+        dir: dir.clone(),
+        pids: Vec::new(),
+    };
     let (_server, url) = start_nats(&dir)?;
     let plugin = plugin(&dir)?;
     let manifest = toolhost_manifest::Manifest::load(&plugin)
@@ -382,6 +406,7 @@ async fn run(n: usize, big: usize, quick: bool) -> Result<Row> {
         for s in starting {
             let (child, mcp) = s.await??;
             let session = connect(&mcp).await?;
+            cleanup.pids.push(child.id());
             members.push(Member { child, session });
         }
     }
@@ -478,6 +503,7 @@ async fn run(n: usize, big: usize, quick: bool) -> Result<Row> {
         }
         let _ = child.wait();
     }
+    cleanup.pids.clear();
     let _ = std::fs::remove_dir_all(&dir);
     Ok(Row {
         n,
