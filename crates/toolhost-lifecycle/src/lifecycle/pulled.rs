@@ -26,6 +26,9 @@ pub struct PulledInstall {
     pub source: String,
 }
 
+/// The longest one pull may take, whatever the registry does.
+const PULL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(600);
+
 impl Lifecycle {
     /// Pulls `reference`: the archive and signature in the cache.
     async fn pull(&self, reference: &str) -> Result<Pulled, LifecycleError> {
@@ -40,13 +43,28 @@ impl Lifecycle {
             root: self.cfg.state_dir.join("registry"),
             limit_bytes: self.cfg.registry.cache_bytes,
         };
-        let pulled = toolhost_registry::pull(
-            &parsed,
-            &self.cfg.registry.settings,
-            &cache,
-            self.cfg.archive_limits.max_bytes,
+        // A registry that answers a byte at a time would otherwise hold a
+        // pull (and a placement behind it) for ever: each read is bounded
+        // by the client, the whole pull here.
+        let pulled = tokio::time::timeout(
+            PULL_DEADLINE,
+            toolhost_registry::pull(
+                &parsed,
+                &self.cfg.registry.settings,
+                &cache,
+                self.cfg.archive_limits.max_bytes,
+            ),
         )
         .await
+        .unwrap_or_else(|_| {
+            Err(toolhost_registry::RegistryError::Unreachable {
+                registry: parsed.registry.clone(),
+                why: format!(
+                    "the pull took longer than {} s; nothing was kept",
+                    PULL_DEADLINE.as_secs()
+                ),
+            })
+        })
         .map_err(|e| LifecycleError::Registry {
             reference: parsed.to_string(),
             reason: e.to_string(),
