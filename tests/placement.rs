@@ -17,9 +17,7 @@ use toolhost_catalog::Snapshot;
 use toolhost_e2e::as_run::{account, scratch};
 use toolhost_e2e::nats::Nats;
 use toolhost_e2e::registry::RegistryServer;
-use toolhost_e2e::{
-    Daemon, TOKEN, TestConfig, agent, call_tool, cli_env, eventually, testplug_dir,
-};
+use toolhost_e2e::{Daemon, TOKEN, TestConfig, agent, call_tool, eventually, testplug_dir};
 use toolhost_manifest::Manifest;
 
 const WAIT: Duration = Duration::from_secs(120);
@@ -43,30 +41,8 @@ fn source(root: &Path, id: &str, version: &str, v2: bool) -> PathBuf {
 fn publish(reg: &RegistryServer, r: &Path, dir: &Path, key: Option<&Path>) -> String {
     let m = Manifest::load(dir).unwrap();
     let out = r.join(format!("{}-{}.tar.gz", m.id, m.version));
-    let mut args = vec![
-        "pack".to_owned(),
-        dir.display().to_string(),
-        "-o".to_owned(),
-        out.display().to_string(),
-    ];
-    if let Some(k) = key {
-        args.extend(["--sign".to_owned(), k.display().to_string()]);
-    }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (ok, text) = toolhost_e2e::cli(&args);
-    assert!(ok, "pack: {text}");
-    let tag = format!("{}/tools/{}:{}", reg.addr, m.id, m.version);
-    let ca = reg.ca.display().to_string();
-    let (ok, text) = cli_env(
-        &[("REGISTRY_AUTH_FILE", reg.auth_file.as_path())],
-        &["push", out.to_str().unwrap(), &tag, "--ca-file", &ca],
-    );
-    assert!(ok, "push: {text}");
-    let digest = text
-        .lines()
-        .find_map(|l| l.strip_prefix("digest: "))
-        .unwrap()
-        .to_owned();
+    toolhost_e2e::registry::pack(dir, &out, key);
+    let digest = reg.push(&out, &format!("{}/tools/{}:{}", reg.addr, m.id, m.version));
     format!("{}/tools/{}@{digest}", reg.addr, m.id)
 }
 

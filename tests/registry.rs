@@ -22,11 +22,6 @@ use toolhost_e2e::{Daemon, TOKEN, TestConfig, agent, call_tool, eventually, test
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// The `toolhost` CLI with the registry's credentials: (ok, output).
-fn cli_env(auth_file: &Path, args: &[&str]) -> (bool, String) {
-    toolhost_e2e::cli_env(&[("REGISTRY_AUTH_FILE", auth_file)], args)
-}
-
 /// A testplug package `id` at `version`, packed (signed with `key` when
 /// given) to `out`.
 fn package(root: &Path, id: &str, version: &str, key: Option<&Path>) -> PathBuf {
@@ -39,43 +34,13 @@ fn package(root: &Path, id: &str, version: &str, key: Option<&Path>) -> PathBuf 
     )
     .unwrap();
     let out = root.join(format!("{id}-{version}.tar.gz"));
-    let mut args = vec![
-        "pack".to_owned(),
-        d.display().to_string(),
-        "-o".to_owned(),
-        out.display().to_string(),
-    ];
-    if let Some(k) = key {
-        args.extend(["--sign".to_owned(), k.display().to_string()]);
-    }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (ok, text) = toolhost_e2e::cli(&args);
-    assert!(ok, "pack failed: {text}");
+    toolhost_e2e::registry::pack(&d, &out, key);
     out
 }
 
 /// Pushes `archive` to `reference`; the digest it printed.
 fn push(reg: &RegistryServer, archive: &Path, reference: &str) -> String {
-    let ca = reg.ca.display().to_string();
-    let (ok, text) = cli_env(
-        &reg.auth_file,
-        &[
-            "push",
-            archive.to_str().unwrap(),
-            reference,
-            "--ca-file",
-            &ca,
-        ],
-    );
-    assert!(
-        ok,
-        "push failed: {text}\nthe registry logged: {}",
-        reg.log()
-    );
-    text.lines()
-        .find_map(|l| l.strip_prefix("digest: "))
-        .unwrap_or_else(|| panic!("push prints the digest: {text}"))
-        .to_owned()
+    reg.push(archive, reference)
 }
 
 /// A daemon trusting `key.pub`, reaching `reg` with its CA and

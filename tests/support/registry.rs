@@ -210,6 +210,28 @@ impl RegistryServer {
         s
     }
 
+    /// Pushes `archive` (and its signature beside it) to `reference` with
+    /// `toolhost push`, this registry's credentials and CA; the digest it
+    /// printed.
+    #[must_use]
+    pub fn push(&self, archive: &Path, reference: &str) -> String {
+        let ca = self.ca.display().to_string();
+        let archive = archive.display().to_string();
+        let (ok, text) = crate::cli_env(
+            &[("REGISTRY_AUTH_FILE", self.auth_file.as_path())],
+            &["push", &archive, reference, "--ca-file", &ca],
+        );
+        assert!(
+            ok,
+            "push failed: {text}\nthe registry logged: {}",
+            self.log()
+        );
+        text.lines()
+            .find_map(|l| l.strip_prefix("digest: "))
+            .unwrap_or_else(|| panic!("push prints the digest: {text}"))
+            .to_owned()
+    }
+
     /// What the registry logged (its errors).
     #[must_use]
     pub fn log(&self) -> String {
@@ -259,4 +281,21 @@ impl Drop for RegistryServer {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Packs the plugin at `dir` into `out` with `toolhost pack`, signed with
+/// the secret key `key` when given.
+pub fn pack(dir: &Path, out: &Path, key: Option<&Path>) {
+    let mut args = vec![
+        "pack".to_owned(),
+        dir.display().to_string(),
+        "-o".to_owned(),
+        out.display().to_string(),
+    ];
+    if let Some(k) = key {
+        args.extend(["--sign".to_owned(), k.display().to_string()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (ok, text) = crate::cli(&args);
+    assert!(ok, "pack failed: {text}");
 }

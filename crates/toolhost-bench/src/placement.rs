@@ -8,14 +8,13 @@
 //! nats-server with JetStream, `toolhost pack` and `toolhost push`, and N
 //! real daemons following the group's placement key.
 
-use crate::fleet::{PHASE, bucket, quantile, start_daemon, start_nats};
+use crate::fleet::{applied, bucket, quantile, start_daemon, start_nats};
 use crate::systems::{exe_dir, free_port, scratch};
 use anyhow::{Context as _, Result, bail};
 use futures::StreamExt as _;
-use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A process stopped when dropped.
@@ -54,7 +53,7 @@ fn start_registry(dir: &Path) -> Result<(Proc, String)> {
         if Instant::now() > deadline {
             bail!("docker-registry did not listen");
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::park_timeout(Duration::from_millis(20));
     }
     Ok((Proc(child), addr))
 }
@@ -112,35 +111,9 @@ fn placement(revision: u64, plugins: &[(String, String)]) -> Vec<u8> {
     })
 }
 
-/// When each daemon first showed placement `revision` converged.
-type Converged = Arc<Mutex<HashMap<(String, u64), Instant>>>;
-
-async fn converged(
-    seen: &Converged,
-    ids: &[String],
-    revision: u64,
-    from: Instant,
-) -> Result<Vec<Duration>> {
-    let deadline = Instant::now() + PHASE;
-    loop {
-        let got: Option<Vec<Duration>> = {
-            let s = seen.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
-            ids.iter()
-                .map(|id| {
-                    s.get(&(id.clone(), revision))
-                        .map(|t| t.saturating_duration_since(from))
-                })
-                .collect()
-        };
-        if let Some(v) = got {
-            return Ok(v);
-        }
-        if Instant::now() > deadline {
-            bail!("not every daemon converged to placement {revision} within {PHASE:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
+/// When each daemon first showed each placement revision converged
+/// (the fleet bench's record, keyed by the placement's revision).
+type Converged = crate::fleet::Seen;
 
 /// Runs N daemons and prints one row.
 pub(crate) async fn report(n: usize) -> Result<()> {
@@ -178,12 +151,12 @@ pub(crate) async fn report(n: usize) -> Result<()> {
     }
     let t0 = Instant::now();
     kv.put("placement", placement(1, &placed).into()).await?;
-    let uncached = converged(&seen, &names, 1, t0).await?;
+    let uncached = applied(&seen, &names, 1, t0).await?;
     kv.put("placement", placement(2, &[]).into()).await?;
-    converged(&seen, &names, 2, Instant::now()).await?;
+    applied(&seen, &names, 2, Instant::now()).await?;
     let t0 = Instant::now();
     kv.put("placement", placement(3, &placed).into()).await?;
-    let cached = converged(&seen, &names, 3, t0).await?;
+    let cached = applied(&seen, &names, 3, t0).await?;
     drop(daemons);
     let _ = std::fs::remove_dir_all(&dir);
     let ms = |v: &[Duration], p: f64| quantile(v, p).as_secs_f64() * 1e3;
