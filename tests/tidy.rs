@@ -811,6 +811,9 @@ fn the_example_configuration_carries_every_key() {
     structs.extend(config_keys(
         &root.join("crates/toolhost-daemon/src/registry.rs"),
     ));
+    structs.extend(config_keys(
+        &root.join("crates/toolhost-daemon/src/oauth.rs"),
+    ));
     assert!(
         structs.contains_key("Config") && structs.contains_key("PluginConfig"),
         "the configuration's structs moved: {:?}",

@@ -10,6 +10,7 @@
 
 pub mod as_run;
 pub mod asker;
+pub mod auth_server;
 pub mod nats;
 pub mod registry;
 pub mod sdk;
@@ -442,6 +443,20 @@ impl Daemon {
         filter: &str,
         setup: impl FnOnce(&mut std::process::Command),
     ) -> Self {
+        Self::start_on(dir, config, "127.0.0.1:0", extra, filter, setup)
+    }
+
+    /// As [`Daemon::start_with`], serving HTTP on `addr` (a test that must
+    /// know its URL before the daemon starts, to write it in the config).
+    #[must_use]
+    pub fn start_on(
+        dir: &Path,
+        config: &str,
+        addr: &str,
+        extra: &[&str],
+        filter: &str,
+        setup: impl FnOnce(&mut std::process::Command),
+    ) -> Self {
         use std::io::BufRead as _;
         let file = dir.join("toolhost.toml");
         if let Err(e) = std::fs::write(&file, config) {
@@ -451,7 +466,7 @@ impl Daemon {
         command
             .args(["serve", "--config"])
             .arg(&file)
-            .args(["--http", "127.0.0.1:0"])
+            .args(["--http", addr])
             .args(extra)
             .env("RUST_LOG", filter)
             .stdin(std::process::Stdio::piped())
@@ -661,6 +676,16 @@ pub async fn python_client(script: &str, args: &[&str]) -> serde_json::Value {
     );
     let line = stdout.lines().last().unwrap_or_default();
     serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+/// A loopback port free a moment ago (for a server that must know its
+/// URL before it starts).
+#[must_use]
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("no free port: {e}"))
 }
 
 /// A minimal HTTP/1.1 request over a fresh connection: (status, body).

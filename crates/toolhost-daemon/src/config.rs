@@ -1,6 +1,7 @@
 //! The configuration file (TOML). Flags override it. Unknown keys are
 //! errors: a misspelt setting must not silently fall back to a default.
 
+use crate::oauth::OAuthFile;
 pub use crate::policy::{ApprovalsFile, RateFile, RateLimitsFile, RuleFile};
 use crate::registry::RegistryFile;
 pub use crate::sandboxing::{PluginConfig, SandboxFile};
@@ -351,6 +352,22 @@ pub struct HttpConfig {
     /// `[[http.tokens]]`: bearer tokens and the bindings they stand for.
     #[serde(default)]
     pub tokens: Vec<TokenConfig>,
+    /// `[http.oauth]`: access tokens from authorization servers.
+    pub oauth: Option<OAuthFile>,
+}
+
+impl HttpConfig {
+    /// Its files, relative to the config file's folder.
+    fn rebase(&mut self, rebase: &mut dyn FnMut(&mut PathBuf)) {
+        for t in &mut self.tokens {
+            if let Some(f) = t.token_file.as_mut() {
+                rebase(f);
+            }
+        }
+        if let Some(o) = self.oauth.as_mut() {
+            o.rebase(rebase);
+        }
+    }
 }
 
 /// One `[[http.tokens]]` entry.
@@ -496,11 +513,7 @@ impl Config {
             }
         }
         if let Some(h) = c.http.as_mut() {
-            for t in &mut h.tokens {
-                if let Some(f) = t.token_file.as_mut() {
-                    rebase(f);
-                }
-            }
+            h.rebase(&mut |p: &mut PathBuf| rebase(p));
         }
         if let Some(t) = c.telemetry.as_mut() {
             for (key, v) in &mut t.headers {

@@ -21,6 +21,7 @@ pub mod config;
 pub mod dev;
 mod memory;
 mod metrics;
+mod oauth;
 mod policy;
 mod registry;
 mod sandboxing;

@@ -250,9 +250,9 @@ impl Daemon {
         for (secret, b) in &s.tokens {
             tokens.bind(secret, binding(b));
         }
-        if s.http.is_some() && tokens.is_empty() {
+        if s.http.as_ref().is_some_and(|h| h.options.oauth.is_none()) && tokens.is_empty() {
             tracing::warn!(
-                "HTTP is on but no [[http.tokens]] are configured: every request will get 401"
+                "HTTP is on but no [[http.tokens]] or [http.oauth] are configured: every request will get 401"
             );
         }
         let shutdown = CancellationToken::new();

@@ -235,7 +235,9 @@ impl Config {
             (Some(addr), Some(file)) => Some((addr.clone(), read_secret(file)?)),
         };
         let max_request_bytes = self.limits.max_request_bytes;
-        let http = listen.map(|listen| http_settings(listen, &http_config, max_request_bytes));
+        let http = listen
+            .map(|listen| http_settings(listen, &http_config, max_request_bytes))
+            .transpose()?;
         let (pipeline_limits, archive) = self.limits.resolve();
         let admin_limits = toolhost_net::ConnectionLimits {
             max_connections: self
@@ -396,7 +398,7 @@ fn http_settings(
     listen: String,
     h: &crate::config::HttpConfig,
     max_request_bytes: Option<usize>,
-) -> HttpSettings {
+) -> Result<HttpSettings> {
     let ms = |v: Option<u64>| v.map(Duration::from_millis);
     let d = toolhost_http::HttpOptions::default();
     let options = toolhost_http::HttpOptions {
@@ -406,6 +408,11 @@ fn http_settings(
         session_idle_timeout: ms(h.session_idle_timeout_ms).unwrap_or(d.session_idle_timeout),
         allowed_hosts: h.allowed_hosts.clone().unwrap_or(d.allowed_hosts),
         allowed_origins: h.allowed_origins.clone().unwrap_or(d.allowed_origins),
+        oauth: h
+            .oauth
+            .as_ref()
+            .map(crate::oauth::OAuthFile::resolve)
+            .transpose()?,
         ..d
     };
     let dl = toolhost_net::ConnectionLimits::default();
@@ -416,11 +423,11 @@ fn http_settings(
         body_timeout: ms(h.body_timeout_ms).unwrap_or(dl.body_timeout),
         max_body_bytes: options.max_body_bytes,
     };
-    HttpSettings {
+    Ok(HttpSettings {
         listen,
         options,
         limits,
-    }
+    })
 }
 
 /// `[backend.nats]`, checked: the group and daemon id must be safe parts

@@ -19,7 +19,7 @@
 //! What this module must not do: answer anything but an over-limit listen
 //! request, or change a request it passes on.
 
-use crate::identity::{bearer_token, request_binding};
+use crate::identity::{request_binding, request_owner};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode};
@@ -27,7 +27,6 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 use toolhost_calls::TokenTable;
-use toolhost_calls::callers::digest;
 use toolhost_mcp::Hub;
 
 const LISTEN: &[u8] = b"subscriptions/listen";
@@ -83,7 +82,7 @@ pub(crate) async fn admit_listens(
     if let Some(id) = listen_request_id(&bytes)
         && let Some(binding) = request_binding(&parts.headers, &parts.extensions, &admission.tokens)
     {
-        let owner = bearer_token(&parts.headers).map_or([0; 32], digest);
+        let owner = request_owner(&parts.headers, &parts.extensions);
         match admission.hub.reserve_listen(owner, &binding.surface) {
             Ok(ticket) => {
                 parts.extensions.insert(Arc::new(ticket));

@@ -22,6 +22,15 @@ pub fn request_binding(
     }
 }
 
+/// Whose this request is (sessions and quotas count by it): the gate's
+/// owner, or (where no gate ran) the digest of the bearer token.
+pub fn request_owner(headers: &HeaderMap, extensions: &axum::http::Extensions) -> [u8; 32] {
+    match extensions.get::<Authorized>() {
+        Some(a) => a.owner,
+        None => bearer_token(headers).map_or([0; 32], toolhost_calls::callers::digest),
+    }
+}
+
 /// The token of an `Authorization: Bearer <token>` header.
 #[must_use]
 pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {

@@ -1,7 +1,11 @@
 //! MCP's streamable HTTP transport, at `/mcp` ([`http_router`]).
 //!
 //! A bearer token picks the session's binding, and anything without a
-//! known token gets 401 before MCP sees it. A session belongs to the token
+//! known token gets 401 before MCP sees it: a static token from the
+//! table, or an access token from an authorization server the operator
+//! trusts (`oauth`: verified by `toolhost-oauth`, mapped to a binding by
+//! the operator's rules, scopes checked, the resource's metadata served
+//! so clients can find where to get one). A session belongs to the token
 //! that created it (`sessions`): another token cannot resume, read or
 //! delete it, and its idleness counts only its client's requests. A
 //! 2026-07-28 `subscriptions/listen` stream is admitted against the hub's
@@ -23,9 +27,11 @@
 mod admission;
 mod direct;
 mod identity;
+mod oauth;
 mod router;
 mod session_calls;
 mod sessions;
 
 pub use direct::answered as direct_calls_answered;
+pub use oauth::{BindingRule, FieldSource, OAuthGate};
 pub use router::{HttpOptions, Metrics, http_router};

@@ -3,6 +3,7 @@
 
 use crate::direct::{Direct, plain_calls};
 use crate::identity::bearer_token;
+use crate::oauth::OAuthGate;
 use crate::session_calls::{SessionCalls, session_calls};
 use crate::sessions::{Sessions, own_sessions};
 use axum::extract::{Request, State};
@@ -48,6 +49,9 @@ pub struct HttpOptions {
     /// `/metrics` (behind the token gate): the daemon's metric families in
     /// the Prometheus text format; `None` serves no `/metrics`.
     pub metrics: Option<Metrics>,
+    /// Access tokens from authorization servers (`[http.oauth]`), beside
+    /// the static tokens; `None` accepts static tokens only.
+    pub oauth: Option<Arc<OAuthGate>>,
 }
 
 /// Renders metric families in the Prometheus text format.
@@ -63,6 +67,7 @@ impl std::fmt::Debug for HttpOptions {
             .field("max_body_bytes", &self.max_body_bytes)
             .field("session_idle_timeout", &self.session_idle_timeout)
             .field("metrics", &self.metrics.is_some())
+            .field("oauth", &self.oauth)
             .finish_non_exhaustive()
     }
 }
@@ -88,17 +93,27 @@ impl Default for HttpOptions {
             shutdown: CancellationToken::new(),
             session_idle_timeout: std::time::Duration::from_secs(300),
             metrics: None,
+            oauth: None,
         }
     }
 }
 
+/// What the gate knows: the static tokens, and the OAuth side if any.
+struct Gate {
+    tokens: Arc<TokenTable>,
+    oauth: Option<Arc<OAuthGate>>,
+    hub: Arc<Hub>,
+    max_body_bytes: usize,
+}
+
 async fn require_token(
-    State(tokens): State<Arc<TokenTable>>,
+    State(gate): State<Arc<Gate>>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    if let Some((binding, owner)) = bearer_token(request.headers()).and_then(|t| {
-        tokens
+    let token = bearer_token(request.headers());
+    if let Some((binding, owner)) = token.and_then(|t| {
+        gate.tokens
             .resolve(t)
             .map(|b| (b, toolhost_calls::callers::digest(t)))
     }) {
@@ -106,6 +121,19 @@ async fn require_token(
             .extensions_mut()
             .insert(Authorized { binding, owner });
         return next.run(request).await;
+    }
+    if let Some(oauth) = &gate.oauth {
+        let token = token.map(str::to_owned);
+        return match oauth
+            .admit(token.as_deref(), request, &gate.hub, gate.max_body_bytes)
+            .await
+        {
+            Ok((authorized, mut request)) => {
+                request.extensions_mut().insert(authorized);
+                next.run(request).await
+            }
+            Err(answer) => answer,
+        };
     }
     let mut r = (
         StatusCode::UNAUTHORIZED,
@@ -188,7 +216,13 @@ pub fn http_router(hub: Arc<Hub>, tokens: Arc<TokenTable>, options: HttpOptions)
     if options.stateless_json && options.direct_calls {
         mcp = mcp.layer(axum::middleware::from_fn_with_state(direct, plain_calls));
     }
-    with_gate_and_probes(mcp, options.metrics, tokens, ready_hub)
+    let gate = Arc::new(Gate {
+        tokens,
+        oauth: options.oauth,
+        hub: Arc::clone(&ready_hub),
+        max_body_bytes: options.max_body_bytes,
+    });
+    with_gate_and_probes(mcp, options.metrics, gate, ready_hub)
 }
 
 /// `/mcp` and `/metrics` behind the token gate, `/healthz` and `/readyz`
@@ -196,9 +230,10 @@ pub fn http_router(hub: Arc<Hub>, tokens: Arc<TokenTable>, options: HttpOptions)
 fn with_gate_and_probes(
     mcp: axum::Router,
     metrics: Option<Metrics>,
-    tokens: Arc<TokenTable>,
+    gate: Arc<Gate>,
     ready_hub: Arc<Hub>,
 ) -> axum::Router {
+    let metadata = gate.oauth.as_ref().map(|o| o.metadata());
     let mut gated = axum::Router::new().nest_service("/mcp", mcp);
     if let Some(render) = metrics {
         gated = gated.route(
@@ -209,14 +244,40 @@ fn with_gate_and_probes(
             }),
         );
     }
-    let gated = gated.layer(axum::middleware::from_fn_with_state(tokens, require_token));
-    axum::Router::new()
+    let gated = gated.layer(axum::middleware::from_fn_with_state(gate, require_token));
+    let mut open = axum::Router::new()
         .route("/healthz", axum::routing::get(|| async { "ok\n" }))
         .route(
             "/readyz",
             axum::routing::get(move || readyz(Arc::clone(&ready_hub))),
-        )
-        .merge(gated)
+        );
+    // The resource's metadata (RFC 9728), open: a client reads it before
+    // it has a token. At the path-suffixed URI the challenges name, and at
+    // the bare well-known URI for clients that try that first.
+    if let Some((path, document)) = metadata {
+        let document: Arc<str> = Arc::from(document);
+        let serve = move || {
+            let document = Arc::clone(&document);
+            async move {
+                (
+                    [
+                        (header::CONTENT_TYPE, "application/json"),
+                        (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+                        (header::CACHE_CONTROL, "max-age=300"),
+                    ],
+                    document.to_string(),
+                )
+            }
+        };
+        open = open.route(&path, axum::routing::get(serve.clone()));
+        if path != "/.well-known/oauth-protected-resource" {
+            open = open.route(
+                "/.well-known/oauth-protected-resource",
+                axum::routing::get(serve),
+            );
+        }
+    }
+    open.merge(gated)
 }
 
 /// rmcp's service behind an `Arc`. axum clones a route's whole service

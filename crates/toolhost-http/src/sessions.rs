@@ -13,7 +13,7 @@
 //! GET stream does not), and a session with a request in progress is never
 //! idle, so a long tool call is not cut off.
 
-use crate::identity::bearer_token;
+use crate::identity::request_owner;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode};
@@ -27,7 +27,6 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use toolhost_calls::Owner;
-use toolhost_calls::callers::digest;
 use toolhost_mcp::SessionFacts;
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -182,7 +181,7 @@ pub(crate) async fn own_sessions(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let owner = bearer_token(request.headers()).map_or([0; 32], digest);
+    let owner = request_owner(request.headers(), request.extensions());
     let session = request
         .headers()
         .get(SESSION_HEADER)

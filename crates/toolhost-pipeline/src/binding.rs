@@ -20,7 +20,24 @@ pub struct Binding {
     pub session_id: String,
     /// The workspace, if any.
     pub workspace_id: Option<String>,
+    /// Who the caller proved to be with an access token, if it did (a
+    /// static token or a backend's binding proves no one in particular).
+    pub principal: Option<Arc<Principal>>,
     state: Arc<BindingState>,
+}
+
+/// A caller verified by an authorization server: what the backend's
+/// `Authorize` and the audit may know of them. Never a token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// The issuer that vouched for it.
+    pub issuer: String,
+    /// Who (`sub`).
+    pub subject: String,
+    /// With which client (`client_id`), if the token says.
+    pub client_id: Option<String>,
+    /// The scopes its token was granted.
+    pub scopes: Vec<String>,
 }
 
 /// Shared, revocable state of a binding.
@@ -48,12 +65,20 @@ impl Binding {
             task_id: task_id.into(),
             session_id: session_id.into(),
             workspace_id,
+            principal: None,
             state: Arc::new(BindingState {
                 active: AtomicBool::new(true),
                 revoked: CancellationToken::new(),
                 identity: NEXT_BINDING.fetch_add(1, Ordering::Relaxed),
             }),
         }
+    }
+
+    /// The same binding, on behalf of `principal`.
+    #[must_use]
+    pub fn with_principal(mut self, principal: Principal) -> Self {
+        self.principal = Some(Arc::new(principal));
+        self
     }
 
     /// Whether the binding is still in force.

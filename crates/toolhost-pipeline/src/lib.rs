@@ -57,7 +57,7 @@ mod stream;
 mod testing;
 
 pub use authorize::{Authorizer, AuthorizerAddress, AuthorizerSetupError, Denied, Verdict};
-pub use binding::{Binding, BindingState};
+pub use binding::{Binding, BindingState, Principal};
 pub use call::{Approve, CallMode, Limits, Pipeline, Ready, Resolution, Stage, UnknownTool};
 pub use caller::{
     Answer, AnswerAction, AskFuture, Caller, LogLevel, LogMessage, Progress, Question, Silent,

@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 pub mod approval;
+pub mod callers;
 mod cost;
 pub mod rate;
 pub mod rules;
@@ -27,6 +28,7 @@ pub mod rules;
 mod testing;
 
 pub use approval::{ApprovalPolicy, ApprovalStats, Approvals, Pending};
+pub use callers::{CallerRuleSpec, CallerRules, TooCostly};
 pub use cost::Budget;
 pub use rate::{Rate, RateLimiter, RatePolicy};
 pub use rules::{BadRule, Reach, RuleSpec, Rules, Scope};

@@ -143,7 +143,7 @@ pub struct Reach {
 
 /// CEL's standard functions, registered once: building them is most of
 /// what a fresh `cel::Context` costs, and every call's context borrows them.
-struct Stdlib(std::sync::Arc<cel::Env>);
+pub(crate) struct Stdlib(pub(crate) std::sync::Arc<cel::Env>);
 
 impl Default for Stdlib {
     fn default() -> Self {
@@ -352,20 +352,42 @@ fn compile(spec: &RuleSpec) -> Result<Rule, BadRule> {
         place: spec.place.clone(),
         why,
     };
-    if spec.expression.trim().is_empty() {
-        return Err(bad("the rule's expression (`when`) is empty".into()));
-    }
-    if spec.expression.len() > MAX_RULE_BYTES {
-        return Err(bad(format!(
-            "the expression is longer than {MAX_RULE_BYTES} bytes"
-        )));
-    }
     if spec.message.trim().is_empty() || spec.message.len() > MAX_MESSAGE_BYTES {
         return Err(bad(format!(
             "the message an agent is told must be 1 to {MAX_MESSAGE_BYTES} bytes"
         )));
     }
-    let program = cel::Program::compile(&spec.expression)
+    let (program, cost) =
+        compile_bounded(&spec.place, &spec.expression, &["args", "binding", "tool"])?;
+    Ok(Rule {
+        place: spec.place.clone(),
+        program,
+        message: spec.message.clone(),
+        cost,
+    })
+}
+
+/// Compiles an expression that may read only `variables`, and finds the
+/// bound on what it costs: every rule of the operator's, whatever it is
+/// evaluated over, goes through here.
+pub(crate) fn compile_bounded(
+    place: &str,
+    expression: &str,
+    variables: &[&str],
+) -> Result<(cel::Program, Cost), BadRule> {
+    let bad = |why: String| BadRule {
+        place: place.to_owned(),
+        why,
+    };
+    if expression.trim().is_empty() {
+        return Err(bad("the rule's expression (`when`) is empty".into()));
+    }
+    if expression.len() > MAX_RULE_BYTES {
+        return Err(bad(format!(
+            "the expression is longer than {MAX_RULE_BYTES} bytes"
+        )));
+    }
+    let program = cel::Program::compile(expression)
         .map_err(|e| bad(format!("the expression does not compile: {e}")))?;
     let mut walk = Walk::default();
     walk.expr(program.expression(), 0);
@@ -389,10 +411,11 @@ fn compile(spec: &RuleSpec) -> Result<Rule, BadRule> {
     if let Some(v) = walk
         .variables
         .iter()
-        .find(|v| !["args", "binding", "tool"].contains(&v.as_str()))
+        .find(|v| !variables.contains(&v.as_str()))
     {
         return Err(bad(format!(
-            "{v:?} is not a variable a rule sees (args, binding, tool)"
+            "{v:?} is not a variable a rule sees ({})",
+            variables.join(", ")
         )));
     }
     let cost = cost::of_rule(program.expression()).map_err(|u| {
@@ -401,12 +424,7 @@ fn compile(spec: &RuleSpec) -> Result<Rule, BadRule> {
             u.0
         ))
     })?;
-    Ok(Rule {
-        place: spec.place.clone(),
-        program,
-        message: spec.message.clone(),
-        cost,
-    })
+    Ok((program, cost))
 }
 
 /// The largest argument size (bytes) at which `cost` fits `budget`, up to

@@ -1,0 +1,257 @@
+//! toolhost as an OAuth 2.1 resource server, end to end: a real
+//! authorization server (oidc-provider, OpenID Certified) issues JWT and
+//! opaque access tokens for toolhost's resource, rmcp's client calls tools
+//! with them, and every forgery an attacker who has read the code would
+//! try is refused with the challenge a client can act on.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
+
+use std::path::Path;
+use std::time::Duration;
+use toolhost_e2e::auth_server::AuthServer;
+use toolhost_e2e::{
+    Daemon, Scratch, TOKEN, TestConfig, agent, call_tool, eventually, free_port, http_exchange,
+    testplug_dir,
+};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A daemon on `port` serving testplug `tp`, trusting `issuer`, with the
+/// `echo_report` tool needing `tickets:write`.
+fn daemon(root: &Path, port: u16, issuer: &str) -> Daemon {
+    let secret = root.join("introspection-secret");
+    std::fs::write(&secret, "toolhost-secret\n").unwrap();
+    let resource = format!("http://127.0.0.1:{port}/mcp");
+    let oauth = format!(
+        r#"
+[http.oauth]
+resource = "{resource}"
+scopes_supported = ["tools", "tickets:write"]
+scopes_required = ["tools"]
+jwks_min_refresh_secs = 1
+
+[[http.oauth.issuers]]
+issuer = "{issuer}"
+introspection_client_id = "toolhost"
+introspection_secret_file = {secret:?}
+
+[[http.oauth.bindings]]
+when = "token.client_id in ['alice', 'bob', 'narrow', 'opaque']"
+surface = "chat"
+task_id = "oauth-task"
+
+[http.oauth.tool_scopes]
+kandev_tp_echo_report = ["tickets:write"]
+"#
+    );
+    let config = TestConfig::new(root, &[testplug_dir(root, "tp", "normal")]).http(&oauth);
+    Daemon::start_on(
+        root,
+        &config.build(),
+        &format!("127.0.0.1:{port}"),
+        &[],
+        "info",
+        |_| {},
+    )
+}
+
+fn initialize_body() -> &'static str {
+    r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"oauth-test","version":"1"}}}"#
+}
+
+/// POST /mcp with `token` (if any) and `body`: (status, head, body).
+async fn post(base: &str, token: Option<&str>, body: &str) -> (u16, String, String) {
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    if let Some(a) = &auth {
+        headers.push(("Authorization", a.as_str()));
+    }
+    http_exchange(base, "POST", "/mcp", &headers, body).await
+}
+
+fn header<'h>(head: &'h str, name: &str) -> Option<&'h str> {
+    head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+#[tokio::test]
+async fn tokens_from_the_authorization_server_call_tools_and_forgeries_are_refused() {
+    let root = Scratch::new("oauth");
+    let (as_port, port) = (free_port(), free_port());
+    let resource = format!("http://127.0.0.1:{port}/mcp");
+    let auth = AuthServer::start(root.path(), as_port, &resource, "key-1");
+    let d = daemon(root.path(), port, &auth.issuer);
+    let base = d.base();
+
+    // No token: 401, and the challenge names the resource's metadata.
+    let (status, head, _) = post(&base, None, initialize_body()).await;
+    assert_eq!(status, 401, "{head}");
+    let challenge = header(&head, "www-authenticate").unwrap_or_default();
+    let metadata_url = format!("{base}/.well-known/oauth-protected-resource/mcp");
+    assert!(
+        challenge.contains(&format!("resource_metadata=\"{metadata_url}\"")),
+        "{challenge}"
+    );
+    assert!(challenge.contains("scope=\"tools\""), "{challenge}");
+    // The metadata document, open, at the path-suffixed URI and the bare one.
+    for path in [
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+    ] {
+        let (status, _, body) = http_exchange(&base, "GET", path, &[], "").await;
+        assert_eq!(status, 200, "{path}");
+        let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(doc["resource"], resource.as_str());
+        assert_eq!(doc["authorization_servers"][0], auth.issuer.as_str());
+        assert_eq!(doc["scopes_supported"][1], "tickets:write");
+    }
+
+    // A token for this resource calls a tool through rmcp's client.
+    let alice = auth
+        .token("alice", "tools tickets:write", &resource)
+        .await
+        .unwrap();
+    let client = agent(&d.url, &alice).await;
+    let r = call_tool(
+        &client,
+        "kandev_tp_echo",
+        serde_json::json!({"msg": "hi", "n": 1}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(toolhost_e2e::outcome_code(&r), "ok");
+    let r = call_tool(
+        &client,
+        "kandev_tp_echo_report",
+        serde_json::json!({"msg": "hi", "n": 1}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        toolhost_e2e::outcome_code(&r),
+        "ok",
+        "alice holds tickets:write"
+    );
+    // The static token works beside it.
+    let static_client = agent(&d.url, TOKEN).await;
+    assert!(
+        call_tool(
+            &static_client,
+            "kandev_tp_echo",
+            serde_json::json!({"msg": "a", "n": 1})
+        )
+        .await
+        .is_ok()
+    );
+
+    // A token for another resource, issued by the same server.
+    let elsewhere = auth
+        .token("alice", "tools", "http://127.0.0.1:1/mcp")
+        .await
+        .unwrap();
+    let (status, head, _) = post(&base, Some(&elsewhere), initialize_body()).await;
+    assert_eq!(status, 401, "another resource's token: {head}");
+    assert!(
+        header(&head, "www-authenticate")
+            .unwrap_or_default()
+            .contains("invalid_token")
+    );
+
+    // Every forgery.
+    for (name, token) in auth.forge(&resource) {
+        let token = token.as_str().unwrap();
+        let (status, head, body) = post(&base, Some(token), initialize_body()).await;
+        if name == "one_megabyte" {
+            assert!(
+                matches!(status, 0 | 400 | 401 | 431),
+                "{name}: {status} {head}"
+            );
+            continue;
+        }
+        assert_eq!(status, 401, "{name} was not refused: {head}\n{body}");
+        let challenge = header(&head, "www-authenticate").unwrap_or_default();
+        assert!(
+            challenge.contains("error=\"invalid_token\"")
+                && challenge.contains("resource_metadata"),
+            "{name}: {challenge}"
+        );
+        assert!(!body.contains(token), "{name}: the token is echoed");
+    }
+
+    // A token from an authorization server toolhost does not trust.
+    let stranger = AuthServer::start(root.path(), free_port(), &resource, "key-1");
+    let foreign = stranger.token("alice", "tools", &resource).await.unwrap();
+    let (status, _, body) = post(&base, Some(&foreign), initialize_body()).await;
+    assert_eq!(status, 401, "an untrusted issuer's token: {body}");
+    assert!(body.contains("not from an authorization server"), "{body}");
+
+    // Too small a scope: the tool that needs tickets:write answers 403
+    // with the scopes to ask for; another tool still works.
+    let narrow = auth.token("narrow", "tools", &resource).await.unwrap();
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"kandev_tp_echo_report","arguments":{"msg":"x","n":1}}}"#;
+    let (status, head, body) = post(&base, Some(&narrow), call).await;
+    assert_eq!(status, 403, "{head}\n{body}");
+    let challenge = header(&head, "www-authenticate").unwrap_or_default();
+    assert!(
+        challenge.contains("error=\"insufficient_scope\"")
+            && challenge.contains("scope=\"tools tickets:write\""),
+        "{challenge}"
+    );
+    // The same call with its method name escaped is read the same way.
+    let escaped = call.replace("tools/call", "tools\\/c\\u0061ll");
+    let (status, _, _) = post(&base, Some(&narrow), &escaped).await;
+    assert_eq!(
+        status, 403,
+        "an escaped method name slipped past the scope check"
+    );
+    let narrow_client = agent(&d.url, &narrow).await;
+    let r = call_tool(
+        &narrow_client,
+        "kandev_tp_echo",
+        serde_json::json!({"msg": "x", "n": 1}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(toolhost_e2e::outcome_code(&r), "ok");
+
+    // An opaque token, through introspection.
+    let opaque = auth.token("opaque", "tools", &resource).await.unwrap();
+    assert!(!opaque.contains('.'), "an opaque token");
+    let opaque_client = agent(&d.url, &opaque).await;
+    let r = call_tool(
+        &opaque_client,
+        "kandev_tp_echo",
+        serde_json::json!({"msg": "o", "n": 1}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(toolhost_e2e::outcome_code(&r), "ok");
+    let (status, _, _) = post(&base, Some("made-up-opaque-token"), initialize_body()).await;
+    assert_eq!(status, 401, "an unknown opaque token");
+
+    // The server rotates its key: a token under the new kid works once
+    // toolhost fetches the keys again (at most once a second).
+    drop(auth);
+    let auth = AuthServer::start(root.path(), as_port, &resource, "key-2");
+    let rotated = auth.token("bob", "tools", &resource).await.unwrap();
+    eventually(WAIT, "a token under the rotated key is accepted", || {
+        let (base, rotated) = (base.clone(), rotated.clone());
+        async move {
+            let (status, _, _) = post(&base, Some(&rotated), initialize_body()).await;
+            (status == 200).then_some(())
+        }
+    })
+    .await;
+
+    // No token, and no claim value, reached the log.
+    let logs = d.logs();
+    for t in [&alice, &narrow, &opaque, &rotated] {
+        assert!(!logs.contains(t.as_str()), "a token is in the log");
+    }
+    assert!(!logs.contains("eyJ"), "a JWT is in the log");
+}
