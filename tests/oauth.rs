@@ -40,6 +40,12 @@ when = "token.client_id in ['alice', 'bob', 'narrow', 'opaque']"
 surface = "chat"
 task_id = "oauth-task"
 
+# People who log in at the authorization server, with any client.
+[[http.oauth.bindings]]
+when = "token.sub == 'carol' && 'tools' in token.scopes"
+surface = "chat"
+task_id = "carols-task"
+
 [http.oauth.tool_scopes]
 kandev_tp_echo_report = ["tickets:write"]
 "#
@@ -254,4 +260,55 @@ async fn tokens_from_the_authorization_server_call_tools_and_forgeries_are_refus
         assert!(!logs.contains(t.as_str()), "a token is in the log");
     }
     assert!(!logs.contains("eyJ"), "a JWT is in the log");
+}
+
+/// Runs an official SDK's OAuth client (`python` or `typescript`) against
+/// `url`, logging in as `login`: (it succeeded, its last line as JSON).
+async fn sdk_client(sdk: &str, url: &str, login: &str) -> (bool, serde_json::Value) {
+    let root = toolhost_e2e::workspace_root();
+    let mut command = match sdk {
+        "python" => {
+            let mut c = tokio::process::Command::new(root.join(".venv/bin/python"));
+            c.arg(root.join("tests/support/oauth_client.py"));
+            c
+        }
+        _ => {
+            let mut c = tokio::process::Command::new("node");
+            c.arg(root.join("tests/oauth-server/client.mjs"));
+            c
+        }
+    };
+    let out = command.args([url, login]).output().await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    let value = serde_json::from_str(last).unwrap_or_else(
+        |_| serde_json::json!({ "stdout": stdout, "stderr": String::from_utf8_lossy(&out.stderr) }),
+    );
+    (out.status.success(), value)
+}
+
+#[tokio::test]
+async fn the_official_sdks_find_the_authorization_server_and_call_given_only_the_url() {
+    let root = Scratch::new("oauth-sdk");
+    let (as_port, port) = (free_port(), free_port());
+    let resource = format!("http://127.0.0.1:{port}/mcp");
+    let auth = AuthServer::start(root.path(), as_port, &resource, "key-1");
+    let d = daemon(root.path(), port, &auth.issuer);
+    for sdk in ["python", "typescript"] {
+        let (ok, out) = sdk_client(sdk, &d.url, "carol").await;
+        assert!(ok, "{sdk}: {out}");
+        assert_eq!(out["listed_echo"], true, "{sdk}: {out}");
+        assert_eq!(out["is_error"], false, "{sdk}: {out}");
+        assert_eq!(out["text"], "echoed", "{sdk}: {out}");
+        assert_eq!(
+            out["aud"],
+            resource.as_str(),
+            "{sdk}: the token was asked for this resource"
+        );
+        assert_eq!(out["sub"], "carol", "{sdk}");
+        // Someone no binding rule admits gets a token, and a 403 from
+        // toolhost.
+        let (ok, out) = sdk_client(sdk, &d.url, "dave").await;
+        assert!(!ok, "{sdk}: dave is admitted by no rule: {out}");
+    }
 }
