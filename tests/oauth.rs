@@ -7,18 +7,25 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use toolhost_e2e::auth_server::AuthServer;
 use toolhost_e2e::{
     Daemon, Scratch, TOKEN, TestConfig, agent, call_tool, eventually, free_port, http_exchange,
     testplug_dir,
 };
+use toolhost_proto::admin as pb;
 
 const WAIT: Duration = Duration::from_secs(30);
 
 /// A daemon on `port` serving testplug `tp`, trusting `issuer`, with the
 /// `echo_report` tool needing `tickets:write`.
 fn daemon(root: &Path, port: u16, issuer: &str) -> Daemon {
+    daemon_with(root, port, issuer, "")
+}
+
+/// [`daemon`], with `extra` sections at the end of the config.
+fn daemon_with(root: &Path, port: u16, issuer: &str, extra: &str) -> Daemon {
     let secret = root.join("introspection-secret");
     std::fs::write(&secret, "toolhost-secret\n").unwrap();
     let resource = format!("http://127.0.0.1:{port}/mcp");
@@ -50,7 +57,9 @@ task_id = "carols-task"
 kandev_tp_echo_report = ["tickets:write"]
 "#
     );
-    let config = TestConfig::new(root, &[testplug_dir(root, "tp", "normal")]).http(&oauth);
+    let config = TestConfig::new(root, &[testplug_dir(root, "tp", "normal")])
+        .http(&oauth)
+        .extra(extra);
     Daemon::start_on(
         root,
         &config.build(),
@@ -311,4 +320,128 @@ async fn the_official_sdks_find_the_authorization_server_and_call_given_only_the
         let (ok, out) = sdk_client(sdk, &d.url, "dave").await;
         assert!(!ok, "{sdk}: dave is admitted by no rule: {out}");
     }
+}
+
+/// A backend whose rule is "only a ticket's owner may act on it": the
+/// ticket is the `/msg` field toolhost sends, the owner the caller's
+/// verified subject. It keeps every request it saw.
+struct Owners {
+    seen: Arc<Mutex<Vec<pb::AuthorizeRequest>>>,
+}
+
+#[tonic::async_trait]
+impl pb::authorizer_server::Authorizer for Owners {
+    async fn authorize(
+        &self,
+        req: tonic::Request<pb::AuthorizeRequest>,
+    ) -> Result<tonic::Response<pb::AuthorizeResponse>, tonic::Status> {
+        let req = req.into_inner();
+        self.seen.lock().unwrap().push(req.clone());
+        let subject = req.principal.as_ref().map(|p| p.subject.clone());
+        let ticket = req
+            .arguments
+            .iter()
+            .find(|a| a.pointer == "/msg")
+            .and_then(|a| serde_json::from_str::<String>(&a.value_json).ok());
+        let owner = match ticket.as_deref() {
+            Some("T-alice") => Some("alice"),
+            Some("T-bob") => Some("bob"),
+            _ => None,
+        };
+        let allowed = owner.is_some() && owner == subject.as_deref();
+        Ok(tonic::Response::new(pb::AuthorizeResponse {
+            allowed,
+            reason: if allowed {
+                String::new()
+            } else {
+                "only the ticket's owner may act on it".into()
+            },
+            decision_id: format!("owners-{}", req.invocation_id),
+            ..Default::default()
+        }))
+    }
+}
+
+#[tokio::test]
+async fn the_backend_decides_with_the_callers_identity_and_the_fields_the_operator_names() {
+    let root = Scratch::new("oauth-authorize");
+    let (as_port, port) = (free_port(), free_port());
+    let resource = format!("http://127.0.0.1:{port}/mcp");
+    let auth = AuthServer::start(root.path(), as_port, &resource, "key-1");
+    let sock = root.path().join("backend.sock");
+    let listener = tokio::net::UnixListener::bind(&sock).unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(pb::authorizer_server::AuthorizerServer::new(Owners {
+                seen: Arc::clone(&seen),
+            }))
+            .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener)),
+    );
+    let extra = format!(
+        "[backend]\nauthorize = \"unix:{}\"\n\n[backend.authorize_arguments]\nkandev_tp_echo = [\"/msg\"]\n",
+        sock.display()
+    );
+    let d = daemon_with(root.path(), port, &auth.issuer, &extra);
+    let token = |who: &'static str| {
+        let (auth, resource) = (&auth, resource.clone());
+        async move { auth.token(who, "tools", &resource).await.unwrap() }
+    };
+    let alice = agent(&d.url, &token("alice").await).await;
+    let bob = agent(&d.url, &token("bob").await).await;
+    let close = |ticket: &str| serde_json::json!({"msg": ticket, "n": 7});
+    let own = call_tool(&alice, "kandev_tp_echo", close("T-alice"))
+        .await
+        .unwrap();
+    assert_eq!(toolhost_e2e::outcome_code(&own), "ok");
+    let other = call_tool(&alice, "kandev_tp_echo", close("T-bob"))
+        .await
+        .unwrap();
+    assert_eq!(toolhost_e2e::outcome_code(&other), "not_authorized");
+    let text = format!("{:?}", other.content);
+    assert!(text.contains("only the ticket's owner"), "{text}");
+    let bobs = call_tool(&bob, "kandev_tp_echo", close("T-bob"))
+        .await
+        .unwrap();
+    assert_eq!(toolhost_e2e::outcome_code(&bobs), "ok");
+    // A static token proves no one: the backend sees no principal and
+    // refuses.
+    let anonymous = agent(&d.url, TOKEN).await;
+    let r = call_tool(&anonymous, "kandev_tp_echo", close("T-bob"))
+        .await
+        .unwrap();
+    assert_eq!(toolhost_e2e::outcome_code(&r), "not_authorized");
+
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 4);
+    for req in &seen[..3] {
+        let p = req.principal.as_ref().expect("a principal");
+        assert_eq!(p.issuer, auth.issuer);
+        assert_eq!(p.scopes, ["tools"]);
+        assert_eq!(req.arguments.len(), 1, "only the named field");
+        assert_eq!(req.arguments[0].pointer, "/msg");
+        assert!(req.arguments[0].present);
+    }
+    assert!(seen[3].principal.is_none());
+    assert!(
+        seen.iter()
+            .all(|r| r.arguments.iter().all(|a| a.pointer == "/msg")),
+        "`/n` was never named, so never sent"
+    );
+    // The decision ids land in the audit lines, with the caller's subject.
+    let logs = d
+        .logs_with(&[&format!("owners-{}", seen[1].invocation_id)])
+        .await;
+    let line = logs
+        .lines()
+        .find(|l| l.contains(&format!("owners-{}", seen[1].invocation_id)))
+        .unwrap_or_default();
+    assert!(
+        line.contains("tool call") && line.contains("alice"),
+        "{line}"
+    );
+    assert!(
+        !logs.contains("T-alice") && !logs.contains("T-bob"),
+        "an argument value reached the log"
+    );
 }

@@ -291,6 +291,7 @@ impl pb::authorizer_server::Authorizer for Backend {
                 String::new()
             },
             needs_approval: needs,
+            ..Default::default()
         }))
     }
 }

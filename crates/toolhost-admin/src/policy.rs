@@ -69,5 +69,7 @@ pub(crate) fn approval_entry(p: toolhost_policy::Pending) -> pb::ApprovalEntry {
         reason: p.reason,
         requested_at_unix_s: p.requested_at,
         expires_in_s: p.expires_in,
+        decision_id: p.decision_id.unwrap_or_default(),
+        principal_subject: p.principal.unwrap_or_default(),
     }
 }

@@ -155,6 +155,11 @@ pub struct BackendConfig {
     pub authorize: Option<String>,
     /// How long an Authorize call may take before the call is denied.
     pub authorize_timeout_ms: Option<u64>,
+    /// `[backend.authorize_arguments]`: the argument fields (JSON
+    /// pointers) sent with each tool's `Authorize`, by exposed name; no
+    /// other argument is ever sent.
+    #[serde(default)]
+    pub authorize_arguments: std::collections::HashMap<String, Vec<String>>,
     /// The fleet's NATS JetStream key-value bucket: the catalog comes from
     /// there (managed mode), and this daemon writes its status there.
     pub nats: Option<NatsConfig>,

@@ -607,7 +607,10 @@ fn pipeline(s: &Settings, store: &Arc<Store>, plugins: &Arc<Plugins>) -> Result<
         .with_policy(Arc::clone(&s.policy) as _);
     if let Some((addr, timeout)) = &s.authorize {
         let address = AuthorizerAddress::parse(addr)?;
-        pipeline = pipeline.with_authorizer(Authorizer::new(&address, *timeout)?);
+        let authorizer = Authorizer::new(&address, *timeout)?
+            .with_argument_fields(s.authorize_arguments.clone())
+            .map_err(|e| anyhow::anyhow!("[backend.authorize_arguments] {e}"))?;
+        pipeline = pipeline.with_authorizer(authorizer);
         tracing::info!(authorizer = %addr, "every call is also authorized by the backend");
     }
     Ok(pipeline)

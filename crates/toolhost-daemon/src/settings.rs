@@ -135,6 +135,8 @@ pub struct Settings {
     pub fleet: Option<toolhost_fleet::FleetConfig>,
     /// The backend's Authorizer address, and how long it may take.
     pub authorize: Option<(String, Duration)>,
+    /// The argument fields sent with each tool's `Authorize`.
+    pub authorize_arguments: std::collections::HashMap<String, Vec<String>>,
     /// The admin API's listeners.
     pub admin: AdminSettings,
     /// Per plugin id, what the operator decided.
@@ -306,6 +308,15 @@ impl Config {
                     Duration::from_millis(self.backend.authorize_timeout_ms.unwrap_or(1000)),
                 )
             }),
+            authorize_arguments: {
+                if self.backend.authorize.is_none() && !self.backend.authorize_arguments.is_empty()
+                {
+                    bail!(
+                        "[backend.authorize_arguments] names fields for the backend's Authorize, but [backend] authorize is not set"
+                    );
+                }
+                self.backend.authorize_arguments.clone()
+            },
             operators: self.operators(telemetry.as_ref(), dev.as_ref())?,
             sandbox: self.sandbox.resolve()?,
             agent_view,

@@ -1,14 +1,24 @@
 //! The backend's `Authorize` RPC (docs/CONTRACT.md §5, step 5): asked after every
-//! local check, with the binding, the tool and the invocation id, never the
-//! arguments. A denial, an error or a timeout denies: uncertainty fails
-//! closed.
+//! local check, with the binding, the tool, the invocation id, the caller's
+//! verified identity if it has one, and only the argument fields the
+//! operator names for that tool (by JSON pointer, each at most 1 KiB). A
+//! denial, an error or a timeout denies: uncertainty fails closed. The
+//! backend's decision id, if it gives one, goes to the audit line.
 
 use crate::binding::Binding;
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 use tonic::transport::{Channel, Endpoint};
 use toolhost_catalog::Descriptor;
 use toolhost_proto::admin::authorizer_client::AuthorizerClient;
-use toolhost_proto::admin::{AuthorizeRequest, SessionBinding};
+use toolhost_proto::admin::{ArgumentField, AuthorizeRequest, Principal, SessionBinding};
+
+/// The largest argument field sent to the backend, as JSON text.
+pub const MAX_FIELD_BYTES: usize = 1024;
+/// The most fields named for one tool.
+pub const MAX_FIELDS: usize = 16;
 
 /// Why the backend's `Authorizer` could not be set up.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -54,11 +64,34 @@ pub enum Verdict {
     NeedsApproval(String),
 }
 
+/// The backend's answer: its verdict, and the id it gave the decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checked {
+    /// Allowed (maybe once the operator approves), or why not.
+    pub outcome: Result<Verdict, Denied>,
+    /// The backend's decision id, if it gave a usable one.
+    pub decision_id: Option<String>,
+}
+
 /// A client of the backend's `Authorizer` service.
 #[derive(Debug, Clone)]
 pub struct Authorizer {
     client: AuthorizerClient<Channel>,
     timeout: Duration,
+    /// The argument fields sent for each tool, by exposed name.
+    fields: Arc<HashMap<String, Vec<String>>>,
+}
+
+/// Why a named argument field was refused when the configuration was read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("argument field {pointer:?} of {tool}: {why}")]
+pub struct BadField {
+    /// The tool.
+    pub tool: String,
+    /// The pointer as written.
+    pub pointer: String,
+    /// What is wrong.
+    pub why: &'static str,
 }
 
 /// Where the backend's `Authorizer` is.
@@ -105,7 +138,47 @@ impl Authorizer {
         Ok(Self {
             client: AuthorizerClient::new(channel),
             timeout,
+            fields: Arc::new(HashMap::new()),
         })
+    }
+
+    /// Sends these argument fields (JSON pointers) of each tool (by
+    /// exposed name) with its calls, and no others.
+    ///
+    /// # Errors
+    /// A pointer that is not an RFC 6901 pointer into the arguments, or
+    /// more than [`MAX_FIELDS`] for a tool.
+    pub fn with_argument_fields(
+        mut self,
+        fields: HashMap<String, Vec<String>>,
+    ) -> Result<Self, BadField> {
+        for (tool, pointers) in &fields {
+            let bad = |pointer: &str, why| BadField {
+                tool: tool.clone(),
+                pointer: pointer.to_owned(),
+                why,
+            };
+            if pointers.len() > MAX_FIELDS {
+                return Err(bad("", "more than 16 fields are named"));
+            }
+            for p in pointers {
+                if !p.starts_with('/') || p.len() > 256 {
+                    return Err(bad(
+                        p,
+                        "a JSON pointer starts with / and is at most 256 bytes",
+                    ));
+                }
+                let bad_escape = p
+                    .split('~')
+                    .skip(1)
+                    .any(|after| !after.starts_with('0') && !after.starts_with('1'));
+                if bad_escape {
+                    return Err(bad(p, "~ must be followed by 0 or 1 (RFC 6901)"));
+                }
+            }
+        }
+        self.fields = Arc::new(fields);
+        Ok(self)
     }
 
     /// The backend's yes (maybe once the operator approves); otherwise why
@@ -115,7 +188,13 @@ impl Authorizer {
         invocation_id: &str,
         d: &Descriptor,
         b: &Binding,
-    ) -> Result<Verdict, Denied> {
+        arguments: &Map<String, Value>,
+    ) -> Checked {
+        let arguments = self
+            .fields
+            .get(&d.exposed_name)
+            .map(|pointers| pointers.iter().map(|p| field(arguments, p)).collect())
+            .unwrap_or_default();
         let mut req = tonic::Request::new(AuthorizeRequest {
             invocation_id: invocation_id.to_owned(),
             exposed_name: d.exposed_name.clone(),
@@ -126,6 +205,13 @@ impl Authorizer {
                 session_id: b.session_id.clone(),
                 workspace_id: b.workspace_id.clone().unwrap_or_default(),
             }),
+            principal: b.principal.as_ref().map(|p| Principal {
+                issuer: p.issuer.clone(),
+                subject: p.subject.clone(),
+                client_id: p.client_id.clone().unwrap_or_default(),
+                scopes: p.scopes.clone(),
+            }),
+            arguments,
         });
         req.set_timeout(self.timeout);
         let span = toolhost_telemetry::ClientSpan::start(
@@ -143,7 +229,11 @@ impl Authorizer {
             Err(_) => span.fail("timeout"),
         }
         drop(span);
-        match answer {
+        let decision_id = match &answer {
+            Ok(Ok(r)) => decision_id(&r.get_ref().decision_id),
+            _ => None,
+        };
+        let outcome = match answer {
             Ok(Ok(r)) if r.get_ref().allowed => Ok(Verdict::Allowed),
             Ok(Ok(r)) if r.get_ref().needs_approval => {
                 let why: String = r.into_inner().reason.chars().take(256).collect();
@@ -167,210 +257,47 @@ impl Authorizer {
                 );
                 Err(Denied::TimedOut)
             }
+        };
+        Checked {
+            outcome,
+            decision_id,
         }
     }
+}
+
+/// A decision id fit for a log line: 1 to 128 printable ASCII characters.
+fn decision_id(id: &str) -> Option<String> {
+    (!id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic()))
+        .then(|| id.to_owned())
+}
+
+/// The field at `pointer` of the arguments, as sent to the backend.
+fn field(arguments: &Map<String, Value>, pointer: &str) -> ArgumentField {
+    let unescape = |s: &str| s.replace("~1", "/").replace("~0", "~");
+    let rest = pointer.strip_prefix('/').unwrap_or(pointer);
+    let (first, deeper) = match rest.split_once('/') {
+        Some((f, d)) => (f, Some(d)),
+        None => (rest, None),
+    };
+    let value = arguments.get(&unescape(first)).and_then(|v| match deeper {
+        None => Some(v),
+        Some(d) => v.pointer(&format!("/{d}")),
+    });
+    let mut out = ArgumentField {
+        pointer: pointer.to_owned(),
+        ..ArgumentField::default()
+    };
+    if let Some(v) = value {
+        out.present = true;
+        let text = v.to_string();
+        if text.len() > MAX_FIELD_BYTES {
+            out.too_large = true;
+        } else {
+            out.value_json = text;
+        }
+    }
+    out
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::{Arc, Mutex};
-    use toolhost_proto::admin::AuthorizeResponse;
-    use toolhost_proto::admin::authorizer_server::{Authorizer as Backend, AuthorizerServer};
-
-    /// A backend that answers every call the same way, and keeps what it
-    /// was asked.
-    struct Fixed {
-        answer: Result<AuthorizeResponse, tonic::Code>,
-        hang: bool,
-        seen: Arc<Mutex<Vec<AuthorizeRequest>>>,
-    }
-
-    #[tonic::async_trait]
-    impl Backend for Fixed {
-        async fn authorize(
-            &self,
-            req: tonic::Request<AuthorizeRequest>,
-        ) -> Result<tonic::Response<AuthorizeResponse>, tonic::Status> {
-            if let Ok(mut s) = self.seen.lock() {
-                s.push(req.into_inner());
-            }
-            if self.hang {
-                std::future::pending::<()>().await;
-            }
-            match &self.answer {
-                Ok(r) => Ok(tonic::Response::new(r.clone())),
-                Err(code) => Err(tonic::Status::new(*code, "backend exploded")),
-            }
-        }
-    }
-
-    fn tool() -> Descriptor {
-        crate::testing::descriptor(1000, None)
-    }
-
-    /// Serves `backend` on a fresh Unix socket; the authorizer that asks it.
-    async fn backend(
-        backend: Fixed,
-        timeout: Duration,
-    ) -> (Authorizer, std::path::PathBuf, tokio::task::JoinHandle<()>) {
-        let dir = std::env::temp_dir().join(format!(
-            "toolhost-authorize-{}-{}",
-            std::process::id(),
-            fastrand::u64(..)
-        ));
-        std::fs::create_dir_all(&dir).expect("a scratch directory");
-        let sock = dir.join("backend.sock");
-        let listener = tokio::net::UnixListener::bind(&sock).expect("bound");
-        let server = tokio::spawn(async move {
-            let _ = tonic::transport::Server::builder()
-                .add_service(AuthorizerServer::new(backend))
-                .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener))
-                .await;
-        });
-        let address =
-            AuthorizerAddress::parse(&format!("unix:{}", sock.display())).expect("a unix address");
-        let client = Authorizer::new(&address, timeout).expect("a client");
-        (client, dir, server)
-    }
-
-    fn fixed(
-        answer: Result<AuthorizeResponse, tonic::Code>,
-    ) -> (Fixed, Arc<Mutex<Vec<AuthorizeRequest>>>) {
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let f = Fixed {
-            answer,
-            hang: false,
-            seen: Arc::clone(&seen),
-        };
-        (f, seen)
-    }
-
-    async fn ask(f: Fixed, timeout: Duration) -> Result<Verdict, Denied> {
-        let (client, dir, server) = backend(f, timeout).await;
-        let binding = Binding::new("chat", "task-1", "session-1", Some("ws-1".into()));
-        let answer = client.check("inv-1", &tool(), &binding).await;
-        server.abort();
-        let _ = std::fs::remove_dir_all(dir);
-        answer
-    }
-
-    #[test]
-    fn an_address_is_a_unix_path_or_an_http_url() {
-        assert_eq!(
-            AuthorizerAddress::parse("unix:/run/backend.sock"),
-            Ok(AuthorizerAddress::Unix("/run/backend.sock".into()))
-        );
-        assert!(matches!(
-            AuthorizerAddress::parse("http://127.0.0.1:9000"),
-            Ok(AuthorizerAddress::Http(_))
-        ));
-        for bad in ["https://backend:9000", "/run/backend.sock", "tcp://x:1", ""] {
-            assert_eq!(
-                AuthorizerAddress::parse(bad),
-                Err(AuthorizerSetupError::Address(bad.into()))
-            );
-        }
-    }
-
-    #[tokio::test]
-    async fn the_backend_is_asked_with_the_binding_and_the_tool_and_never_the_arguments() {
-        let (f, seen) = fixed(Ok(AuthorizeResponse {
-            allowed: true,
-            reason: String::new(),
-            needs_approval: false,
-        }));
-        assert_eq!(ask(f, Duration::from_secs(5)).await, Ok(Verdict::Allowed));
-        let seen = seen.lock().expect("not poisoned");
-        let r = seen.first().expect("asked once");
-        assert_eq!(seen.len(), 1, "asked once");
-        assert_eq!(r.invocation_id, "inv-1");
-        assert_eq!(r.exposed_name, "kandev_notes_add");
-        assert_eq!(r.plugin_id, "notes");
-        let b = r.binding.as_ref().expect("the binding");
-        assert_eq!(
-            (
-                b.surface.as_str(),
-                b.task_id.as_str(),
-                b.session_id.as_str(),
-                b.workspace_id.as_str()
-            ),
-            ("chat", "task-1", "session-1", "ws-1")
-        );
-    }
-
-    #[tokio::test]
-    async fn needs_approval_is_a_yes_once_the_operator_approves() {
-        let (f, _) = fixed(Ok(AuthorizeResponse {
-            allowed: false,
-            reason: "a person must look at this".into(),
-            needs_approval: true,
-        }));
-        assert_eq!(
-            ask(f, Duration::from_secs(5)).await,
-            Ok(Verdict::NeedsApproval("a person must look at this".into()))
-        );
-    }
-
-    #[tokio::test]
-    async fn a_denial_carries_the_backends_reason_cut_to_256_characters() {
-        let (f, _) = fixed(Ok(AuthorizeResponse {
-            allowed: false,
-            reason: "é".repeat(1000),
-            needs_approval: false,
-        }));
-        match ask(f, Duration::from_secs(5)).await {
-            Err(Denied::Refused { reason: Some(r) }) => assert_eq!(r.chars().count(), 256),
-            other => panic!("{other:?}"),
-        }
-        let (f, _) = fixed(Ok(AuthorizeResponse {
-            allowed: false,
-            reason: String::new(),
-            needs_approval: false,
-        }));
-        assert_eq!(
-            ask(f, Duration::from_secs(5)).await,
-            Err(Denied::Refused { reason: None })
-        );
-    }
-
-    #[tokio::test]
-    async fn an_error_a_silence_or_no_backend_at_all_denies() {
-        let (f, _) = fixed(Err(tonic::Code::Internal));
-        assert_eq!(ask(f, Duration::from_secs(5)).await, Err(Denied::Failed));
-        // A silent backend: whichever deadline fires first, ours or the
-        // `grpc-timeout` the server enforces, the call is denied.
-        let (mut f, _) = fixed(Err(tonic::Code::Internal));
-        f.hang = true;
-        let silent = ask(f, Duration::from_millis(200)).await;
-        assert!(
-            matches!(silent, Err(Denied::TimedOut | Denied::Failed)),
-            "{silent:?}"
-        );
-
-        let nowhere = AuthorizerAddress::Unix("/nonexistent/toolhost/backend.sock".into());
-        let client = Authorizer::new(&nowhere, Duration::from_secs(2)).expect("lazy");
-        let binding = Binding::new("chat", "t", "s", None);
-        let answer = client.check("inv", &tool(), &binding).await;
-        assert!(
-            matches!(answer, Err(Denied::Failed | Denied::TimedOut)),
-            "{answer:?}"
-        );
-    }
-
-    #[test]
-    fn every_denial_is_written_for_the_model_and_says_denied() {
-        let texts = [
-            Denied::Refused {
-                reason: Some("not on weekends".into()),
-            }
-            .to_string(),
-            Denied::Failed.to_string(),
-            Denied::TimedOut.to_string(),
-        ];
-        assert!(texts[0].ends_with(": not on weekends"));
-        for t in &texts {
-            assert!(t.contains("denied") || t.contains("backend"), "{t}");
-        }
-    }
-}
+mod tests;

@@ -36,7 +36,7 @@ use crate::counters::{CallStats, Counters};
 use crate::policy::{ApprovalNote, Asked, Asking, CallFacts, Decision, NoPolicy, Policy, Refusal};
 use crate::port::{PluginLink, PluginPort};
 use crate::result::{CallResult, ErrorCode};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -297,6 +297,7 @@ impl Pipeline {
             events: crate::caller::EventCounts::default(),
             approval: ApprovalNote::default(),
             task_id: None,
+            decision_id: None,
             audited: false,
         };
         let span = call.span.clone();
@@ -332,6 +333,8 @@ impl Pipeline {
             approval = call.approval.by,
             arguments_digest = call.approval.arguments_digest.as_deref(),
             mcp_task = call.task_id.as_deref(),
+            decision_id = call.decision_id.as_deref(),
+            principal = call.binding.principal.as_ref().map(|p| log_safe(&p.subject, 256)).as_deref(),
             trace_id = toolhost_telemetry::trace_id().as_deref(),
             duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             "tool call"
@@ -562,6 +565,8 @@ pub(crate) struct Call<'a> {
     approval: ApprovalNote,
     /// The MCP task the call runs as, if any.
     task_id: Option<String>,
+    /// The backend's id for its `Authorize` decision, if it gave one.
+    decision_id: Option<String>,
     /// Whether its audit event was written.
     audited: bool,
 }
@@ -613,7 +618,7 @@ impl Call<'_> {
         }
         self.screen(&checked)?;
         let (client, deadline) = self.plugin().await?;
-        let backend_asks = self.ask_backend().await?;
+        let backend_asks = self.ask_backend(&checked.arguments).await?;
         let decision = {
             let version = self.authorized_at.clone().unwrap_or_default();
             let facts = self.facts(&checked, &version);
@@ -631,6 +636,7 @@ impl Call<'_> {
             tool: &self.entry.descriptor,
             arguments: &checked.arguments,
             catalog: version,
+            decision_id: self.decision_id.as_deref(),
         }
     }
 
@@ -872,14 +878,22 @@ impl Call<'_> {
 
     /// Step 5: the backend's `Authorize`, when configured. `Some(reason)`
     /// when the backend allows the call only once the operator approves it.
-    async fn ask_backend(&self) -> Step<Option<String>> {
+    async fn ask_backend(&mut self, arguments: &Map<String, Value>) -> Step<Option<String>> {
         let Some(a) = &self.pipeline.authorizer else {
             return Ok(None);
         };
         let step = Traced::start("toolhost.backend_authorize");
-        let r = step
-            .within(a.check(&self.invocation_id, &self.entry.descriptor, self.binding))
-            .await
+        let checked = step
+            .within(a.check(
+                &self.invocation_id,
+                &self.entry.descriptor,
+                self.binding,
+                arguments,
+            ))
+            .await;
+        self.decision_id = checked.decision_id;
+        let r = checked
+            .outcome
             .map(|v| match v {
                 Verdict::Allowed => None,
                 Verdict::NeedsApproval(reason) => Some(reason),

@@ -40,6 +40,8 @@ pub struct CallFacts<'a> {
     pub arguments: &'a Map<String, Value>,
     /// The catalog version (generation, revision) that authorized the call.
     pub catalog: &'a (String, u64),
+    /// The backend's id for its `Authorize` decision, if it gave one.
+    pub decision_id: Option<&'a str>,
 }
 
 /// Why the policy refused a call: the code and a message for the model,

@@ -326,6 +326,10 @@ pub struct Pending {
     pub catalog: (String, u64),
     /// The backend's reason, cut short.
     pub reason: String,
+    /// The backend's id for the decision that asked for it.
+    pub decision_id: Option<String>,
+    /// The subject of the caller's access token, if it had one.
+    pub principal: Option<String>,
     /// When it was asked for (seconds since the Unix epoch).
     pub requested_at: u64,
     /// Seconds left before it expires.
@@ -500,6 +504,7 @@ impl Approvals {
         catalog: &(String, u64),
         digest: &str,
         reason: &str,
+        decision_id: Option<&str>,
     ) -> OperatorVerdict {
         let now = Instant::now();
         let mut s = self.lock();
@@ -551,6 +556,8 @@ impl Approvals {
             arguments_digest: digest.to_owned(),
             catalog: catalog.clone(),
             reason: reason.chars().take(256).collect(),
+            decision_id: decision_id.map(str::to_owned),
+            principal: binding.principal.as_ref().map(|p| p.subject.clone()),
             requested_at: SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
@@ -764,11 +771,12 @@ mod tests {
         let b = Binding::new("chat", "t", "s", None);
         let d = descriptor(true);
         let v = ("g".to_owned(), 1);
-        let OperatorVerdict::Waiting { id, .. } = a.with_operator(&b, &d, &v, "d1", "why") else {
+        let OperatorVerdict::Waiting { id, .. } = a.with_operator(&b, &d, &v, "d1", "why", None)
+        else {
             panic!("a first call waits")
         };
         assert!(matches!(
-            a.with_operator(&b, &d, &v, "d1", "why"),
+            a.with_operator(&b, &d, &v, "d1", "why", None),
             OperatorVerdict::Waiting { id: ref again, .. } if *again == id
         ));
         assert_eq!(a.pending().len(), 1);
@@ -781,16 +789,16 @@ mod tests {
             (&b, &("g".to_owned(), 2), "d1"),
         ] {
             assert!(matches!(
-                a.with_operator(b2, &d, v2, d2, "why"),
+                a.with_operator(b2, &d, v2, d2, "why", None),
                 OperatorVerdict::Waiting { id: ref other, .. } if *other != id
             ));
         }
         assert_eq!(
-            a.with_operator(&b, &d, &v, "d1", "why"),
+            a.with_operator(&b, &d, &v, "d1", "why", None),
             OperatorVerdict::Approved
         );
         assert!(matches!(
-            a.with_operator(&b, &d, &v, "d1", "why"),
+            a.with_operator(&b, &d, &v, "d1", "why", None),
             OperatorVerdict::Waiting { .. }
         ));
     }

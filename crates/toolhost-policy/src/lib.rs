@@ -109,9 +109,14 @@ impl OperatorPolicy {
     fn by_operator(&self, call: &CallFacts<'_>, reason: &str) -> Decision {
         let d = call.tool;
         let digest = arguments_digest(call.arguments);
-        let verdict = self
-            .approvals
-            .with_operator(call.binding, d, call.catalog, &digest, reason);
+        let verdict = self.approvals.with_operator(
+            call.binding,
+            d,
+            call.catalog,
+            &digest,
+            reason,
+            call.decision_id,
+        );
         let note = |by| ApprovalNote {
             by,
             arguments_digest: Some(digest.clone()),
@@ -369,6 +374,7 @@ mod tests {
             tool: d,
             arguments: args,
             catalog: v,
+            decision_id: None,
         }
     }
 

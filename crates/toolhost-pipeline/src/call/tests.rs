@@ -326,6 +326,7 @@ async fn authorization_reads_the_catalog_as_it_is_now() {
             events: crate::caller::EventCounts::default(),
             approval: ApprovalNote::default(),
             task_id: None,
+            decision_id: None,
             // Not a call that ran: nothing to audit when it is dropped.
             audited: true,
         };
@@ -449,6 +450,7 @@ impl toolhost_proto::admin::authorizer_server::Authorizer for Backend {
                     "not today".into()
                 },
                 needs_approval: false,
+                ..Default::default()
             },
         ))
     }
