@@ -12,7 +12,7 @@ use std::time::Duration;
 use toolhost_e2e::auth_server::AuthServer;
 use toolhost_e2e::{
     Daemon, Scratch, TOKEN, TestConfig, agent, call_tool, eventually, free_port, http_exchange,
-    testplug_dir,
+    probeplug_dir, testplug_dir,
 };
 use toolhost_proto::admin as pb;
 
@@ -26,6 +26,17 @@ fn daemon(root: &Path, port: u16, issuer: &str) -> Daemon {
 
 /// [`daemon`], with `extra` sections at the end of the config.
 fn daemon_with(root: &Path, port: u16, issuer: &str, extra: &str) -> Daemon {
+    daemon_serving(root, port, issuer, extra, &[])
+}
+
+/// [`daemon_with`], serving `more` plugins besides testplug `tp`.
+fn daemon_serving(
+    root: &Path,
+    port: u16,
+    issuer: &str,
+    extra: &str,
+    more: &[std::path::PathBuf],
+) -> Daemon {
     let secret = root.join("introspection-secret");
     std::fs::write(&secret, "toolhost-secret\n").unwrap();
     let resource = format!("http://127.0.0.1:{port}/mcp");
@@ -39,8 +50,9 @@ jwks_min_refresh_secs = 1
 
 [[http.oauth.issuers]]
 issuer = "{issuer}"
-introspection_client_id = "toolhost"
-introspection_secret_file = {secret:?}
+client_id = "toolhost"
+client_secret_file = {secret:?}
+introspection = true
 
 [[http.oauth.bindings]]
 when = "token.client_id in ['alice', 'bob', 'narrow', 'opaque']"
@@ -57,9 +69,9 @@ task_id = "carols-task"
 kandev_tp_echo_report = ["tickets:write"]
 "#
     );
-    let config = TestConfig::new(root, &[testplug_dir(root, "tp", "normal")])
-        .http(&oauth)
-        .extra(extra);
+    let mut plugins = vec![testplug_dir(root, "tp", "normal")];
+    plugins.extend_from_slice(more);
+    let config = TestConfig::new(root, &plugins).http(&oauth).extra(extra);
     Daemon::start_on(
         root,
         &config.build(),
@@ -444,4 +456,181 @@ async fn the_backend_decides_with_the_callers_identity_and_the_fields_the_operat
         !logs.contains("T-alice") && !logs.contains("T-bob"),
         "an argument value reached the log"
     );
+}
+
+/// An outside service for `audience`: it answers `sub=... aud=...` to a
+/// token issued for it, 401 to any other, and keeps every token it saw.
+async fn outside_service(audience: &'static str) -> (u16, Arc<Mutex<Vec<String>>>) {
+    use base64::Engine as _;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let kept = Arc::clone(&seen);
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let mut head = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let head = String::from_utf8_lossy(&head).into_owned();
+            let token = head
+                .lines()
+                .find_map(|l| l.strip_prefix("Authorization: Bearer "))
+                .unwrap_or_default()
+                .trim()
+                .to_owned();
+            kept.lock().unwrap().push(token.clone());
+            let claims: serde_json::Value = token
+                .split('.')
+                .nth(1)
+                .and_then(|p| {
+                    base64::engine::general_purpose::URL_SAFE_NO_PAD
+                        .decode(p)
+                        .ok()
+                })
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .unwrap_or_default();
+            let (status, body) = if claims["aud"] == audience {
+                (
+                    "200 OK",
+                    format!(
+                        "sub={} aud={}",
+                        claims["sub"].as_str().unwrap_or(""),
+                        audience
+                    ),
+                )
+            } else {
+                ("401 Unauthorized", "wrong audience".to_owned())
+            };
+            let answer = format!(
+                "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = conn.write_all(answer.as_bytes()).await;
+        }
+    });
+    (port, seen)
+}
+
+fn text_of(r: &rmcp::model::CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect()
+}
+
+#[tokio::test]
+async fn plugins_call_outside_services_with_tokens_exchanged_for_their_audience() {
+    let root = Scratch::new("oauth-exchange");
+    let (as_port, port) = (free_port(), free_port());
+    let resource = format!("http://127.0.0.1:{port}/mcp");
+    let auth = AuthServer::start(root.path(), as_port, &resource, "key-1");
+    let (api_port, api_seen) = outside_service("https://tickets-api.test").await;
+    let plugin = |id: &str, audience: &str| {
+        probeplug_dir(
+            root.path(),
+            id,
+            &format!(
+                "[capabilities]\nnetwork = {{ connect = [{api_port}] }}\n\n[credentials]\naudiences = [\"{audience}\"]\n"
+            ),
+        )
+    };
+    let api = plugin("api", "https://tickets-api.test");
+    let evil = plugin("evil", "https://evil.test");
+    let extra = "\n[plugin.api]\ngrant = [\"network\", \"credentials\"]\n\n[plugin.evil]\ngrant = [\"network\", \"credentials\"]\n";
+    let d = daemon_serving(root.path(), port, &auth.issuer, extra, &[api, evil]);
+    let exchanges = || async {
+        let (_, body) =
+            toolhost_e2e::http_request(&auth.issuer, "GET", "/test/exchanges", &[], "").await;
+        let body = if body.starts_with('{') {
+            body
+        } else {
+            toolhost_e2e::dechunk(&body)
+        };
+        serde_json::from_str::<serde_json::Value>(&body).unwrap()["exchanges"]
+            .as_u64()
+            .unwrap()
+    };
+    let args = |audience: &str| serde_json::json!({"port": api_port, "audience": audience});
+
+    let alice_token = auth.token("alice", "tools", &resource).await.unwrap();
+    let bob_token = auth.token("bob", "tools", &resource).await.unwrap();
+    let alice = agent(&d.url, &alice_token).await;
+    let bob = agent(&d.url, &bob_token).await;
+    for _ in 0..2 {
+        let r = call_tool(
+            &alice,
+            "kandev_api_call_api",
+            args("https://tickets-api.test"),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            text_of(&r),
+            "sub=alice aud=https://tickets-api.test",
+            "{r:?}"
+        );
+    }
+    let r = call_tool(
+        &bob,
+        "kandev_api_call_api",
+        args("https://tickets-api.test"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(text_of(&r), "sub=bob aud=https://tickets-api.test", "{r:?}");
+    // One exchange per caller and audience: alice's second call used the
+    // cached token.
+    assert_eq!(exchanges().await, 2);
+    let seen = api_seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3);
+    assert_eq!(seen[0], seen[1], "alice's exchanged token, cached");
+    assert_ne!(seen[0], seen[2], "bob has his own");
+    for t in &seen {
+        assert!(
+            t != &alice_token && t != &bob_token,
+            "a caller's own token reached the service"
+        );
+    }
+
+    // An exchange the server refuses fails the call before dispatch.
+    let r = call_tool(&alice, "kandev_evil_call_api", args("https://evil.test"))
+        .await
+        .unwrap();
+    assert_eq!(toolhost_e2e::outcome_code(&r), "not_authorized", "{r:?}");
+    let text = text_of(&r);
+    assert!(
+        text.contains("invalid_target") && text.contains("https://evil.test"),
+        "{text}"
+    );
+    let api_data = root.path().join("state/data/api");
+    assert_eq!(toolhost_e2e::events(&api_data, "invoked call_api").len(), 3);
+    let evil_data = root.path().join("state/data/evil");
+    assert!(
+        toolhost_e2e::events(&evil_data, "invoked call_api").is_empty(),
+        "the plugin ran"
+    );
+
+    // A static token proves no one: the plugin runs with no token, and says so.
+    let anonymous = agent(&d.url, TOKEN).await;
+    let r = call_tool(
+        &anonymous,
+        "kandev_api_call_api",
+        args("https://tickets-api.test"),
+    )
+    .await
+    .unwrap();
+    assert!(
+        text_of(&r).contains("no token for https://tickets-api.test"),
+        "{r:?}"
+    );
+    let logs = d.logs();
+    for t in seen.iter().chain([&alice_token, &bob_token]) {
+        assert!(!logs.contains(t.as_str()), "a token reached the log");
+    }
 }

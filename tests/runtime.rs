@@ -66,6 +66,7 @@ fn request(tool: &str, args: serde_json::Value, id: &str) -> AgentToolRequest {
             session_id: "session-1".into(),
             workspace_id: String::new(),
             surface: "chat".into(),
+            credentials: Vec::new(),
         }),
     }
 }

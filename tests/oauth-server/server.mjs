@@ -15,7 +15,10 @@
 // accepts requests.
 
 import Provider from 'oidc-provider';
-import { generateKeyPair, exportJWK } from 'jose';
+import {
+  generateKeyPair, exportJWK, jwtVerify, SignJWT, createLocalJWKSet,
+} from 'jose';
+import { randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 
 const port = Number(process.argv[2]);
@@ -34,6 +37,12 @@ if (process.env.KEY_FILE) {
 }
 
 const scope = 'tools tickets:write openid offline_access';
+const EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+const ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
+// The services a caller's token may be exchanged for (any other audience
+// is refused with invalid_target).
+const EXCHANGEABLE = (process.env.EXCHANGEABLE || 'https://tickets-api.test').split(',');
+let exchanges = 0;
 const confidential = (id) => ({
   client_id: id,
   client_secret: `${id}-secret`,
@@ -49,8 +58,11 @@ const provider = new Provider(issuer, {
     confidential('bob'),
     confidential('narrow'),
     confidential('opaque'),
-    // toolhost's own client, for introspection.
-    confidential('toolhost'),
+    // toolhost's own client, for introspection and token exchange.
+    {
+      ...confidential('toolhost'),
+      grant_types: ['client_credentials', EXCHANGE],
+    },
   ],
   jwks: { keys: [jwk] },
   scopes: ['openid', 'offline_access', 'tools', 'tickets:write'],
@@ -85,6 +97,49 @@ const provider = new Provider(issuer, {
   ttl: { AccessToken: 300, ClientCredentials: Number(process.env.TOKEN_TTL || 300) },
 });
 provider.proxy = false;
+
+// OAuth 2.0 Token Exchange (RFC 8693), which oidc-provider leaves to the
+// integrator: only toolhost's client may exchange; the subject token must
+// be one of ours for toolhost's resource; the new token is for the asked
+// audience only, names toolhost as the actor, and lasts two minutes.
+const publicKeys = createLocalJWKSet({
+  keys: [{ kty: jwk.kty, n: jwk.n, e: jwk.e, crv: jwk.crv, x: jwk.x, y: jwk.y, kid, alg }],
+});
+provider.registerGrantType(EXCHANGE, async (ctx) => {
+  const p = ctx.oidc.params;
+  const fail = (error) => { ctx.status = 400; ctx.body = { error }; };
+  if (ctx.oidc.client.clientId !== 'toolhost') return fail('unauthorized_client');
+  if (p.subject_token_type !== ACCESS_TOKEN) return fail('invalid_request');
+  if (!EXCHANGEABLE.includes(p.audience)) return fail('invalid_target');
+  let claims;
+  try {
+    ({ payload: claims } = await jwtVerify(p.subject_token, publicKeys, { issuer, audience: resource }));
+  } catch {
+    return fail('invalid_grant');
+  }
+  exchanges += 1;
+  const token = await new SignJWT({ scope: claims.scope, client_id: claims.client_id, act: { sub: 'toolhost' } })
+    .setProtectedHeader({ alg, kid, typ: 'at+jwt' })
+    .setIssuer(issuer)
+    .setSubject(claims.sub)
+    .setAudience(p.audience)
+    .setIssuedAt()
+    .setExpirationTime('2m')
+    .setJti(randomUUID())
+    .sign(privateKey);
+  ctx.body = {
+    access_token: token, issued_token_type: ACCESS_TOKEN, token_type: 'Bearer', expires_in: 120,
+  };
+}, ['subject_token', 'subject_token_type', 'audience', 'requested_token_type', 'resource', 'scope']);
+
+// How many exchanges were made, for the tests' check of toolhost's cache.
+provider.use(async (ctx, next) => {
+  if (ctx.path === '/test/exchanges') {
+    ctx.body = { exchanges };
+    return;
+  }
+  await next();
+});
 
 provider.listen(port, '127.0.0.1', () => {
   console.log(`listening ${issuer}`);

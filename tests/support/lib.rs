@@ -301,6 +301,10 @@ pub fn probeplug_dir(root: &Path, id: &str, declarations: &str) -> PathBuf {
             "{ port = { type = \"integer\", minimum = 1, maximum = 65535 } }",
         ),
         ("connect_unix", "{ path = { type = \"string\" } }"),
+        (
+            "call_api",
+            "{ port = { type = \"integer\", minimum = 1, maximum = 65535 }, audience = { type = \"string\" } }",
+        ),
         ("caps", "{}"),
         ("mknod", "{ path = { type = \"string\" } }"),
         ("call_socket", "{ path = { type = \"string\" } }"),

@@ -235,6 +235,7 @@ fn capabilities_json(m: &toolhost_manifest::Manifest) -> serde_json::Value {
         "memory_mb": caps.memory_mb,
         "open_files": caps.open_files,
         "processes": caps.processes,
+        "credentials": caps.credentials,
     })
 }
 

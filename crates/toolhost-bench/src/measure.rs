@@ -72,6 +72,7 @@ pub(crate) async fn measure(
                                 session_id: "s".into(),
                                 workspace_id: String::new(),
                                 surface: "chat".into(),
+                                credentials: Vec::new(),
                             }),
                         };
                         let r = c

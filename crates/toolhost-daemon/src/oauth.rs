@@ -64,11 +64,14 @@ pub struct OAuthFile {
 pub struct IssuerFile {
     /// The issuer identifier, exactly as its tokens' `iss`.
     pub issuer: String,
-    /// This resource's client id at the issuer's introspection endpoint
-    /// (for opaque tokens; at most one issuer).
-    pub introspection_client_id: Option<String>,
-    /// A file holding its client secret (first line).
-    pub introspection_secret_file: Option<PathBuf>,
+    /// toolhost's own client id at this issuer, for introspection and
+    /// token exchange.
+    pub client_id: Option<String>,
+    /// A file holding that client's secret (first line).
+    pub client_secret_file: Option<PathBuf>,
+    /// Ask this issuer about opaque tokens (RFC 7662; at most one issuer).
+    #[serde(default)]
+    pub introspection: bool,
 }
 
 /// One `[[http.oauth.bindings]]` entry.
@@ -95,7 +98,7 @@ impl OAuthFile {
     pub fn rebase(&mut self, rebase: &mut dyn FnMut(&mut PathBuf)) {
         self.ca_files.iter_mut().for_each(&mut *rebase);
         for i in &mut self.issuers {
-            if let Some(f) = i.introspection_secret_file.as_mut() {
+            if let Some(f) = i.client_secret_file.as_mut() {
                 rebase(f);
             }
         }
@@ -108,25 +111,12 @@ impl OAuthFile {
     pub fn resolve(&self) -> Result<Arc<OAuthGate>> {
         let resource = url::Url::parse(&self.resource)
             .with_context(|| format!("[http.oauth] resource {:?} is not a URL", self.resource))?;
-        let mut issuers = Vec::new();
-        for (n, i) in self.issuers.iter().enumerate() {
-            let introspection = match (&i.introspection_client_id, &i.introspection_secret_file) {
-                (None, None) => None,
-                (Some(id), Some(file)) => Some(ClientCredentials {
-                    client_id: id.clone(),
-                    client_secret: crate::secret::read_secret(file)
-                        .with_context(|| format!("[[http.oauth.issuers]] #{}", n + 1))?,
-                }),
-                _ => bail!(
-                    "[[http.oauth.issuers]] #{}: introspection needs both introspection_client_id and introspection_secret_file",
-                    n + 1
-                ),
-            };
-            issuers.push(IssuerSettings {
-                issuer: i.issuer.clone(),
-                introspection,
-            });
-        }
+        let issuers = self
+            .issuers
+            .iter()
+            .enumerate()
+            .map(|(n, i)| i.resolve(n + 1))
+            .collect::<Result<Vec<_>>>()?;
         let mut settings = Settings::new(resource, issuers);
         settings.scopes_supported = self.scopes_supported.clone();
         settings.resource_name = self.resource_name.clone();
@@ -184,6 +174,27 @@ impl OAuthFile {
             self.plugin_scopes.clone(),
         )?;
         Ok(Arc::new(gate))
+    }
+}
+
+impl IssuerFile {
+    fn resolve(&self, n: usize) -> Result<IssuerSettings> {
+        let client = match (&self.client_id, &self.client_secret_file) {
+            (None, None) => None,
+            (Some(id), Some(file)) => Some(ClientCredentials {
+                client_id: id.clone(),
+                client_secret: crate::secret::read_secret(file)
+                    .with_context(|| format!("[[http.oauth.issuers]] #{n}"))?,
+            }),
+            _ => bail!(
+                "[[http.oauth.issuers]] #{n}: give both client_id and client_secret_file, or neither"
+            ),
+        };
+        Ok(IssuerSettings {
+            issuer: self.issuer.clone(),
+            client,
+            introspection: self.introspection,
+        })
     }
 }
 

@@ -613,5 +613,10 @@ fn pipeline(s: &Settings, store: &Arc<Store>, plugins: &Arc<Plugins>) -> Result<
         pipeline = pipeline.with_authorizer(authorizer);
         tracing::info!(authorizer = %addr, "every call is also authorized by the backend");
     }
+    if let Some(gate) = s.http.as_ref().and_then(|h| h.options.oauth.clone()) {
+        // Plugins granted `credentials` get tokens exchanged from their
+        // callers' (the gate keeps each caller's latest token).
+        pipeline = pipeline.with_credentials(gate as _);
+    }
     Ok(pipeline)
 }

@@ -12,6 +12,12 @@
 //! `tools/call` body before rmcp sees it, so a client missing one gets the
 //! 403 step-up challenge it can act on, not a tool error.
 //!
+//! It is also where a caller's plugins get their own tokens: the gate
+//! keeps each caller's latest token, and, asked by the pipeline
+//! ([`Credentials`]), exchanges it at the caller's issuer for a token for
+//! each audience the plugin was granted, cached per caller and audience
+//! until shortly before it expires.
+//!
 //! What this module must not do: let a token reach anything but the
 //! verifier, or put a claim's value in a response or a log line.
 
@@ -23,9 +29,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use toolhost_mcp::{Authorized, Hub};
 use toolhost_oauth::metadata::{self, Challenge};
-use toolhost_oauth::{Caller, Rejection, Verifier};
-use toolhost_pipeline::{Binding, Principal};
+use toolhost_oauth::{Caller, Exchanged, Rejection, Verifier};
+use toolhost_pipeline::port::BoxFuture;
+use toolhost_pipeline::{Binding, Credentials, Principal};
 use toolhost_policy::{BadRule, CallerRuleSpec, CallerRules};
+use toolhost_proto::plugin::Credential;
 
 /// The most bindings kept for verified callers; past it the oldest are
 /// forgotten (their next token makes a new one).
@@ -70,6 +78,13 @@ pub struct OAuthGate {
     /// Scopes every tool of a plugin needs, by plugin id.
     plugin_scopes: HashMap<String, Vec<String>>,
     bindings: Mutex<HashMap<[u8; 32], Binding>>,
+    /// Each caller's latest access token and its expiry, by owner: what a
+    /// token exchange for its plugins' audiences starts from. Never sent
+    /// anywhere but the caller's own issuer.
+    subjects: Mutex<HashMap<[u8; 32], Subject>>,
+    /// Tokens exchanged for a caller and an audience, until shortly before
+    /// they expire.
+    exchanged: Mutex<HashMap<([u8; 32], String), Exchanged>>,
 }
 
 impl std::fmt::Debug for OAuthGate {
@@ -80,6 +95,9 @@ impl std::fmt::Debug for OAuthGate {
             .finish_non_exhaustive()
     }
 }
+
+/// A caller's latest access token, and when it expires.
+type Subject = (Arc<str>, u64);
 
 /// What a verified caller maps to (made once per token).
 enum Mapped {
@@ -115,6 +133,8 @@ impl OAuthGate {
             tool_scopes,
             plugin_scopes,
             bindings: Mutex::new(HashMap::new()),
+            subjects: Mutex::new(HashMap::new()),
+            exchanged: Mutex::new(HashMap::new()),
         })
     }
 
@@ -150,7 +170,10 @@ impl OAuthGate {
         }
         let mapped = verified.derived(|c| self.map(c));
         let (binding, owner) = match mapped.as_deref() {
-            Some(Mapped::Bound(b, o)) => (b.clone(), *o),
+            Some(Mapped::Bound(b, o)) => {
+                self.remember_subject(*o, token, caller.expires_at);
+                (b.clone(), *o)
+            }
             Some(Mapped::TooCostly) => {
                 return Err(forbidden(
                     "the access token's claims are too large for the operator's binding rules",
@@ -251,11 +274,7 @@ impl OAuthGate {
                 None => return Mapped::NoRule,
             },
         };
-        let client = caller.client_id.as_deref().unwrap_or("");
-        let owner = toolhost_calls::callers::digest(&format!(
-            "oauth\0{}\0{}\0{client}",
-            caller.issuer, caller.subject
-        ));
+        let owner = owner_of(&caller.issuer, &caller.subject, caller.client_id.as_deref());
         let mut scopes = caller.scopes.clone();
         scopes.sort();
         let key = toolhost_calls::callers::digest(&format!(
@@ -353,6 +372,110 @@ impl OAuthGate {
             metadata::metadata_path(s),
             metadata::document(s).to_string(),
         )
+    }
+}
+
+/// Whose a verified caller's sessions and quotas are: its issuer, subject
+/// and client, whatever token it sends today.
+fn owner_of(issuer: &str, subject: &str, client: Option<&str>) -> [u8; 32] {
+    toolhost_calls::callers::digest(&format!(
+        "oauth\0{issuer}\0{subject}\0{}",
+        client.unwrap_or("")
+    ))
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// An exchanged token is used until this many seconds before it expires.
+const EXCHANGED_MARGIN: u64 = 30;
+
+impl OAuthGate {
+    fn remember_subject(&self, owner: [u8; 32], token: &str, expires_at: u64) {
+        let Ok(mut subjects) = self.subjects.lock() else {
+            return;
+        };
+        if subjects.get(&owner).is_some_and(|(t, _)| &**t == token) {
+            return;
+        }
+        if subjects.len() >= MAX_BINDINGS {
+            let now = now();
+            subjects.retain(|_, (_, exp)| *exp > now);
+            if subjects.len() >= MAX_BINDINGS {
+                subjects.clear();
+            }
+        }
+        subjects.insert(owner, (Arc::from(token), expires_at));
+    }
+
+    async fn exchange_for(
+        &self,
+        binding: &Binding,
+        audiences: &[String],
+    ) -> Result<Vec<Credential>, String> {
+        let Some(p) = &binding.principal else {
+            return Ok(Vec::new());
+        };
+        let owner = owner_of(&p.issuer, &p.subject, p.client_id.as_deref());
+        let now = now();
+        let subject = self
+            .subjects
+            .lock()
+            .ok()
+            .and_then(|s| s.get(&owner).filter(|(_, exp)| *exp > now).map(|(t, _)| Arc::clone(t)))
+            .ok_or_else(|| {
+                "the caller's access token expired, so toolhost could not get the tokens this tool needs; \
+                 nothing ran. Call again once the client has a fresh token"
+                    .to_owned()
+            })?;
+        let mut out = Vec::with_capacity(audiences.len());
+        for audience in audiences {
+            let key = (owner, audience.clone());
+            let cached = self.exchanged.lock().ok().and_then(|c| {
+                c.get(&key)
+                    .filter(|e| e.expires_at > now + EXCHANGED_MARGIN)
+                    .cloned()
+            });
+            let token = match cached {
+                Some(t) => t,
+                None => {
+                    let fresh = self
+                        .verifier
+                        .exchange(&p.issuer, &subject, audience)
+                        .await
+                        .map_err(|e| format!("{e}; nothing ran"))?;
+                    if let Ok(mut c) = self.exchanged.lock() {
+                        if c.len() >= MAX_BINDINGS {
+                            c.retain(|_, e| e.expires_at > now);
+                            if c.len() >= MAX_BINDINGS {
+                                c.clear();
+                            }
+                        }
+                        c.insert(key, fresh.clone());
+                    }
+                    fresh
+                }
+            };
+            out.push(Credential {
+                audience: audience.clone(),
+                access_token: token.access_token,
+                expires_at_unix_s: token.expires_at,
+            });
+        }
+        Ok(out)
+    }
+}
+
+impl Credentials for OAuthGate {
+    fn tokens<'a>(
+        &'a self,
+        binding: &'a Binding,
+        audiences: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<Credential>, String>> {
+        Box::pin(self.exchange_for(binding, audiences))
     }
 }
 

@@ -107,6 +107,7 @@ pub fn asks_changed(old: &Manifest, new: &Manifest) -> bool {
     // the sandbox for nothing.
     toolhost_manifest::grants::CAPABILITY_KEYS
         .iter()
+        .chain(&["credentials"])
         .any(|k| before.get(*k) != after.get(*k))
 }
 

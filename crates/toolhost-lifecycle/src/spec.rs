@@ -27,5 +27,6 @@ pub fn plugin_spec(m: &Manifest, data_root: &Path) -> PluginSpec {
         config: None,
         sandbox: toolhost_sandbox::SandboxPolicy::default(),
         tools: m.tools.iter().map(|t| t.name.clone()).collect(),
+        audiences: Vec::new(),
     }
 }

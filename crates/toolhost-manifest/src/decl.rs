@@ -314,7 +314,15 @@ pub struct Capabilities {
     pub processes: Option<u64>,
     /// The size of its data directory it asks for, in MiB (`disk_mb`).
     pub disk_mb: Option<u64>,
+    /// `[credentials] audiences`: the services it calls on the caller's
+    /// behalf. Granted (`grant = ["credentials"]`), each call carries a
+    /// token for each audience, exchanged from the caller's own (which the
+    /// plugin never sees).
+    pub credentials: Vec<String>,
 }
+
+/// The most audiences a plugin may declare.
+pub const MAX_AUDIENCES: usize = 8;
 
 /// Bounds of the resource limits a manifest may ask for.
 pub const MEMORY_MB_RANGE: (u64, u64) = (64, 1 << 20);

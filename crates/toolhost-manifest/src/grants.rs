@@ -157,11 +157,18 @@ fn absolute_and_clean(p: &Path) -> bool {
 /// Kept whole on purpose: one rule per line over `[capabilities]`, in the order
 /// PROTOCOL.md lists them, so the checks can be read against the contract.
 pub(crate) fn capabilities(cx: &mut Ctx<'_>, root: &Table) -> Capabilities {
+    let credentials = credentials(cx, root);
     let Some(t) = cx.table(root, "capabilities") else {
-        return Capabilities::default();
+        return Capabilities {
+            credentials,
+            ..Capabilities::default()
+        };
     };
     cx.unknown_keys(t, "[capabilities]", &CAPABILITY_KEYS);
-    let mut caps = Capabilities::default();
+    let mut caps = Capabilities {
+        credentials,
+        ..Capabilities::default()
+    };
     match t.get("filesystem") {
         None => {}
         Some(toml::Value::Array(items)) => {
@@ -324,6 +331,12 @@ pub fn asks(config: &[ConfigDecl], caps: &Capabilities) -> Vec<String> {
     if !caps.env.is_empty() {
         out.push(format!("asks for the environment: {}", caps.env.join(", ")));
     }
+    if !caps.credentials.is_empty() {
+        out.push(format!(
+            "asks for tokens on its callers' behalf, for: {}",
+            caps.credentials.join(", ")
+        ));
+    }
     if let Some(mb) = caps.memory_mb {
         out.push(format!("asks for memory: {mb} MiB of address space"));
     }
@@ -416,4 +429,44 @@ processes = 16
         assert_eq!(m.capabilities.processes, Some(16));
         assert_eq!(m.capabilities.open_files, None);
     }
+}
+
+/// `[credentials]`: the audiences a plugin calls with a token exchanged
+/// from its caller's. An audience is what the authorization server names a
+/// service by (a URL, or a URN): 1 to 256 printable ASCII characters with
+/// no space.
+fn credentials(cx: &mut Ctx<'_>, root: &Table) -> Vec<String> {
+    let Some(t) = cx.table(root, "credentials") else {
+        return Vec::new();
+    };
+    cx.unknown_keys(t, "[credentials]", &["audiences"]);
+    let audiences = cx.strings(t, "audiences").unwrap_or_default();
+    if audiences.len() > crate::decl::MAX_AUDIENCES {
+        cx.report(
+            Rule::Credentials,
+            format!(
+                "credentials.audiences lists {} audiences; at most {} are allowed",
+                audiences.len(),
+                crate::decl::MAX_AUDIENCES
+            ),
+        );
+        return Vec::new();
+    }
+    let mut out: Vec<String> = Vec::new();
+    for a in audiences {
+        if a.is_empty() || a.len() > 256 || !a.bytes().all(|b| b.is_ascii_graphic()) {
+            cx.report(
+                Rule::Credentials,
+                "credentials.audiences: each audience is 1 to 256 printable ASCII characters, no space",
+            );
+        } else if out.contains(&a) {
+            cx.report(
+                Rule::Credentials,
+                format!("credentials.audiences names {a} twice"),
+            );
+        } else {
+            out.push(a);
+        }
+    }
+    out
 }

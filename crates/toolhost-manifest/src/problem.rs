@@ -36,6 +36,8 @@ pub enum Rule {
     Config,
     /// `[capabilities]` is malformed.
     Capabilities,
+    /// `[credentials]` is malformed.
+    Credentials,
     /// More than 32 tools.
     TooManyTools,
     /// A tool name does not match `^[a-z0-9][a-z0-9_]{0,31}$`.
@@ -97,6 +99,7 @@ impl Rule {
             Self::Protocol => "protocol",
             Self::Config => "config",
             Self::Capabilities => "capabilities",
+            Self::Credentials => "credentials",
             Self::TooManyTools => "too-many-tools",
             Self::ToolName => "tool-name",
             Self::DuplicateTool => "duplicate-tool",

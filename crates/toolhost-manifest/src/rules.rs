@@ -50,7 +50,7 @@ pub fn is_valid_description(d: &str) -> bool {
     !d.trim().is_empty() && d.len() <= MAX_DESCRIPTION
 }
 
-pub(crate) const TOP_KEYS: [&str; 8] = [
+pub(crate) const TOP_KEYS: [&str; 9] = [
     "id",
     "version",
     "name",
@@ -59,6 +59,7 @@ pub(crate) const TOP_KEYS: [&str; 8] = [
     "tools",
     "config",
     "capabilities",
+    "credentials",
 ];
 const RUNTIME_KEYS: [&str; 5] = ["command", "args", "env", "startup_timeout_ms", "protocol"];
 const TOOL_KEYS: [&str; 16] = [

@@ -98,6 +98,39 @@ impl Fetcher {
         basic: (&str, &str),
         limit: u64,
     ) -> Result<serde_json::Map<String, serde_json::Value>, FetchError> {
+        match self.post_form_answer(url, form, basic, limit).await? {
+            (status, body) if (200..300).contains(&status) => Ok(body),
+            (status, _) => Err(FetchError::Failed {
+                url: url.to_string(),
+                why: format!("status {status}"),
+            }),
+        }
+    }
+
+    async fn json(
+        &self,
+        url: &Url,
+        request: reqwest::RequestBuilder,
+        limit: u64,
+    ) -> Result<serde_json::Map<String, serde_json::Value>, FetchError> {
+        match self.answer(url, request, limit).await? {
+            (status, body) if (200..300).contains(&status) => Ok(body),
+            (status, _) => Err(FetchError::Failed {
+                url: url.to_string(),
+                why: format!("status {status}"),
+            }),
+        }
+    }
+
+    /// POST a form with HTTP Basic client authentication; the status and
+    /// the JSON answer, whatever the status (an OAuth error is JSON too).
+    pub(crate) async fn post_form_answer(
+        &self,
+        url: &Url,
+        form: &[(&str, &str)],
+        basic: (&str, &str),
+        limit: u64,
+    ) -> Result<(u16, serde_json::Map<String, serde_json::Value>), FetchError> {
         if !secure(url) {
             return Err(FetchError::Insecure(url.to_string()));
         }
@@ -114,23 +147,22 @@ impl Fetcher {
             .header("accept", "application/json")
             .basic_auth(encode(basic.0), Some(encode(basic.1)))
             .body(body);
-        self.json(url, request, limit).await
+        self.answer(url, request, limit).await
     }
 
-    async fn json(
+    /// The status and the JSON object of an answer, read within `limit`.
+    async fn answer(
         &self,
         url: &Url,
         request: reqwest::RequestBuilder,
         limit: u64,
-    ) -> Result<serde_json::Map<String, serde_json::Value>, FetchError> {
+    ) -> Result<(u16, serde_json::Map<String, serde_json::Value>), FetchError> {
         let failed = |why: String| FetchError::Failed {
             url: url.to_string(),
             why: toolhost_base::term::one_line(&why).into_owned(),
         };
         let mut resp = request.send().await.map_err(|e| failed(e.to_string()))?;
-        if !resp.status().is_success() {
-            return Err(failed(format!("status {}", resp.status())));
-        }
+        let status = resp.status().as_u16();
         if resp.content_length().is_some_and(|n| n > limit) {
             return Err(FetchError::TooLarge(url.to_string()));
         }
@@ -142,7 +174,7 @@ impl Fetcher {
             body.extend_from_slice(&chunk);
         }
         match serde_json::from_slice(&body) {
-            Ok(serde_json::Value::Object(m)) => Ok(m),
+            Ok(serde_json::Value::Object(m)) => Ok((status, m)),
             _ => Err(FetchError::NotJson(url.to_string())),
         }
     }

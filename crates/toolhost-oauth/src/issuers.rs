@@ -28,6 +28,7 @@ const KEYS_MAX_AGE: Duration = Duration::from_secs(3600);
 pub(crate) struct Metadata {
     pub(crate) jwks_uri: Option<Url>,
     pub(crate) introspection_endpoint: Option<Url>,
+    pub(crate) token_endpoint: Option<Url>,
 }
 
 /// One trusted issuer and what was fetched of it.
@@ -160,6 +161,7 @@ async fn discover(issuer: &str, fetcher: &Fetcher) -> Result<Metadata, FetchErro
                 return Ok(Metadata {
                     jwks_uri: url_of("jwks_uri")?,
                     introspection_endpoint: url_of("introspection_endpoint")?,
+                    token_endpoint: url_of("token_endpoint")?,
                 });
             }
             Err(e) => last = Some(e),

@@ -6,6 +6,9 @@
 //!   issuer's keys (`keys.rs`, fetched and refreshed in `issuers.rs`); an
 //!   opaque token is asked about at the issuer's introspection endpoint
 //!   (`introspect.rs`). Accepted tokens are kept until they expire.
+//! - `exchange.rs` asks the caller's issuer for a token for another
+//!   audience (RFC 8693 token exchange), for a plugin that calls another
+//!   service on the caller's behalf.
 //! - `metadata.rs` writes what clients discover this resource by: the
 //!   Protected Resource Metadata (RFC 9728) and the `WWW-Authenticate`
 //!   challenges that point to it.
@@ -21,6 +24,7 @@
 #![forbid(unsafe_code)]
 
 mod caller;
+mod exchange;
 mod fetch;
 mod introspect;
 mod issuers;
@@ -32,6 +36,7 @@ mod settings;
 mod verifier;
 
 pub use caller::Caller;
+pub use exchange::{ExchangeError, Exchanged};
 pub use fetch::FetchError;
 pub use rejection::Rejection;
 pub use settings::{BadSettings, ClientCredentials, IssuerSettings, Settings, is_scope_token};

@@ -100,7 +100,8 @@ mod tests {
             url::Url::parse("https://tools.example/mcp").unwrap_or_else(|e| panic!("{e}")),
             vec![IssuerSettings {
                 issuer: "https://auth.example".into(),
-                introspection: None,
+                client: None,
+                introspection: false,
             }],
         );
         s.scopes_supported = vec!["tools".into()];

@@ -37,9 +37,12 @@ pub struct Settings {
 pub struct IssuerSettings {
     /// Its issuer identifier, exactly as its tokens' `iss`.
     pub issuer: String,
-    /// Credentials for its introspection endpoint (RFC 7662), for opaque
-    /// tokens; at most one issuer may have them.
-    pub introspection: Option<ClientCredentials>,
+    /// toolhost's own client at this server: for its introspection
+    /// endpoint (RFC 7662) and its token exchange (RFC 8693).
+    pub client: Option<ClientCredentials>,
+    /// Opaque tokens are asked about here (needs `client`); at most one
+    /// issuer may be asked.
+    pub introspection: bool,
 }
 
 /// A confidential client's id and secret.
@@ -119,16 +122,20 @@ impl Settings {
         {
             return bad(format!("lists issuer {} twice", dup.issuer));
         }
-        if self
+        if self.issuers.iter().filter(|i| i.introspection).count() > 1 {
+            return bad(
+                "asks more than one issuer about opaque tokens (introspection = true): an opaque token names no issuer, and it must be sent to one only".into(),
+            );
+        }
+        if let Some(i) = self
             .issuers
             .iter()
-            .filter(|i| i.introspection.is_some())
-            .count()
-            > 1
+            .find(|i| i.introspection && i.client.is_none())
         {
-            return bad(
-                "gives introspection credentials to more than one issuer: an opaque token names no issuer, and it must be sent to one only".into(),
-            );
+            return bad(format!(
+                "issuer {} has introspection = true but no client_id and client_secret_file to ask it with",
+                i.issuer
+            ));
         }
         if let Some(s) = self.scopes_supported.iter().find(|s| !is_scope_token(s)) {
             return bad(format!(
@@ -181,7 +188,8 @@ mod tests {
             resource,
             vec![IssuerSettings {
                 issuer: issuer.into(),
-                introspection: None,
+                client: None,
+                introspection: false,
             }],
         )
     }

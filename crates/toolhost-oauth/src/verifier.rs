@@ -6,6 +6,7 @@
 //! kept; a refused one is checked again each time it is sent.
 
 use crate::caller::Caller;
+use crate::exchange::{ExchangeError, Exchanged, exchange};
 use crate::fetch::{FetchError, Fetcher};
 use crate::introspect::{Expected, introspect};
 use crate::issuers::Issuer;
@@ -20,6 +21,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 pub const MAX_CACHED: usize = 4096;
 /// The most introspection requests in flight at once.
 const INTROSPECTIONS_AT_ONCE: usize = 8;
+/// The most token exchanges in flight at once.
+const EXCHANGES_AT_ONCE: usize = 16;
 
 /// A caller established from a token, and what the transport derived
 /// from it (computed once per token, see [`Verified::derived`]).
@@ -55,6 +58,7 @@ pub struct Verifier {
     fetcher: Fetcher,
     cache: Mutex<HashMap<Arc<str>, Arc<Verified>>>,
     introspections: tokio::sync::Semaphore,
+    exchanges: tokio::sync::Semaphore,
 }
 
 /// Why a verifier could not be made.
@@ -88,6 +92,7 @@ impl Verifier {
             fetcher,
             cache: Mutex::new(HashMap::new()),
             introspections: tokio::sync::Semaphore::new(INTROSPECTIONS_AT_ONCE),
+            exchanges: tokio::sync::Semaphore::new(EXCHANGES_AT_ONCE),
         })
     }
 
@@ -143,6 +148,51 @@ impl Verifier {
         cache.insert(Arc::from(token), Arc::clone(verified));
     }
 
+    /// A token for `audience` from `issuer` (the caller's, already
+    /// verified), in exchange for the caller's `subject_token`.
+    ///
+    /// # Errors
+    /// No client at that issuer, no token endpoint, the server's refusal,
+    /// or no usable answer.
+    pub async fn exchange(
+        &self,
+        issuer: &str,
+        subject_token: &str,
+        audience: &str,
+    ) -> Result<Exchanged, ExchangeError> {
+        let issuer = self
+            .issuers
+            .iter()
+            .find(|i| i.settings.issuer == issuer)
+            .ok_or(ExchangeError::NoClient)?;
+        let client = issuer
+            .settings
+            .client
+            .as_ref()
+            .ok_or(ExchangeError::NoClient)?;
+        let endpoint = issuer
+            .metadata(&self.fetcher)
+            .await
+            .map_err(|_| ExchangeError::Unavailable(audience.to_owned()))?
+            .token_endpoint
+            .clone()
+            .ok_or(ExchangeError::NoEndpoint)?;
+        let _slot = self
+            .exchanges
+            .acquire()
+            .await
+            .map_err(|_| ExchangeError::Unavailable(audience.to_owned()))?;
+        exchange(
+            &self.fetcher,
+            &endpoint,
+            client,
+            subject_token,
+            audience,
+            now(),
+        )
+        .await
+    }
+
     async fn verify_jwt(&self, token: &str, now: u64) -> Result<Caller, Rejection> {
         let unverified = jwt::decode(token, &self.settings.algorithms)?;
         let issuer = unverified
@@ -165,14 +215,10 @@ impl Verifier {
     }
 
     async fn verify_opaque(&self, token: &str, now: u64) -> Result<Caller, Rejection> {
-        let Some(issuer) = self
-            .issuers
-            .iter()
-            .find(|i| i.settings.introspection.is_some())
-        else {
+        let Some(issuer) = self.issuers.iter().find(|i| i.settings.introspection) else {
             return Err(Rejection::Opaque);
         };
-        let Some(credentials) = &issuer.settings.introspection else {
+        let Some(credentials) = &issuer.settings.client else {
             return Err(Rejection::Opaque);
         };
         if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {

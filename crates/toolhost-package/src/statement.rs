@@ -141,7 +141,7 @@ pub fn asks(m: &Manifest) -> BTreeMap<String, Value> {
         .iter()
         .map(|d| json!({"name": d.name, "type": d.kind.as_str(), "required": d.required, "secret": d.secret}))
         .collect();
-    BTreeMap::from([
+    let mut asks = BTreeMap::from([
         ("filesystem".to_owned(), json!(paths)),
         ("network".to_owned(), network),
         ("env".to_owned(), json!(c.env)),
@@ -151,7 +151,13 @@ pub fn asks(m: &Manifest) -> BTreeMap<String, Value> {
         ("disk_mb".to_owned(), json!(c.disk_mb)),
         ("config".to_owned(), json!(config)),
         ("command".to_owned(), json!([command(m), m.runtime.args])),
-    ])
+    ]);
+    // Only when asked: a package that asks for none reads as it did before
+    // plugins could.
+    if !c.credentials.is_empty() {
+        asks.insert("credentials".to_owned(), json!(c.credentials));
+    }
+    asks
 }
 
 /// The command as the manifest names it: one inside the plugin relative

@@ -147,7 +147,7 @@ impl Authorizer {
     ///
     /// # Errors
     /// A pointer that is not an RFC 6901 pointer into the arguments, or
-    /// more than [`MAX_FIELDS`] for a tool.
+    /// more than 16 for a tool.
     pub fn with_argument_fields(
         mut self,
         fields: HashMap<String, Vec<String>>,

@@ -43,7 +43,7 @@ use tokio_util::sync::CancellationToken;
 use toolhost_base::log_safe;
 use toolhost_catalog::{Entry, Store};
 use toolhost_proto::json::{json_from_struct, struct_from_json};
-use toolhost_proto::plugin::{AgentToolContext, AgentToolRequest, AgentToolResponse};
+use toolhost_proto::plugin::{AgentToolContext, AgentToolRequest, AgentToolResponse, Credential};
 use toolhost_runtime::{CallSlot, InvokeError, PluginUnavailable};
 use toolhost_telemetry::Step as Traced;
 use toolhost_validate::{Checked, ToolPolicy, Violation, check_arguments};
@@ -118,6 +118,8 @@ pub struct Pipeline {
     authorizer: Option<Authorizer>,
     /// The operator's word: rate limits, argument rules, approvals.
     policy: Arc<dyn Policy>,
+    /// Tokens for the services plugins call on their callers' behalf.
+    credentials: Option<Arc<dyn crate::credentials::Credentials>>,
     /// What each session was shown of each tool.
     pins: Arc<crate::pins::Pins>,
     counters: Counters,
@@ -134,6 +136,7 @@ impl Pipeline {
             limits,
             authorizer: None,
             policy: Arc::new(NoPolicy),
+            credentials: None,
             pins: Arc::default(),
             counters: Counters::default(),
         }
@@ -157,6 +160,16 @@ impl Pipeline {
     #[must_use]
     pub fn with_authorizer(mut self, authorizer: Authorizer) -> Self {
         self.authorizer = Some(authorizer);
+        self
+    }
+
+    /// Gets tokens for plugins' audiences through `credentials`.
+    #[must_use]
+    pub fn with_credentials(
+        mut self,
+        credentials: Arc<dyn crate::credentials::Credentials>,
+    ) -> Self {
+        self.credentials = Some(credentials);
         self
     }
 
@@ -753,11 +766,14 @@ impl Call<'_> {
         checked: Checked,
         deadline: Duration,
     ) -> Step<CallResult> {
+        let credentials = self.credentials(client).await?;
         let answered = if client.protocol() >= 2 {
-            self.dispatch_stream(client, slot, &checked, deadline)
+            self.dispatch_stream(client, slot, &checked, &credentials, deadline)
                 .await?
         } else {
-            let r = self.dispatch(client, slot, &checked, deadline).await?;
+            let r = self
+                .dispatch(client, slot, &checked, &credentials, deadline)
+                .await?;
             Answered {
                 content: vec![Block::text(r.text)],
                 structured: r
@@ -945,9 +961,10 @@ impl Call<'_> {
         client: &dyn PluginLink,
         slot: CallSlot,
         checked: &Checked,
+        credentials: &[Credential],
         deadline: Duration,
     ) -> Step<AgentToolResponse> {
-        let request = self.request(checked);
+        let request = self.request(checked, credentials);
         let max_answer = self.pipeline.max_answer_bytes();
         let answer = tokio::select! {
             biased;
@@ -961,7 +978,11 @@ impl Call<'_> {
 
     /// The request both protocols send: the invocation id, the local name,
     /// the checked arguments and the binding's context.
-    pub(crate) fn request(&self, checked: &Checked) -> AgentToolRequest {
+    pub(crate) fn request(
+        &self,
+        checked: &Checked,
+        credentials: &[Credential],
+    ) -> AgentToolRequest {
         let d = &self.entry.descriptor;
         let b = self.binding;
         AgentToolRequest {
@@ -973,8 +994,33 @@ impl Call<'_> {
                 session_id: b.session_id.clone(),
                 workspace_id: b.workspace_id.clone().unwrap_or_default(),
                 surface: b.surface.clone(),
+                credentials: credentials.to_vec(),
             }),
         }
+    }
+
+    /// Step 6, first: the tokens the plugin calls its audiences with, for
+    /// a caller who proved who it is. A refusal fails the call here,
+    /// before anything is sent.
+    async fn credentials(&self, client: &dyn PluginLink) -> Step<Vec<Credential>> {
+        let audiences = client.audiences();
+        let (Some(source), Some(_)) = (&self.pipeline.credentials, &self.binding.principal) else {
+            return Ok(Vec::new());
+        };
+        if audiences.is_empty() {
+            return Ok(Vec::new());
+        }
+        let step = Traced::start("toolhost.credentials");
+        let r = step
+            .within(source.tokens(self.binding, audiences))
+            .await
+            .map_err(|why| {
+                CallFailure::new(
+                    ErrorCode::NotAuthorized,
+                    format!("{} was not run: {why}", self.entry.descriptor.exposed_name),
+                )
+            });
+        traced(&step, r)
     }
 
     pub(crate) fn invoke_failure(&self, e: InvokeError) -> CallFailure {

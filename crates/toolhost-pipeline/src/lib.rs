@@ -47,6 +47,7 @@ mod call;
 mod caller;
 pub mod content;
 mod counters;
+pub mod credentials;
 pub mod pins;
 pub mod policy;
 pub mod port;
@@ -64,6 +65,7 @@ pub use caller::{
     Unanswered,
 };
 pub use counters::{CallStats, DURATION_BUCKETS};
+pub use credentials::Credentials;
 pub use pins::{Pins, Shown};
 pub use policy::{
     ApprovalNote, Asked, Asking, CallFacts, Decision, NoPolicy, Policy, Refusal, arguments_digest,

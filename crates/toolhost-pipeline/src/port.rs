@@ -48,6 +48,11 @@ pub trait PluginLink: Send + Sync {
     /// The plugin protocol it speaks: 2 means [`PluginLink::open_stream`].
     fn protocol(&self) -> u32;
 
+    /// The audiences its calls carry tokens for (declared and granted).
+    fn audiences(&self) -> &[String] {
+        &[]
+    }
+
     /// A place among its calls in flight if fewer than `max` are taken;
     /// exact under any concurrency.
     fn try_reserve(&self, max: usize) -> Option<CallSlot>;
@@ -111,6 +116,10 @@ impl PluginPort for Plugins {
 impl PluginLink for PluginClient {
     fn protocol(&self) -> u32 {
         PluginClient::protocol(self)
+    }
+
+    fn audiences(&self) -> &[String] {
+        PluginClient::audiences(self)
     }
 
     fn try_reserve(&self, max: usize) -> Option<CallSlot> {

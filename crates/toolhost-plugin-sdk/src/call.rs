@@ -270,6 +270,21 @@ impl ToolCall {
         self.cancelled.cancelled().await;
     }
 
+    /// The token to call `audience` with on the caller's behalf: one the
+    /// manifest declares under `[credentials]` and the operator granted,
+    /// exchanged by toolhost from the caller's own (which a plugin never
+    /// sees). `None` when the caller proved no identity (a static token,
+    /// stdio) or the audience was not granted: fall back to a configured
+    /// secret, or refuse.
+    #[must_use]
+    pub fn token_for(&self, audience: &str) -> Option<&str> {
+        self.context
+            .credentials
+            .iter()
+            .find(|c| c.audience == audience)
+            .map(|c| c.access_token.as_str())
+    }
+
     /// Whether the call has been cancelled.
     #[must_use]
     pub fn is_cancelled(&self) -> bool {

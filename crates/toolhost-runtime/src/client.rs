@@ -36,6 +36,8 @@ pub struct PluginClient {
     /// The token this process answers calls with (none when it cannot be
     /// a header value, which a process's own token always can).
     call_token: Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>,
+    /// The audiences its calls carry tokens for (the spec's, granted).
+    audiences: Arc<[String]>,
 }
 
 /// What a plugin process says its code implements.
@@ -242,7 +244,21 @@ impl PluginClient {
             gone,
             in_flight: CallSlots::default(),
             call_token: call_token.parse().ok(),
+            audiences: Arc::from(Vec::new()),
         }
+    }
+
+    /// The handle of a process whose calls carry tokens for `audiences`.
+    #[must_use]
+    pub(crate) fn with_audiences(mut self, audiences: &[String]) -> Self {
+        self.audiences = Arc::from(audiences.to_vec());
+        self
+    }
+
+    /// The audiences its calls carry tokens for.
+    #[must_use]
+    pub fn audiences(&self) -> &[String] {
+        &self.audiences
     }
 
     /// The handle of a process that speaks plugin protocol `version`.

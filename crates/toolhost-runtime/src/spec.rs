@@ -46,6 +46,9 @@ pub struct PluginSpec {
     /// The local names of the tools its manifest declares, to compare with
     /// what the process says it implements.
     pub tools: Vec<String>,
+    /// The audiences its calls carry tokens for (declared in its manifest's
+    /// `[credentials]` and granted by the operator).
+    pub audiences: Vec<String>,
 }
 
 /// Configuration values and secrets for one plugin, as the JSON document

@@ -487,7 +487,8 @@ impl Supervisor {
             gone.clone(),
             &running.call_token,
         )
-        .speaking(self.spec.protocol);
+        .speaking(self.spec.protocol)
+        .with_audiences(&self.spec.audiences);
         let described = self.describe(&client).await;
         let disk = running.disk.clone();
         self.state.send_modify(|s| {

@@ -172,3 +172,13 @@ async def test_a_typed_tool_is_registered_with_its_shape_and_called_with_types()
     assert result.structured["labels"] == [{"name": "bug", "color": "red"}]
     counted = await plugin.call(ToolCall("i2", "count", {"words": ["a", "b"]}, context))
     assert counted.content[0]._block.text.text == "2"
+
+
+def test_a_handler_reads_the_token_toolhost_exchanged_for_an_audience():
+    credential = SimpleNamespace(audience="https://api.test", access_token="tok-1", expires_at_unix_s=9)
+    context = SimpleNamespace(task_id="", session_id="", workspace_id="", surface="chat", credentials=[credential])
+    call = ToolCall("i1", "t", {}, context)
+    assert call.token_for("https://api.test") == "tok-1"
+    assert call.token_for("https://other.test") is None
+    bare = ToolCall("i2", "t", {}, SimpleNamespace(task_id="", session_id="", workspace_id="", surface="chat"))
+    assert bare.token_for("https://api.test") is None

@@ -103,6 +103,8 @@ export interface CallContext {
   sessionId: string;
   workspaceId: string;
   surface: string;
+  /** Tokens by audience (see {@link ToolCall.tokenFor}). */
+  credentials?: { [audience: string]: string };
 }
 
 /** The protocol-2 side of a call. */
@@ -136,6 +138,15 @@ export class ToolCall {
     private readonly link?: Link,
   ) {
     this.arguments = args;
+  }
+
+  /** The token to call `audience` with on the caller's behalf: one the
+   * manifest declares under `[credentials]` and the operator granted,
+   * exchanged by toolhost from the caller's own (which a plugin never sees).
+   * `undefined` when the caller proved no identity (a static token, stdio)
+   * or the audience was not granted. */
+  tokenFor(audience: string): string | undefined {
+    return this.context.credentials?.[audience];
   }
 
   /** Whether the caller asked for progress. */

@@ -253,7 +253,15 @@ export class Plugin {
       request.invocation_id,
       request.name,
       structToJson(request.arguments as WireStruct),
-      { taskId: c.task_id ?? "", sessionId: c.session_id ?? "", workspaceId: c.workspace_id ?? "", surface: c.surface ?? "" },
+      {
+        taskId: c.task_id ?? "",
+        sessionId: c.session_id ?? "",
+        workspaceId: c.workspace_id ?? "",
+        surface: c.surface ?? "",
+        credentials: Object.fromEntries(
+          (c.credentials ?? []).map((k: Record<string, any>) => [k.audience ?? "", k.access_token ?? ""]),
+        ),
+      },
       signal,
       link,
     );

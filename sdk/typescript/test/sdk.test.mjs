@@ -14,6 +14,7 @@ import { Config, Content, LogLevel, Plugin, Question, Secret, ToolError, loadCon
 const seen = {};
 const plugin = new Plugin()
   .tool("hello", async (call) => `hello, ${call.arguments.who ?? "world"} (${call.context.taskId})`)
+  .tool("token", async (call) => `${call.tokenFor("https://api.test") ?? "none"} ${call.tokenFor("https://other.test") ?? "none"}`)
   .tool("count", (call) => ({ words: call.arguments.text.split(/\s+/).length }))
   .tool("fails", async () => {
     throw new ToolError("the thing is missing; create it first");
@@ -70,6 +71,13 @@ const struct = (o) => ({
 const request = (name, args = {}) => ({ invocation_id: "i1", name, arguments: struct(args), context: { task_id: "t1" } });
 const invoke = (req, options = {}) =>
   new Promise((resolve, reject) => v1.InvokeAgentTool(req, options, (e, r) => (e ? reject(e) : resolve(r))));
+
+test("a handler reads the token toolhost exchanged for an audience in one call", async () => {
+  const withToken = request("token");
+  withToken.context.credentials = [{ audience: "https://api.test", access_token: "tok-1", expires_at_unix_s: 9 }];
+  assert.equal((await invoke(withToken)).text, "tok-1 none");
+  assert.equal((await invoke(request("token"))).text, "none none");
+});
 
 test("protocol 1 calls answer text, structured content and errors", async () => {
   let r = await invoke(request("hello", { who: "ada" }));

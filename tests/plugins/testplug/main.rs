@@ -438,6 +438,7 @@ fn tools() -> Plugin {
         .tool("links", links)
         .tool("serve_unix", serve_unix)
         .tool("stderr_bytes", stderr_bytes)
+        .tool("call_api", call_api)
         .tool("spawn_many", spawn_many)
         .tool("alloc", alloc)
         .tool("connect", connect)
@@ -1048,6 +1049,35 @@ async fn connect_unix(call: ToolCall) -> Result<ToolOutput, ToolError> {
         Ok(_) => Ok(ToolOutput::text("connected")),
         Err(e) => Err(ToolError::new(format!("refused: {e}"))),
     }
+}
+
+/// Calls the HTTP service on `port` as the caller, with the token toolhost
+/// exchanged for `audience`; answers with the service's body.
+async fn call_api(call: ToolCall) -> Result<ToolOutput, ToolError> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    record(&call);
+    let audience = text_arg(&call, "audience");
+    let Some(token) = call.token_for(audience) else {
+        return Err(ToolError::new(format!("no token for {audience}")));
+    };
+    let port = u16::try_from(number(&call, "port", 0)).unwrap_or(0);
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .map_err(|e| ToolError::new(format!("refused: {e}")))?;
+    let request = format!(
+        "GET /whoami HTTP/1.1\r\nHost: api\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    );
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .map_err(|e| ToolError::new(format!("write: {e}")))?;
+    let mut answer = String::new();
+    stream
+        .read_to_string(&mut answer)
+        .await
+        .map_err(|e| ToolError::new(format!("read: {e}")))?;
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    Ok(ToolOutput::text(body.to_owned()))
 }
 
 async fn connect(call: ToolCall) -> Result<ToolOutput, ToolError> {

@@ -337,6 +337,7 @@ impl Lifecycle {
         }
         spec.config.clone_from(&resolved.delivered);
         spec.sandbox = settings::sandbox_policy(m, &op, &self.cfg.sandbox);
+        spec.audiences = settings::granted_audiences(m, &op);
         spec.data_writable = self.data_writable(&m.id);
         if self.cfg.sandbox.disk_images {
             spec.disk_image = Some(self.disk_image(&m.id));

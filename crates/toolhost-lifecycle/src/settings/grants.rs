@@ -192,7 +192,21 @@ pub fn ungranted(m: &Manifest, op: &Operator) -> Vec<String> {
     if !caps.env.is_empty() && !op.grant.contains(&Grant::Env) {
         out.push("env".to_owned());
     }
+    if !caps.credentials.is_empty() && !op.grant.contains(&Grant::Credentials) {
+        out.push("credentials".to_owned());
+    }
     out
+}
+
+/// The audiences a plugin gets tokens for: those it declared, if the
+/// operator granted `credentials`.
+#[must_use]
+pub fn granted_audiences(m: &Manifest, op: &Operator) -> Vec<String> {
+    if op.grant.contains(&Grant::Credentials) {
+        m.capabilities.credentials.clone()
+    } else {
+        Vec::new()
+    }
 }
 
 #[cfg(test)]

@@ -33,7 +33,7 @@ pub mod registry;
 pub mod sources;
 pub mod values;
 
-pub use grants::{SandboxConfig, pass_env, sandbox_policy, ungranted};
+pub use grants::{SandboxConfig, granted_audiences, pass_env, sandbox_policy, ungranted};
 pub use sources::{
     FileValues, Grant, Operator, OperatorFile, OperatorFileError, PluginTelemetry, RawValue,
     Source, Supplied,

@@ -29,16 +29,19 @@ pub enum Grant {
     Network,
     /// Its declared environment variables.
     Env,
+    /// Tokens for its declared audiences, exchanged from each caller's.
+    Credentials,
 }
 
 impl Grant {
-    /// Parses `filesystem`, `network` or `env`.
+    /// Parses `filesystem`, `network`, `env` or `credentials`.
     #[must_use]
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "filesystem" => Some(Self::Filesystem),
             "network" => Some(Self::Network),
             "env" => Some(Self::Env),
+            "credentials" => Some(Self::Credentials),
             _ => None,
         }
     }
@@ -50,6 +53,7 @@ impl Grant {
             Self::Filesystem => "filesystem",
             Self::Network => "network",
             Self::Env => "env",
+            Self::Credentials => "credentials",
         }
     }
 }

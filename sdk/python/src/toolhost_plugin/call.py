@@ -183,8 +183,19 @@ class ToolCall:
         self.session_id: str = context.session_id
         self.workspace_id: str = context.workspace_id
         self.surface: str = context.surface
+        self._credentials: dict[str, str] = {
+            c.audience: c.access_token for c in getattr(context, "credentials", [])
+        }
         self._link = link
         self._cancelled = threading.Event()
+
+    def token_for(self, audience: str) -> Optional[str]:
+        """The token to call `audience` with on the caller's behalf: one the
+        manifest declares under `[credentials]` and the operator granted,
+        exchanged by toolhost from the caller's own (which a plugin never
+        sees). None when the caller proved no identity (a static token,
+        stdio) or the audience was not granted."""
+        return self._credentials.get(audience)
 
     @property
     def cancelled(self) -> bool:

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dkandev/plugin/v1/plugin.proto\x12\x10kandev.plugin.v1\x1a\x1cgoogle/protobuf/struct.proto\"\x98\x01\n\x10\x41gentToolRequest\x12\x15\n\rinvocation_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12*\n\targuments\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x33\n\x07\x63ontext\x18\x04 \x01(\x0b\x32\".kandev.plugin.v1.AgentToolContext\"^\n\x10\x41gentToolContext\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x14\n\x0cworkspace_id\x18\x03 \x01(\t\x12\x0f\n\x07surface\x18\x04 \x01(\t\"h\n\x11\x41gentToolResponse\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x33\n\x12structured_content\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x10\n\x08is_error\x18\x03 \x01(\x08\x32\x64\n\x06Plugin\x12Z\n\x0fInvokeAgentTool\x12\".kandev.plugin.v1.AgentToolRequest\x1a#.kandev.plugin.v1.AgentToolResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dkandev/plugin/v1/plugin.proto\x12\x10kandev.plugin.v1\x1a\x1cgoogle/protobuf/struct.proto\"\x98\x01\n\x10\x41gentToolRequest\x12\x15\n\rinvocation_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12*\n\targuments\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x33\n\x07\x63ontext\x18\x04 \x01(\x0b\x32\".kandev.plugin.v1.AgentToolContext\"\x91\x01\n\x10\x41gentToolContext\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x14\n\x0cworkspace_id\x18\x03 \x01(\t\x12\x0f\n\x07surface\x18\x04 \x01(\t\x12\x31\n\x0b\x63redentials\x18\x05 \x03(\x0b\x32\x1c.kandev.plugin.v1.Credential\"O\n\nCredential\x12\x10\n\x08\x61udience\x18\x01 \x01(\t\x12\x14\n\x0c\x61\x63\x63\x65ss_token\x18\x02 \x01(\t\x12\x19\n\x11\x65xpires_at_unix_s\x18\x03 \x01(\x04\"h\n\x11\x41gentToolResponse\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x33\n\x12structured_content\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x10\n\x08is_error\x18\x03 \x01(\x08\x32\x64\n\x06Plugin\x12Z\n\x0fInvokeAgentTool\x12\".kandev.plugin.v1.AgentToolRequest\x1a#.kandev.plugin.v1.AgentToolResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,10 +34,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_AGENTTOOLREQUEST']._serialized_start=82
   _globals['_AGENTTOOLREQUEST']._serialized_end=234
-  _globals['_AGENTTOOLCONTEXT']._serialized_start=236
-  _globals['_AGENTTOOLCONTEXT']._serialized_end=330
-  _globals['_AGENTTOOLRESPONSE']._serialized_start=332
-  _globals['_AGENTTOOLRESPONSE']._serialized_end=436
-  _globals['_PLUGIN']._serialized_start=438
-  _globals['_PLUGIN']._serialized_end=538
+  _globals['_AGENTTOOLCONTEXT']._serialized_start=237
+  _globals['_AGENTTOOLCONTEXT']._serialized_end=382
+  _globals['_CREDENTIAL']._serialized_start=384
+  _globals['_CREDENTIAL']._serialized_end=463
+  _globals['_AGENTTOOLRESPONSE']._serialized_start=465
+  _globals['_AGENTTOOLRESPONSE']._serialized_end=569
+  _globals['_PLUGIN']._serialized_start=571
+  _globals['_PLUGIN']._serialized_end=671
 # @@protoc_insertion_point(module_scope)
