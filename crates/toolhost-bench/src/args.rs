@@ -81,4 +81,9 @@ pub(crate) struct Args {
     /// no policy, with rate limits, and with one CEL argument rule.
     #[arg(long, value_name = "N")]
     pub(crate) policy: Option<usize>,
+    /// Only what an access token from an authorization server costs a
+    /// call: this many calls with a static token, a JWT (verification
+    /// cached) and a JWT whose plugin gets an exchanged token (cached).
+    #[arg(long, value_name = "N")]
+    pub(crate) oauth: Option<usize>,
 }

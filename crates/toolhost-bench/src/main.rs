@@ -31,7 +31,8 @@
 //! with telemetry off, sampling at 0 % and at 100 % to a live OTLP
 //! receiver, only), `--policy N` (toolhost's CPU per call with no
 //! policy, with rate limits and with one CEL argument rule, only),
-//! and `--profile SECONDS [--json [--through-rmcp]]` (one toolhost under
+//! `--oauth N` (toolhost's CPU per call with a static token, a JWT and
+//! a JWT whose plugin gets an exchanged token, only), and `--profile SECONDS [--json [--through-rmcp]]` (one toolhost under
 //! load, its pid printed, for `perf record -p`).
 
 #![forbid(unsafe_code)]
@@ -46,6 +47,7 @@ mod goals;
 mod judge;
 mod load;
 mod measure;
+mod oauth;
 mod placement;
 mod plugins;
 mod policy;
@@ -124,6 +126,10 @@ async fn main() -> Result<()> {
     if let Some(n) = args.telemetry {
         println!("## What tracing costs a call\n");
         return telemetry::report(n).await;
+    }
+    if let Some(n) = args.oauth {
+        println!("## What an access token costs a call\n");
+        return oauth::report(n).await;
     }
     if let Some(n) = args.policy {
         println!("## What the operator's policy costs a call\n");
@@ -323,6 +329,8 @@ async fn main() -> Result<()> {
 
     println!("\n## What the operator's policy costs a call\n");
     policy::report(if quick { 300 } else { 3_000 }).await?;
+    println!("\n## What an access token costs a call\n");
+    oauth::report(if quick { 300 } else { 3_000 }).await?;
 
     // The full run leaves the fleet to `--fleet 50,100,200` (minutes);
     // the quick one runs three daemons so the harness cannot rot.

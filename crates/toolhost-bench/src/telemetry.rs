@@ -13,12 +13,13 @@ use std::time::{Duration, Instant};
 use toolhost_bench::otlp::{Mode, Receiver};
 use toolhost_bench::procs;
 
-/// One plain call of `count`.
-pub(crate) async fn call(http: &reqwest::Client, url: &str) -> Result<()> {
+/// A plain stateless `tools/call` of `kandev_bench_count` with `token` as
+/// the bearer; an error unless it succeeded.
+pub(crate) async fn call_as(http: &reqwest::Client, url: &str, token: &str) -> Result<()> {
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"kandev_bench_count","arguments":{}}}"#;
     let r = http
         .post(url)
-        .header("authorization", format!("Bearer {}", crate::systems::TOKEN))
+        .header("authorization", format!("Bearer {token}"))
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2025-11-25")
@@ -39,30 +40,51 @@ pub(crate) async fn call(http: &reqwest::Client, url: &str) -> Result<()> {
 /// `n` calls against a daemon with `telemetry` appended to its
 /// configuration: (p50 latency ms, toolhost CPU µs per call).
 pub(crate) async fn series(n: usize, telemetry: &str) -> Result<(f64, f64)> {
+    series_as(n, telemetry, crate::systems::TOKEN, None).await
+}
+
+/// [`series`] with `token` as every call's bearer, the bench plugin
+/// declaring `audience` under `[credentials]` when given.
+pub(crate) async fn series_as(
+    n: usize,
+    telemetry: &str,
+    token: &str,
+    audience: Option<&str>,
+) -> Result<(f64, f64)> {
     let dir = crate::systems::scratch("telemetry")?;
     let plugins = crate::tasks::plugin(&dir)?;
+    if let Some(audience) = audience {
+        let manifest = plugins.join("plugin.toml");
+        let mut text = std::fs::read_to_string(&manifest)?;
+        text.push_str(&format!("\n[credentials]\naudiences = [{audience:?}]\n"));
+        std::fs::write(&manifest, text)?;
+    }
     let config = crate::systems::toolhost_config(&dir, &plugins, true, true, false)?;
     let mut text = std::fs::read_to_string(&config)?;
-    text.push_str(telemetry);
+    // `[plugin.bench]` is the config's last table: a setting may add to it.
+    let extra = telemetry.replace("[plugin.bench]\n", "");
+    text.push_str(&extra);
     std::fs::write(&config, text)?;
     let daemon = crate::systems::spawn_config(dir, &config)?;
     let http = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(30);
-    while call(&http, &daemon.url).await.is_err() {
+    while call_as(&http, &daemon.url, token).await.is_err() {
         if Instant::now() > deadline {
             bail!("toolhost never answered at {}", daemon.url);
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     for _ in 0..200 {
-        call(&http, &daemon.url).await?;
+        call_as(&http, &daemon.url, token).await?;
     }
     let pid = daemon.pid();
     let mut latencies = Vec::with_capacity(n);
     let c0 = procs::cpu_seconds(pid);
     for _ in 0..n {
         let t = Instant::now();
-        call(&http, &daemon.url).await.context("a measured call")?;
+        call_as(&http, &daemon.url, token)
+            .await
+            .context("a measured call")?;
         latencies.push(crate::measure::ms(t.elapsed()));
     }
     let cpu = procs::cpu_seconds(pid) - c0;

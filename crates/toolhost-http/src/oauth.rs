@@ -84,7 +84,7 @@ pub struct OAuthGate {
     subjects: Mutex<HashMap<[u8; 32], Subject>>,
     /// Tokens exchanged for a caller and an audience, until shortly before
     /// they expire.
-    exchanged: Mutex<HashMap<([u8; 32], String), Exchanged>>,
+    exchanged: Mutex<HashMap<[u8; 32], HashMap<String, Exchanged>>>,
 }
 
 impl std::fmt::Debug for OAuthGate {
@@ -433,9 +433,9 @@ impl OAuthGate {
             })?;
         let mut out = Vec::with_capacity(audiences.len());
         for audience in audiences {
-            let key = (owner, audience.clone());
             let cached = self.exchanged.lock().ok().and_then(|c| {
-                c.get(&key)
+                c.get(&owner)
+                    .and_then(|mine| mine.get(audience.as_str()))
                     .filter(|e| e.expires_at > now + EXCHANGED_MARGIN)
                     .cloned()
             });
@@ -448,13 +448,17 @@ impl OAuthGate {
                         .await
                         .map_err(|e| format!("{e}; nothing ran"))?;
                     if let Ok(mut c) = self.exchanged.lock() {
-                        if c.len() >= MAX_BINDINGS {
-                            c.retain(|_, e| e.expires_at > now);
+                        if c.len() >= MAX_BINDINGS && !c.contains_key(&owner) {
+                            c.retain(|_, mine| mine.values().any(|e| e.expires_at > now));
                             if c.len() >= MAX_BINDINGS {
                                 c.clear();
                             }
                         }
-                        c.insert(key, fresh.clone());
+                        // A plugin declares at most 8 audiences, so one
+                        // caller's map stays small.
+                        c.entry(owner)
+                            .or_default()
+                            .insert(audience.clone(), fresh.clone());
                     }
                     fresh
                 }

@@ -224,6 +224,13 @@ impl Verifier {
         if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(Rejection::Malformed("it holds characters no token has"));
         }
+        // The slot first: at most a few requests of any kind (metadata
+        // included) go to the server for opaque tokens at once.
+        let _slot = self
+            .introspections
+            .acquire()
+            .await
+            .map_err(|_| Rejection::Unavailable)?;
         let endpoint = issuer
             .metadata(&self.fetcher)
             .await
@@ -231,11 +238,6 @@ impl Verifier {
             .introspection_endpoint
             .clone()
             .ok_or(Rejection::Opaque)?;
-        let _slot = self
-            .introspections
-            .acquire()
-            .await
-            .map_err(|_| Rejection::Unavailable)?;
         introspect(
             &self.fetcher,
             &endpoint,

@@ -1010,17 +1010,14 @@ impl Call<'_> {
         if audiences.is_empty() {
             return Ok(Vec::new());
         }
-        let step = Traced::start("toolhost.credentials");
-        let r = step
-            .within(source.tokens(self.binding, audiences))
-            .await
-            .map_err(|why| {
-                CallFailure::new(
-                    ErrorCode::NotAuthorized,
-                    format!("{} was not run: {why}", self.entry.descriptor.exposed_name),
-                )
-            });
-        traced(&step, r)
+        // No span of its own: almost every call finds its tokens cached, and
+        // an exchange that is not logs at the source.
+        source.tokens(self.binding, audiences).await.map_err(|why| {
+            CallFailure::new(
+                ErrorCode::NotAuthorized,
+                format!("{} was not run: {why}", self.entry.descriptor.exposed_name),
+            )
+        })
     }
 
     pub(crate) fn invoke_failure(&self, e: InvokeError) -> CallFailure {
