@@ -22,7 +22,7 @@ pub struct PluginConfig {
     #[serde(default)]
     pub config: toml::Table,
     /// Capabilities its manifest declares that the operator grants:
-    /// `filesystem`, `network`, `env`.
+    /// `filesystem`, `network`, `env`, `credentials`.
     #[serde(default)]
     pub grant: Vec<String>,
     /// Sandbox rules turned off for this plugin.

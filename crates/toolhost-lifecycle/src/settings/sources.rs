@@ -191,7 +191,7 @@ pub struct OperatorFile {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OperatorFileError {
     /// A grant that is not a capability.
-    #[error("[plugin.{id:?}] grant: {grant:?} is not one of filesystem, network, env")]
+    #[error("[plugin.{id:?}] grant: {grant:?} is not one of filesystem, network, env, credentials")]
     UnknownGrant {
         /// The plugin.
         id: String,
