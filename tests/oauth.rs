@@ -541,6 +541,17 @@ async fn plugins_call_outside_services_with_tokens_exchanged_for_their_audience(
         )
     };
     let api = plugin("api", "https://tickets-api.test");
+    // `call_api` may also run as an MCP task.
+    let manifest = api.join("plugin.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let block = text.find("name = \"call_api\"").unwrap();
+    let end = block
+        + text[block..]
+            .find("annotations = { read_only = true }\n")
+            .unwrap();
+    let mut text = text.clone();
+    text.insert_str(end, "task = \"optional\"\n");
+    std::fs::write(&manifest, text).unwrap();
     let evil = plugin("evil", "https://evil.test");
     let extra = "\n[plugin.api]\ngrant = [\"network\", \"credentials\"]\n\n[plugin.evil]\ngrant = [\"network\", \"credentials\"]\n";
     let d = daemon_serving(root.path(), port, &auth.issuer, extra, &[api, evil]);
@@ -598,6 +609,42 @@ async fn plugins_call_outside_services_with_tokens_exchanged_for_their_audience(
         );
     }
 
+    // The same through the official Python SDK, in both protocol eras and
+    // as a task: the exchanged token reaches the plugin on every path.
+    for (era, steps) in [
+        (
+            "legacy",
+            serde_json::json!([{"call": "kandev_api_call_api", "args": args("https://tickets-api.test")}]),
+        ),
+        (
+            "2026-07-28",
+            serde_json::json!([{"call": "kandev_api_call_api", "args": args("https://tickets-api.test")}]),
+        ),
+        (
+            "2026-07-28",
+            serde_json::json!([{"task": "kandev_api_call_api", "args": args("https://tickets-api.test")}]),
+        ),
+    ] {
+        let out = toolhost_e2e::python_client(
+            "approvals_client.py",
+            &[&d.url, &alice_token, era, &steps.to_string()],
+        )
+        .await;
+        let steps = out.as_array().cloned().unwrap_or_default();
+        assert!(!steps.is_empty(), "{era}: {out}");
+        for step in steps {
+            assert_eq!(
+                step["text"], "sub=alice aud=https://tickets-api.test",
+                "{era}: {step}"
+            );
+        }
+    }
+    assert_eq!(
+        exchanges().await,
+        2,
+        "alice's token came from the cache on every path"
+    );
+
     // An exchange the server refuses fails the call before dispatch.
     let r = call_tool(&alice, "kandev_evil_call_api", args("https://evil.test"))
         .await
@@ -609,7 +656,7 @@ async fn plugins_call_outside_services_with_tokens_exchanged_for_their_audience(
         "{text}"
     );
     let api_data = root.path().join("state/data/api");
-    assert_eq!(toolhost_e2e::events(&api_data, "invoked call_api").len(), 3);
+    assert_eq!(toolhost_e2e::events(&api_data, "invoked call_api").len(), 6);
     let evil_data = root.path().join("state/data/evil");
     assert!(
         toolhost_e2e::events(&evil_data, "invoked call_api").is_empty(),
