@@ -182,3 +182,41 @@ def test_a_handler_reads_the_token_toolhost_exchanged_for_an_audience():
     assert call.token_for("https://other.test") is None
     bare = ToolCall("i2", "t", {}, SimpleNamespace(task_id="", session_id="", workspace_id="", surface="chat"))
     assert bare.token_for("https://api.test") is None
+
+
+def test_ranges_lengths_and_patterns_are_stated_the_way_python_authors_write_them():
+    import annotated_types as at
+    from pydantic import Field
+    from typing import Annotated
+
+    from toolhost_plugin import Length, Range
+
+    assert schema_of(Annotated[int, Field(ge=1, le=100)]) == {"type": "integer", "minimum": 1, "maximum": 100}
+    assert schema_of(Annotated[int, Field(ge=1, le=100, description="how many")]) == {
+        "type": "integer", "minimum": 1, "maximum": 100, "description": "how many"}
+    assert schema_of(Annotated[int, at.Ge(1), at.Le(100)]) == {"type": "integer", "minimum": 1, "maximum": 100}
+    assert schema_of(Annotated[float, at.Interval(gt=0, lt=1)]) == {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}
+    assert schema_of(Annotated[int, Range(ge=1, le=100)]) == {"type": "integer", "minimum": 1, "maximum": 100}
+    assert schema_of(Annotated[str, Field(min_length=1, max_length=80, pattern="^[a-z]+$")]) == {
+        "type": "string", "minLength": 1, "maxLength": 80, "pattern": "^[a-z]+$"}
+    assert schema_of(Annotated[str, at.MaxLen(5)]) == {"type": "string", "maxLength": 5}
+    assert schema_of(Annotated[list[str], Length(max_length=3)]) == {"type": "array", "items": {"type": "string"}, "maxItems": 3}
+    assert schema_of(Annotated[list[int], at.Len(1, 4)]) == {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 4}
+    assert schema_of(Optional[Annotated[int, Field(ge=0)]]) == {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "null"}]}
+
+
+def test_a_constraint_that_cannot_be_stated_is_refused_never_dropped():
+    import annotated_types as at
+    import pytest
+    from pydantic import Field
+    from typing import Annotated
+
+    for bad in (
+        Annotated[int, at.Predicate(lambda x: x > 0)],
+        Annotated[int, Field(strict=True)],
+        Annotated[str, at.Ge(1)],
+        Annotated[bool, Field(max_length=3)],
+        Annotated[int, object()],
+    ):
+        with pytest.raises(TypeError):
+            schema_of(bad)

@@ -29,6 +29,7 @@ from .call import Answer, AskError, LogLevel, Question, ToolCall
 from .config import Config, Secret, config
 from .content import Content, ToolError, ToolResult
 from .plugin import Plugin
+from .shapes import Length, Range
 
 __all__ = [
     "Answer",
@@ -37,8 +38,10 @@ __all__ = [
     "Secret",
     "config",
     "Content",
+    "Length",
     "LogLevel",
     "Plugin",
+    "Range",
     "Question",
     "ToolCall",
     "ToolError",

@@ -111,24 +111,111 @@ def _is_object_type(tp: Any) -> bool:
 
 def _strip(tp: Any) -> tuple[Any, Optional[str]]:
     """``Annotated[T, ...]`` as ``T`` and the description it carries."""
-    description = None
-    if typing.get_origin(tp) is typing.Annotated:
-        base, *extras = typing.get_args(tp)
-        for e in extras:
-            if isinstance(e, str):
-                description = e
-            elif isinstance(getattr(e, "description", None), str):
+    base, description, _ = _annotated(tp)
+    return base, description
+
+
+# What a constraint's attribute states, by the kind of value it bounds.
+_BOUNDS = {
+    "number": {"gt": "exclusiveMinimum", "ge": "minimum", "lt": "exclusiveMaximum", "le": "maximum", "multiple_of": "multipleOf"},
+    "string": {"min_length": "minLength", "max_length": "maxLength", "pattern": "pattern"},
+    "array": {"min_length": "minItems", "max_length": "maxItems"},
+}
+_CONSTRAINTS = {"gt", "ge", "lt", "le", "multiple_of", "min_length", "max_length", "pattern"}
+
+
+def _constraint_items(e: Any) -> Optional[dict]:
+    """The constraints one ``Annotated`` extra states, or None if it is not
+    a constraint: annotated_types' ``Ge``, ``Le``, ``Len``, ``Interval``...,
+    pydantic's own metadata (``pattern``), or :class:`Range`/``Length``."""
+    fields = getattr(e, "__dict__", None)
+    if fields is None and hasattr(e, "__slots__"):
+        fields = {k: getattr(e, k, None) for k in e.__slots__}
+    if not isinstance(fields, dict):
+        return None
+    found = {k: v for k, v in fields.items() if k in _CONSTRAINTS and v is not None}
+    if not found and not any(k in _CONSTRAINTS for k in fields):
+        return None
+    return found
+
+
+def _annotated(tp: Any) -> tuple[Any, Optional[str], dict]:
+    """``Annotated[T, ...]`` as ``T``, its description and its constraints.
+    An extra the SDK cannot state in a schema is refused, never dropped."""
+    if typing.get_origin(tp) is not typing.Annotated:
+        return tp, None, {}
+    base, *extras = typing.get_args(tp)
+    description, constraints = None, {}
+    for e in extras:
+        if isinstance(e, str):
+            description = e
+            continue
+        if hasattr(e, "metadata") and hasattr(e, "is_required"):  # pydantic's FieldInfo
+            if isinstance(getattr(e, "description", None), str):
                 description = e.description
-        return base, description
-    return tp, description
+            for m in e.metadata:
+                found = _constraint_items(m)
+                if found is None:
+                    raise TypeError(f"{tp}: {m!r} in Field(...) cannot be stated in a tool's schema")
+                constraints.update(found)
+            continue
+        found = _constraint_items(e)
+        if found is not None:
+            constraints.update(found)
+        elif isinstance(getattr(e, "description", None), str):
+            description = e.description
+        else:
+            raise TypeError(
+                f"{tp}: {e!r} cannot be stated in a tool's schema (use a description string, "
+                "pydantic's Field(ge=, le=, min_length=, max_length=, pattern=), annotated_types, "
+                "or toolhost_plugin.Range / Length)"
+            )
+    return base, description, constraints
+
+
+def _constrain(schema: dict, constraints: dict, tp: Any) -> dict:
+    kind = schema.get("type")
+    kind = "number" if kind in ("integer", "number") else kind
+    names = _BOUNDS.get(kind, {})
+    out = dict(schema)
+    for k, v in constraints.items():
+        if k not in names:
+            raise TypeError(f"{tp}: {k} does not apply to a value of type {schema.get('type', 'any')}")
+        out[names[k]] = v
+    return out
+
+
+class Range:
+    """Bounds of a number, for authors without pydantic:
+    ``Annotated[int, Range(ge=1, le=100)]``."""
+
+    def __init__(self, *, ge: Any = None, le: Any = None, gt: Any = None, lt: Any = None, multiple_of: Any = None):
+        self.ge, self.le, self.gt, self.lt, self.multiple_of = ge, le, gt, lt, multiple_of
+
+    def __repr__(self) -> str:
+        return f"Range({', '.join(f'{k}={v}' for k, v in self.__dict__.items() if v is not None)})"
+
+
+class Length:
+    """Bounds of a string's or a list's length, and a string's pattern:
+    ``Annotated[str, Length(max_length=80)]``."""
+
+    def __init__(self, *, min_length: Any = None, max_length: Any = None, pattern: Any = None):
+        self.min_length, self.max_length, self.pattern = min_length, max_length, pattern
+
+    def __repr__(self) -> str:
+        return f"Length({', '.join(f'{k}={v!r}' for k, v in self.__dict__.items() if v is not None)})"
 
 
 def schema_of(tp: Any, _seen: tuple = ()) -> dict:
     """The JSON Schema of a type. Raises ``TypeError`` for a type with no
     JSON form (a class that is not a dataclass, ``TypedDict`` or pydantic
-    model; a recursive type; a ``dict`` keyed by anything but ``str``)."""
-    tp, description = _strip(tp)
+    model; a recursive type; a ``dict`` keyed by anything but ``str``; a
+    constraint that does not apply or cannot be stated)."""
+    tp, description, constraints = _annotated(tp)
     schema = _schema(tp, _seen)
+    if constraints:
+        schema = _constrain(schema, constraints, tp)
     if description:
         schema = {**schema, "description": description}
     return schema
