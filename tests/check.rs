@@ -245,6 +245,15 @@ fn schema_sync_writes_the_codes_shapes_and_check_start_catches_drift() {
         serde_json::json!(["name"]),
         "a nested dataclass's required fields"
     );
+    let list: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("schemas/list_tickets.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (&list["properties"]["limit"]["minimum"], &list["properties"]["limit"]["maximum"]),
+        (&serde_json::json!(1), &serde_json::json!(100)),
+        "`Annotated[int, Range(ge=1, le=100)]` states its bounds: {list}"
+    );
 
     // The author's words in the manifest survive every sync.
     let manifest = std::fs::read_to_string(dir.join("plugin.toml")).unwrap();
@@ -295,6 +304,27 @@ fn schema_sync_writes_the_codes_shapes_and_check_start_catches_drift() {
     );
     let (code, out, err) = toolhost(&[&["check", "--start", d][..], &start].concat());
     assert_eq!(code, 0, "{out}{err}");
+
+    // pydantic's Field and annotated_types state the same bounds: no drift.
+    let code_text = std::fs::read_to_string(dir.join("plugin.py")).unwrap();
+    for (import, bound) in [
+        ("from pydantic import Field\n", "Field(ge=1, le=100)"),
+        ("from annotated_types import Ge, Le\n", "Ge(1), Le(100)"),
+    ] {
+        let text = format!("{import}{}", code_text.replace("Range(ge=1, le=100)", bound));
+        std::fs::write(dir.join("plugin.py"), text).unwrap();
+        let (code, out, err) = toolhost(&[&["check", "--start", d][..], &start].concat());
+        assert_eq!(code, 0, "{bound}: {out}{err}");
+    }
+    // A bound the code drops from its own type is drift, named.
+    std::fs::write(
+        dir.join("plugin.py"),
+        code_text.replace("Range(ge=1, le=100)", "Range(ge=1, le=50)"),
+    )
+    .unwrap();
+    let (code, out, err) = toolhost(&[&["check", "--start", d][..], &start].concat());
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("tool list_tickets") && err.contains("/properties/limit/maximum"), "{err}");
 }
 
 /// The same in TypeScript: the code states its shapes in zod types, and

@@ -3,7 +3,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal
 
-from toolhost_plugin import Plugin, Question, ToolCall, ToolError, config
+from toolhost_plugin import Plugin, Question, Range, ToolCall, ToolError, config
 
 plugin = Plugin()
 Priority = Literal["low", "normal", "high"]
@@ -54,7 +54,9 @@ def create_ticket(title: str, labels: list[Label] = [], priority: Priority = "no
 
 
 @plugin.tool
-def list_tickets(cursor: int = 0, limit: int = 20, call: ToolCall = None) -> TicketPage:
+def list_tickets(
+    cursor: int = 0, limit: Annotated[int, Range(ge=1, le=100)] = 20, call: ToolCall = None
+) -> TicketPage:
     """Lists tickets, oldest first, a page at a time.
 
     Args:
