@@ -250,7 +250,10 @@ fn schema_sync_writes_the_codes_shapes_and_check_start_catches_drift() {
     )
     .unwrap();
     assert_eq!(
-        (&list["properties"]["limit"]["minimum"], &list["properties"]["limit"]["maximum"]),
+        (
+            &list["properties"]["limit"]["minimum"],
+            &list["properties"]["limit"]["maximum"]
+        ),
         (&serde_json::json!(1), &serde_json::json!(100)),
         "`Annotated[int, Range(ge=1, le=100)]` states its bounds: {list}"
     );
@@ -311,7 +314,10 @@ fn schema_sync_writes_the_codes_shapes_and_check_start_catches_drift() {
         ("from pydantic import Field\n", "Field(ge=1, le=100)"),
         ("from annotated_types import Ge, Le\n", "Ge(1), Le(100)"),
     ] {
-        let text = format!("{import}{}", code_text.replace("Range(ge=1, le=100)", bound));
+        let text = format!(
+            "{import}{}",
+            code_text.replace("Range(ge=1, le=100)", bound)
+        );
         std::fs::write(dir.join("plugin.py"), text).unwrap();
         let (code, out, err) = toolhost(&[&["check", "--start", d][..], &start].concat());
         assert_eq!(code, 0, "{bound}: {out}{err}");
@@ -324,7 +330,10 @@ fn schema_sync_writes_the_codes_shapes_and_check_start_catches_drift() {
     .unwrap();
     let (code, out, err) = toolhost(&[&["check", "--start", d][..], &start].concat());
     assert_eq!(code, 1, "{out}{err}");
-    assert!(err.contains("tool list_tickets") && err.contains("/properties/limit/maximum"), "{err}");
+    assert!(
+        err.contains("tool list_tickets") && err.contains("/properties/limit/maximum"),
+        "{err}"
+    );
 }
 
 /// The same in TypeScript: the code states its shapes in zod types, and
