@@ -417,3 +417,66 @@ async fn from_toolhost_new_to_an_installed_plugin_outside_the_checkout_in_each_l
         assert_eq!(hello_of(&d.url, &tool).await, ["Hello, Ada!"], "{lang}");
     }
 }
+
+/// A handler that blocks where its SDK cannot interrupt it (Python: a
+/// sleep in C, in a thread of its own; TypeScript: a busy event loop)
+/// times out for the agent, and its plugin is restarted: the Python SDK
+/// reports itself unhealthy once the handler outlives its call by the
+/// grace, the TypeScript plugin stops answering its health probes. `plugins
+/// show` says why, with the plugin's own last words.
+#[tokio::test]
+async fn a_plugin_whose_handler_is_stuck_is_restarted_and_says_why() {
+    let root = Scratch::new("stuck");
+    let plugins = [
+        sdk_plugin(root.path(), "py", "python", 2),
+        sdk_plugin(root.path(), "ts", "typescript", 2),
+    ];
+    let config = TestConfig::new(root.path(), &plugins)
+        .supervisor("health_interval_ms = 300\nhealth_timeout_ms = 500\nbackoff_first_ms = 50\nstop_grace_ms = 1000")
+        .build();
+    let d = Daemon::start(root.path(), &config, &[]);
+    let admin = root.path().join("state/admin.sock");
+    for p in ["py", "ts"] {
+        d.wait_metric(
+            &format!("toolhost_plugin_state{{plugin=\"{p}\",state=\"ready\"}}"),
+            1.0,
+        )
+        .await;
+    }
+    let shown = |id: &str| {
+        let (ok, out) = toolhost_e2e::cli_at(&admin, &["plugins", "show", id, "--format", "json"]);
+        assert!(ok, "{out}");
+        serde_json::from_str::<Value>(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+    };
+    for (p, why) in [("py", "still running"), ("ts", "health probes")] {
+        let before = shown(p);
+        let pid = before["pid"].clone();
+        let asker = Asker::new(false);
+        let c = connect(&d.url, asker, ERAS[0]).await;
+        let r = call(&c, &format!("kandev_{p}_stuck"), json!({})).await;
+        let text = texts(&r).join("");
+        assert_eq!(r.is_error, Some(true), "{p}: {text}");
+        assert!(
+            text.contains("did not answer within 1000 ms"),
+            "{p}: {text}"
+        );
+        let after = eventually(
+            Duration::from_secs(60),
+            "the stuck plugin restarted",
+            async || {
+                let s = shown(p);
+                let status = &s;
+                (status["state"] == "ready"
+                    && status["pid"] != pid
+                    && status["restarts"].as_u64() >= Some(1))
+                .then_some(s)
+            },
+        )
+        .await;
+        let last = after["last_error"].as_str().unwrap_or_default().to_owned();
+        assert!(last.contains(why), "{p}: {last}");
+        // It serves again.
+        let r = call(&c, &format!("kandev_{p}_hello"), json!({"name": "ada"})).await;
+        assert_eq!(texts(&r), ["hello, ada"], "{p}");
+    }
+}

@@ -36,6 +36,14 @@ input_schema = { type = "object" }
 annotations = { read_only = true }
 
 [[tools]]
+name = "stuck"
+description = "Blocks where it cannot be interrupted (a sleep in C; a busy event loop)."
+surfaces = ["chat"]
+timeout_ms = 1000
+input_schema = { type = "object" }
+annotations = { read_only = true }
+
+[[tools]]
 name = "late"
 description = "Asks a second question composed before the first answer came."
 surfaces = ["chat"]
@@ -86,6 +94,15 @@ async def rich(call):
     return ["done" if answer.flag("ok") else "stopped", Content.image(b"\x89PNG", "image/png")]
 
 
+@plugin.tool("stuck")
+def stuck(call):
+    import time
+
+    event(f"stuck {call.invocation_id}")
+    time.sleep(3600)
+    return "woke"
+
+
 @plugin.tool("late")
 async def late(call):
     await call.ask(Question("First?").boolean("ok", "OK"))
@@ -128,6 +145,12 @@ new Plugin()
     const answer = await call.ask(new Question("Proceed?").boolean("ok", "OK").require("ok"));
     return [answer.action === "accept" && answer.values.ok === true ? "done" : "stopped", Content.image(new Uint8Array([0x89, 0x50]), "image/png")];
   })
+  .tool("stuck", (call) => {
+    event(`stuck ${call.invocationId}`);
+    const until = Date.now() + 3600 * 1000;
+    while (Date.now() < until) {}
+    return "woke";
+  })
   .tool("late", async (call) => {
     await call.ask(new Question("First?").boolean("ok", "OK"));
     // A second question composed while the first was open, whose bytes
@@ -149,7 +172,8 @@ fn write_exe(path: &Path, text: &str) {
 /// protocol `protocol`: tools `hello`, `fail`, `slow` (until cancelled)
 /// `rich` (progress, a log message, a question, an image; protocol 2) and
 /// `late` (a second question that says it saw no answer, sent after the
-/// first was answered).
+/// first was answered), `stuck` (blocks for an hour where nothing can
+/// interrupt it: a sleep in C, a busy event loop; its deadline is 1 s).
 #[must_use]
 pub fn sdk_plugin(root: &Path, id: &str, lang: &str, protocol: u32) -> PathBuf {
     let dir = root.join(id);

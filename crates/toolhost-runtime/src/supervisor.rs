@@ -504,7 +504,7 @@ impl Supervisor {
             self.config.health_interval,
         );
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut probing: Option<Pin<Box<dyn Future<Output = bool> + Send>>> = None;
+        let mut probing: Option<Pin<Box<dyn Future<Output = process::Probed> + Send>>> = None;
         let mut failed_probes = 0u32;
         let ended = loop {
             tokio::select! {
@@ -517,16 +517,23 @@ impl Supervisor {
                     let (channel, timeout) = (running.channel.clone(), self.config.health_timeout);
                     probing = Some(Box::pin(async move { process::probe(&channel, timeout).await }));
                 }
-                healthy = pending_or(&mut probing) => {
+                probed = pending_or(&mut probing) => {
                     probing = None;
-                    if healthy {
+                    if probed == process::Probed::Healthy {
                         failed_probes = 0;
                     } else {
                         failed_probes += 1;
-                        tracing::warn!(plugin = %self.spec.id, failed_probes, "health probe failed");
+                        tracing::warn!(plugin = %self.spec.id, failed_probes, ?probed, "health probe failed");
                         if failed_probes >= self.config.health_failures {
+                            // Why, in the plugin's own last words where it
+                            // gave any: an SDK says which handler is stuck.
+                            let how = match probed {
+                                process::Probed::Unhealthy => "it reported itself unhealthy (an SDK does when a handler is stuck past its call)",
+                                _ => "it did not answer (it hangs, or a handler blocks the thread that would answer)",
+                            };
+                            let said = crate::logs::said(&running.stderr.last_lines(LAST_WORDS).await);
                             break Ended::Crashed(format!(
-                                "plugin {} failed {failed_probes} health probes in a row", self.spec.id
+                                "plugin {} failed {failed_probes} health probes in a row: {how}{said}", self.spec.id
                             ));
                         }
                     }
@@ -566,7 +573,7 @@ impl Supervisor {
 }
 
 /// Awaits the probe if one is running; otherwise never completes.
-async fn pending_or(probe: &mut Option<Pin<Box<dyn Future<Output = bool> + Send>>>) -> bool {
+async fn pending_or<T>(probe: &mut Option<Pin<Box<dyn Future<Output = T> + Send>>>) -> T {
     match probe {
         Some(p) => p.await,
         None => std::future::pending().await,
