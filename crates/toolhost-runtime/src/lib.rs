@@ -48,6 +48,7 @@
 #![forbid(unsafe_code)]
 
 mod client;
+mod health;
 mod leaders;
 mod logs;
 mod process;

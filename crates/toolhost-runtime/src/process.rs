@@ -556,33 +556,6 @@ async fn wait_healthy(
     }
 }
 
-/// What one health probe found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Probed {
-    /// `SERVING`.
-    Healthy,
-    /// The plugin answered that it is not serving: its SDK found a handler
-    /// stuck past its call (or the plugin said so for its own reasons).
-    Unhealthy,
-    /// No answer within the timeout, or an error: the process hangs, or a
-    /// handler blocks the thread that would answer.
-    Silent,
-}
-
-/// One health probe, bounded by `timeout`.
-pub(crate) async fn probe(channel: &Channel, timeout: Duration) -> Probed {
-    let mut health = HealthClient::new(channel.clone());
-    let mut req = tonic::Request::new(HealthCheckRequest {
-        service: HEALTH_SERVICE.to_owned(),
-    });
-    req.set_timeout(timeout);
-    match tokio::time::timeout(timeout, health.check(req)).await {
-        Ok(Ok(r)) if r.get_ref().status() == ServingStatus::Serving => Probed::Healthy,
-        Ok(Ok(_)) => Probed::Unhealthy,
-        _ => Probed::Silent,
-    }
-}
-
 /// Stops a running plugin ([`stop`]), then whatever is left in its cgroup:
 /// processes that left the group, the remains of a fork bomb. Waits (up to
 /// a second) until the cgroup is empty.

@@ -504,7 +504,7 @@ impl Supervisor {
             self.config.health_interval,
         );
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut probing: Option<Pin<Box<dyn Future<Output = process::Probed> + Send>>> = None;
+        let mut probing: Option<Pin<Box<dyn Future<Output = crate::health::Probed> + Send>>> = None;
         let mut failed_probes = 0u32;
         let ended = loop {
             tokio::select! {
@@ -515,11 +515,11 @@ impl Supervisor {
                 }
                 _ = ticker.tick(), if probing.is_none() => {
                     let (channel, timeout) = (running.channel.clone(), self.config.health_timeout);
-                    probing = Some(Box::pin(async move { process::probe(&channel, timeout).await }));
+                    probing = Some(Box::pin(async move { crate::health::probe(&channel, timeout).await }));
                 }
                 probed = pending_or(&mut probing) => {
                     probing = None;
-                    if probed == process::Probed::Healthy {
+                    if probed == crate::health::Probed::Healthy {
                         failed_probes = 0;
                     } else {
                         failed_probes += 1;
@@ -528,7 +528,7 @@ impl Supervisor {
                             // Why, in the plugin's own last words where it
                             // gave any: an SDK says which handler is stuck.
                             let how = match probed {
-                                process::Probed::Unhealthy => "it reported itself unhealthy (an SDK does when a handler is stuck past its call)",
+                                crate::health::Probed::Unhealthy => "it reported itself unhealthy (an SDK does when a handler is stuck past its call)",
                                 _ => "it did not answer (it hangs, or a handler blocks the thread that would answer)",
                             };
                             let said = crate::logs::said(&running.stderr.last_lines(LAST_WORDS).await);
