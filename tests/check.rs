@@ -496,10 +496,7 @@ fn pack_refuses_a_package_whose_code_drifted_from_its_manifest() {
     let code = std::fs::read_to_string(dir.join("plugin.py")).unwrap();
     std::fs::write(
         dir.join("plugin.py"),
-        code.replace(
-            "def list_tickets(cursor: int = 0",
-            "def list_tickets(cursor: int = 1",
-        ),
+        code.replace("cursor: int = 0, limit", "cursor: int = 1, limit"),
     )
     .unwrap();
     let archive = root.path().join("tickets.tar.gz");
@@ -516,6 +513,11 @@ fn pack_refuses_a_package_whose_code_drifted_from_its_manifest() {
         err.contains("tool list_tickets: plugin.toml and the code disagree")
             && err.contains("/properties/cursor/default (plugin.toml: 0, code: 1)")
             && !archive.exists(),
+        "{err}"
+    );
+    // The fix it names is for the author's own folder, not pack's copy.
+    assert!(
+        err.contains(&format!("run `toolhost schema sync {}`", dir.display())),
         "{err}"
     );
 }

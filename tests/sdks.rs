@@ -306,6 +306,18 @@ async fn from_toolhost_new_to_an_installed_plugin_outside_the_checkout_in_each_l
                 logs.contains(&format!("toolhost call {tool} '{{}}'")),
                 "{logs}"
             );
+            // The banner's sample call works as printed.
+            let sample = logs
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("toolhost call "))
+                .unwrap_or_default();
+            let (name, args) = sample.split_once(' ').unwrap_or_default();
+            run_in(
+                &dir,
+                std::process::Command::new(bin("toolhost"))
+                    .args(["call", name, args.trim_matches('\''), "--url", &dev.url])
+                    .env("TOOLHOST_TOKEN", &token),
+            );
             let out = run_in(
                 &dir,
                 std::process::Command::new(bin("toolhost"))

@@ -285,7 +285,7 @@ async fn a_task_may_run_past_the_tools_timeout_up_to_the_operators_cap() {
         error["message"]
             .as_str()
             .unwrap()
-            .contains("did not finish within 30"),
+            .contains("did not answer within 30"),
         "{error:?}"
     );
 }

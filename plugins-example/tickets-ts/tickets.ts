@@ -10,7 +10,7 @@ const Ticket = z.object({
   labels: z.array(Label), open: z.boolean(),
 });
 type Ticket = z.infer<typeof Ticket>;
-const file = () => join(Plugin.dataDir() ?? ".", "tickets.json");
+const file = () => join(Plugin.dataDir(), "tickets.json");
 const load = (): Ticket[] => (existsSync(file()) ? JSON.parse(readFileSync(file(), "utf8")) : []);
 const save = (tickets: Ticket[]) => writeFileSync(file(), JSON.stringify(tickets));
 

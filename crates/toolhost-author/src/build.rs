@@ -103,6 +103,21 @@ pub(crate) fn vendor_python(dir: &Path, root: &Path) -> Result<()> {
         python.display(),
         String::from_utf8_lossy(&version.stdout).trim()
     );
+    // Whether pip is there at all, so a failed install below is said for
+    // what it is (a version that does not exist, a package it cannot
+    // build), not guessed at.
+    let has_pip = Command::new(&python)
+        .args(["-m", "pip", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_pip {
+        bail!(
+            "{} has no pip (`{0} -m pip --version` failed): install pip for it, or set TOOLHOST_PACK_PYTHON to a Python that has it; nothing written",
+            python.display()
+        );
+    }
     run_step(
         Command::new(&python)
             .args([
@@ -118,7 +133,7 @@ pub(crate) fn vendor_python(dir: &Path, root: &Path) -> Result<()> {
             .args(&what)
             .current_dir(dir),
         &format!(
-            "{} -m pip install (is pip installed for it?)",
+            "{} -m pip install of the plugin's dependencies (pip's error is above: a version that does not exist, or a package that does not build for this Python?)",
             python.display()
         ),
     )?;

@@ -20,7 +20,7 @@ const MAX_QUOTED: usize = 60;
 /// One problem per tool whose manifest schemas differ from what its code
 /// states; tools whose code states no shape are not compared.
 #[must_use]
-pub fn drift(m: &Manifest, shapes: &[ToolShape]) -> Vec<String> {
+pub fn drift(m: &Manifest, shapes: &[ToolShape], sync_dir: &std::path::Path) -> Vec<String> {
     let mut problems = Vec::new();
     for t in &m.tools {
         let Some(shape) = shapes.iter().find(|s| s.name == t.name) else {
@@ -52,7 +52,7 @@ pub fn drift(m: &Manifest, shapes: &[ToolShape]) -> Vec<String> {
                 m.id,
                 t.name,
                 parts.join("; "),
-                m.dir.display()
+                sync_dir.display()
             ));
         }
     }

@@ -241,8 +241,15 @@ pub fn run_to(args: &PackArgs) -> Result<(ExitCode, Option<PathBuf>)> {
             );
         }
     };
-    if !code_agrees(&packed, &args.set)? {
-        bail!("the packed plugin's code and its manifest disagree; nothing written");
+    match code_agrees(&packed, &args.set, &dir)? {
+        Compared::Agrees => {}
+        Compared::Drifts => {
+            bail!("the packed plugin's code and its manifest disagree; nothing written")
+        }
+        Compared::DoesNotStart => bail!(
+            "the packed plugin does not start (its error is above: a dependency the package lacks, \
+             or one its build did not vendor?); nothing written"
+        ),
     }
     write_package(&scratch.0, &packed, &output, key.as_ref())?;
     if args.push.is_none() {
@@ -292,9 +299,9 @@ fn write_package(
 /// archive holds. A plugin that needs a value nobody gave it to start is
 /// not compared (said, with what to pass); one that does not start, or
 /// whose code and manifest disagree, is not packed.
-fn code_agrees(packed: &Manifest, set: &[String]) -> Result<bool> {
+fn code_agrees(packed: &Manifest, set: &[String], source: &Path) -> Result<Compared> {
     let values = crate::code::parse_sets(set)?;
-    let mut agrees = true;
+    let mut agrees = Compared::Agrees;
     crate::code::start_each(
         std::slice::from_ref(packed),
         None,
@@ -305,7 +312,7 @@ fn code_agrees(packed: &Manifest, set: &[String]) -> Result<bool> {
                 let drift: Vec<String> = s
                     .described
                     .as_ref()
-                    .map(|d| crate::drift::drift(m, &d.shapes))
+                    .map(|d| crate::drift::drift(m, &d.shapes, source))
                     .unwrap_or_default();
                 for p in &drift {
                     errln!("error: {p}");
@@ -317,8 +324,9 @@ fn code_agrees(packed: &Manifest, set: &[String]) -> Result<bool> {
                         s.unimplemented.join(", ")
                     );
                 }
-                agrees = drift.is_empty() && s.unimplemented.is_empty();
-                if agrees && s.described.is_some() {
+                if !drift.is_empty() || !s.unimplemented.is_empty() {
+                    agrees = Compared::Drifts;
+                } else if s.described.is_some() {
                     errln!(
                         "toolhost pack: started the packed plugin; its code agrees with its manifest"
                     );
@@ -329,11 +337,21 @@ fn code_agrees(packed: &Manifest, set: &[String]) -> Result<bool> {
             }
             Err(problem) => {
                 errln!("error: the packed plugin does not start: {problem}");
-                agrees = false;
+                agrees = Compared::DoesNotStart;
             }
         },
     )?;
     Ok(agrees)
+}
+
+/// What starting the packed plugin found.
+enum Compared {
+    /// Its code states what its manifest declares (or it was not compared).
+    Agrees,
+    /// They differ, or a declared tool has no handler.
+    Drifts,
+    /// It did not start.
+    DoesNotStart,
 }
 
 /// Copies the plugin's sources: its files less the ignore rules, version

@@ -120,10 +120,21 @@ impl DevSession {
             .or(declared)
             .unwrap_or_else(|| "chat".to_owned());
         let example_tool = manifest.as_ref().and_then(|m| {
-            m.tools
-                .iter()
-                .find(|t| t.surfaces.contains(&surface))
-                .map(|t| toolhost_manifest::naming::exposed(prefix, &m.id, &t.name))
+            // A call that works as printed: a read-only tool with nothing
+            // required first, and arguments for what is required.
+            let on_surface = m.tools.iter().filter(|t| t.surfaces.contains(&surface));
+            let t = on_surface.min_by_key(|t| {
+                (
+                    t.annotations.destructive,
+                    !t.annotations.read_only,
+                    required_count(&t.input_schema),
+                )
+            })?;
+            Some(format!(
+                "{} '{}'",
+                toolhost_manifest::naming::exposed(prefix, &m.id, &t.name),
+                sample_arguments(&t.input_schema)
+            ))
         });
         Ok(Self {
             dir: std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()),
@@ -188,7 +199,7 @@ impl DevSession {
             let _ = writeln!(text, "  export TOOLHOST_URL={url}");
         }
         if let Some(tool) = &self.example_tool {
-            let _ = writeln!(text, "  toolhost call {tool} '{{}}'");
+            let _ = writeln!(text, "  toolhost call {tool}");
         }
         let _ = writeln!(
             text,
@@ -390,8 +401,76 @@ pub async fn watch(
     }
 }
 
+/// How many properties a schema requires.
+fn required_count(schema: &serde_json::Value) -> usize {
+    schema
+        .get("required")
+        .and_then(serde_json::Value::as_array)
+        .map_or(0, Vec::len)
+}
+
+/// Arguments that satisfy `schema`'s required properties, for the dev
+/// banner's sample call: each property's first enum value, default or
+/// minimum, else a value of its type.
+fn sample_arguments(schema: &serde_json::Value) -> String {
+    let mut args = serde_json::Map::new();
+    let required = schema
+        .get("required")
+        .and_then(serde_json::Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for name in required.iter().filter_map(serde_json::Value::as_str) {
+        let p = schema
+            .pointer(&format!("/properties/{name}"))
+            .cloned()
+            .unwrap_or_default();
+        let value = p
+            .get("enum")
+            .and_then(|e| e.get(0).cloned())
+            .or_else(|| p.get("default").cloned())
+            .or_else(|| p.get("minimum").cloned())
+            .unwrap_or_else(|| match p.get("type").and_then(serde_json::Value::as_str) {
+                Some("integer" | "number") => serde_json::json!(1),
+                Some("boolean") => serde_json::json!(false),
+                Some("array") => serde_json::json!([]),
+                Some("object") => serde_json::json!({}),
+                _ => serde_json::json!("example"),
+            });
+        args.insert(name.to_owned(), value);
+    }
+    // Shown in single quotes on a shell line: a quote inside is escaped.
+    serde_json::Value::Object(args)
+        .to_string()
+        .replace('\'', "'\\''")
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_banners_sample_call_fills_what_is_required() {
+        let schema = serde_json::json!({
+            "type": "object",
+            "required": ["id", "confirm", "kind", "it's"],
+            "properties": {
+                "id": {"type": "integer", "minimum": 1},
+                "confirm": {"type": "boolean"},
+                "kind": {"enum": ["bug", "idea"]},
+                "it's": {"type": "string"},
+                "note": {"type": "string"}
+            }
+        });
+        assert_eq!(required_count(&schema), 4);
+        assert_eq!(
+            sample_arguments(&schema),
+            r#"{"confirm":false,"id":1,"it'\''s":"example","kind":"bug"}"#
+        );
+        assert_eq!(
+            sample_arguments(&serde_json::json!({"type": "object"})),
+            "{}"
+        );
+    }
+
     use super::*;
 
     /// A directory removed when the test ends.

@@ -138,9 +138,11 @@ export class Plugin {
     return config;
   }
 
-  /** The plugin's data directory (from toolhost), if set. */
-  static dataDir(): string | undefined {
-    return process.env[DATA_DIR_KEY];
+  /** The plugin's data directory: toolhost's (and the test harness's)
+   * for this plugin, or the current directory when neither started it. A
+   * `string`, so `join(Plugin.dataDir(), "x")` compiles under `strict`. */
+  static dataDir(): string {
+    return process.env[DATA_DIR_KEY] || process.cwd();
   }
 
   /** Serves until SIGTERM or SIGINT; exits with status 1 when not started
