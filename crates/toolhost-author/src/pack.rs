@@ -241,16 +241,7 @@ pub fn run_to(args: &PackArgs) -> Result<(ExitCode, Option<PathBuf>)> {
             );
         }
     };
-    match code_agrees(&packed, &args.set, &dir)? {
-        Compared::Agrees => {}
-        Compared::Drifts => {
-            bail!("the packed plugin's code and its manifest disagree; nothing written")
-        }
-        Compared::DoesNotStart => bail!(
-            "the packed plugin does not start (its error is above: a dependency the package lacks, \
-             or one its build did not vendor?); nothing written"
-        ),
-    }
+    refuse_unless_code_agrees(&packed, &args.set, &dir)?;
     write_package(&scratch.0, &packed, &output, key.as_ref())?;
     if args.push.is_none() {
         outln!("install it: toolhost plugins install {}", output.display());
@@ -342,6 +333,21 @@ fn code_agrees(packed: &Manifest, set: &[String], source: &Path) -> Result<Compa
         },
     )?;
     Ok(agrees)
+}
+
+/// Nothing is written unless the packed plugin starts and its code states
+/// what its manifest declares.
+fn refuse_unless_code_agrees(packed: &Manifest, set: &[String], source: &Path) -> Result<()> {
+    match code_agrees(packed, set, source)? {
+        Compared::Agrees => Ok(()),
+        Compared::Drifts => {
+            bail!("the packed plugin's code and its manifest disagree; nothing written")
+        }
+        Compared::DoesNotStart => bail!(
+            "the packed plugin does not start (its error is above: a dependency the package lacks, \
+             or one its build did not vendor?); nothing written"
+        ),
+    }
 }
 
 /// What starting the packed plugin found.
