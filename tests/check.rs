@@ -632,3 +632,166 @@ fn a_cloned_plugins_venv_cannot_open_the_authors_files() {
         );
     }
 }
+
+/// Copies an example plugin's files (not its build or dependency trees;
+/// `node_modules` is linked) to `to`.
+fn copy_whole_example(name: &str, to: &std::path::Path) {
+    let from = workspace_root().join("plugins-example").join(name);
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(&from).unwrap() {
+        let entry = entry.unwrap();
+        let file = entry.file_name();
+        let target = to.join(&file);
+        let path = entry.path();
+        match file.to_str().unwrap_or_default() {
+            "node_modules" => std::os::unix::fs::symlink(&path, &target).unwrap(),
+            "dist" | "__pycache__" | ".pytest_cache" => {}
+            _ if path.is_dir() => {
+                std::fs::create_dir_all(&target).unwrap();
+                for inner in std::fs::read_dir(&path).unwrap() {
+                    let inner = inner.unwrap();
+                    std::fs::copy(inner.path(), target.join(inner.file_name())).unwrap();
+                }
+            }
+            _ => {
+                std::fs::copy(&path, &target).unwrap();
+            }
+        }
+    }
+}
+
+/// Runs an example's own tests in `dir`, as its author does: (passed,
+/// output).
+fn example_tests(lang: &str, dir: &std::path::Path) -> (bool, String) {
+    let bin = toolhost_e2e::bin("toolhost");
+    let out = match lang {
+        "python" => std::process::Command::new(workspace_root().join(".venv/bin/python"))
+            .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+            .env("TOOLHOST_BIN", &bin)
+            .current_dir(dir)
+            .output()
+            .unwrap(),
+        _ => {
+            let built = std::process::Command::new("npx")
+                .args(["tsc", "-p", "tsconfig.json"])
+                .current_dir(dir)
+                .output()
+                .unwrap();
+            assert!(
+                built.status.success(),
+                "{}",
+                String::from_utf8_lossy(&built.stdout)
+            );
+            std::process::Command::new("node")
+                .args(["--test", "dist/"])
+                .env("TOOLHOST_BIN", &bin)
+                .current_dir(dir)
+                .output()
+                .unwrap()
+        }
+    };
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// The harness is the daemon's check: a drifted type, a forgotten `schema
+/// sync` and a hand-edited schema each fail the author's own tests, naming
+/// the tool, the place and the command to run, in Python and TypeScript.
+#[test]
+fn the_harness_fails_a_test_run_whose_code_and_manifest_drifted() {
+    let root = toolhost_e2e::Scratch::new("harness-drift");
+    let cases: [(&str, &str, &str, &str, &str, &str); 6] = [
+        // (language, file, from, to, tool, place)
+        (
+            "python",
+            "plugin.py",
+            "cursor: int = 0,",
+            "cursor: str = \"0\",",
+            "list_tickets",
+            "/properties/cursor",
+        ),
+        (
+            "python",
+            "plugin.py",
+            "def create_ticket(title: str,",
+            "def create_ticket(title: str, assignee: str = \"\",",
+            "create_ticket",
+            "/properties/assignee (only in the code)",
+        ),
+        (
+            "python",
+            "schemas/create_ticket.json",
+            "\"high\"",
+            "\"high\", \"urgent\"",
+            "create_ticket",
+            "/properties/priority/enum",
+        ),
+        (
+            "typescript",
+            "tickets.ts",
+            "limit: z.number().int().default(20)",
+            "limit: z.number().int().max(50).default(20)",
+            "list_tickets",
+            "/properties/limit",
+        ),
+        (
+            "typescript",
+            "tickets.ts",
+            "title: z.string().describe(",
+            "assignee: z.string().default(\"\"), title: z.string().describe(",
+            "create_ticket",
+            "/properties/assignee (only in the code)",
+        ),
+        (
+            "typescript",
+            "schemas/create_ticket.json",
+            "\"high\"",
+            "\"high\", \"urgent\"",
+            "create_ticket",
+            "/properties/priority/enum",
+        ),
+    ];
+    for lang in ["python", "typescript"] {
+        let example = if lang == "python" {
+            "tickets-py"
+        } else {
+            "tickets-ts"
+        };
+        let dir = root.path().join(format!("{example}-clean"));
+        copy_whole_example(example, &dir);
+        let (ok, out) = example_tests(lang, &dir);
+        assert!(
+            ok,
+            "{lang}: the example's own tests pass as shipped:\n{out}"
+        );
+    }
+    for (n, (lang, file, from, to, tool, place)) in cases.into_iter().enumerate() {
+        let example = if lang == "python" {
+            "tickets-py"
+        } else {
+            "tickets-ts"
+        };
+        let dir = root.path().join(format!("{example}-{n}"));
+        copy_whole_example(example, &dir);
+        let text = std::fs::read_to_string(dir.join(file)).unwrap();
+        assert!(
+            text.contains(from),
+            "{lang} case {n}: {from:?} is not in {file}"
+        );
+        std::fs::write(dir.join(file), text.replacen(from, to, 1)).unwrap();
+        let (ok, out) = example_tests(lang, &dir);
+        assert!(!ok, "{lang} case {n}: the drift passed the harness:\n{out}");
+        assert!(
+            out.contains(&format!("tool {tool}: plugin.toml and the code disagree"))
+                && out.contains(place)
+                && out.contains("toolhost schema sync"),
+            "{lang} case {n}:\n{out}"
+        );
+    }
+}

@@ -26,7 +26,13 @@
 //!
 //! Its first line says what a harness needs of the manifest without
 //! reading TOML: `{"manifest": {"id", "protocol", "config": [{"name",
-//! "secret", "default"}]}}`.
+//! "secret", "default"}], "checks_shapes": true}}`. An SDK's harness then
+//! sends what its plugin's code states, as `Describe` would answer it
+//! (`{"shapes": BASE64}` of `DescribeResponse`), and this process answers
+//! `{"drift": [...]}`: each tool whose code and manifest part, in the words
+//! `check --start` uses (the tool, the JSON pointers, the `schema sync` to
+//! run), and tools the manifest declares that no handler implements. A
+//! harness fails its test on any, as the daemon would refuse the package.
 //!
 //! What this must not do: run the plugin's code itself, or apply any rule
 //! of its own: every verdict is the pipeline's.
@@ -384,6 +390,33 @@ pub fn run(args: &HarnessArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Where the code an SDK's harness described (`Describe`'s answer, base64)
+/// and the manifest part, as `check --start` says it.
+fn drift_of(m: &toolhost_manifest::Manifest, shapes: &str) -> Vec<String> {
+    let answer = base64::engine::general_purpose::STANDARD
+        .decode(shapes)
+        .ok()
+        .and_then(|b| toolhost_proto::plugin_v2::DescribeResponse::decode(b.as_slice()).ok());
+    let Some(answer) = answer else {
+        return vec!["the harness sent shapes that are not a base64 DescribeResponse".to_owned()];
+    };
+    let missing: Vec<&str> = m
+        .tools
+        .iter()
+        .map(|t| t.name.as_str())
+        .filter(|t| !answer.tools.iter().any(|h| h == t))
+        .collect();
+    let mut problems = crate::drift::drift(m, &toolhost_runtime::shapes_of(answer), &m.dir);
+    if !missing.is_empty() {
+        problems.push(format!(
+            "{}: tools declared in plugin.toml but not implemented by its code: {}",
+            m.id,
+            missing.join(", ")
+        ));
+    }
+    problems
+}
+
 /// Kept whole on purpose: one loop reads the test's lines and routes them
 /// to the call in flight; splitting it would split that routing.
 async fn serve(m: toolhost_manifest::Manifest) -> Result<()> {
@@ -432,6 +465,7 @@ async fn serve(m: toolhost_manifest::Manifest) -> Result<()> {
                     toolhost_manifest::grants::ConfigValue::Boolean(b) => json!(b),
                 }),
             })).collect::<Vec<_>>(),
+            "checks_shapes": true,
         }
     }));
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
@@ -448,6 +482,10 @@ async fn serve(m: toolhost_manifest::Manifest) -> Result<()> {
                 continue;
             }
         };
+        if let Some(shapes) = v.get("shapes").and_then(Value::as_str) {
+            let _ = out_tx.send(json!({ "drift": drift_of(&m, shapes) }));
+            continue;
+        }
         if let Some(call) = v.get("call") {
             if running.as_ref().is_some_and(|r| !r.is_finished()) {
                 let _ = out_tx.send(

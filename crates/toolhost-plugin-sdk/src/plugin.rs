@@ -30,6 +30,19 @@ impl Plugin {
         Self::default()
     }
 
+    /// `Describe`'s answer: the tools this code implements and the shapes
+    /// it states (the test harness sends it to toolhost too).
+    #[cfg(feature = "testing")]
+    pub(crate) fn described(&self) -> toolhost_proto::plugin_v2::DescribeResponse {
+        let mut tools: Vec<String> = self.tools.keys().cloned().collect();
+        tools.sort();
+        toolhost_proto::plugin_v2::DescribeResponse {
+            tools,
+            sdk: concat!("toolhost-plugin-sdk ", env!("CARGO_PKG_VERSION")).to_owned(),
+            shapes: self.shapes.clone(),
+        }
+    }
+
     /// Registers the handler of the tool declared as `name` in the manifest.
     #[must_use]
     pub fn tool<F, Fut>(mut self, name: impl Into<String>, handler: F) -> Self

@@ -46,6 +46,10 @@ pub enum HarnessError {
     /// A `config` name the manifest does not declare.
     #[error("plugin.toml declares no config item {0}")]
     UnknownConfig(String),
+    /// The code and `plugin.toml` disagree: each line names a tool, where,
+    /// and the command that writes the code's shapes into the manifest.
+    #[error("{}", .0.join("\n"))]
+    Drift(Vec<String>),
 }
 
 /// What an agent's client received for one call, and what the tool sent
@@ -164,6 +168,25 @@ impl Harness {
             tools: Arc::new(plugin.tools.clone()),
         };
         let first = h.line().await?;
+        if first.pointer("/manifest/checks_shapes") == Some(&Value::Bool(true)) {
+            // What the code states, compared with the manifest as `toolhost
+            // check --start` and the daemon compare them.
+            h.send(serde_json::json!({ "shapes": encoded(&plugin.described()) }))
+                .await?;
+            let answer = h.line().await?;
+            let problems: Vec<String> = answer
+                .get("drift")
+                .and_then(Value::as_array)
+                .map(|d| {
+                    d.iter()
+                        .filter_map(|p| p.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if !problems.is_empty() {
+                return Err(HarnessError::Drift(problems));
+            }
+        }
         let Some(items) = first.pointer("/manifest/config").and_then(Value::as_array) else {
             return Err(HarnessError::Harness(format!(
                 "unexpected first line: {first}"

@@ -121,6 +121,15 @@ fn read_shapes(
     out
 }
 
+/// The shapes of a `Describe` answer, read as a daemon reads them (the
+/// harness compares an in-process plugin's with its manifest this way).
+#[must_use]
+pub fn shapes_of(answer: toolhost_proto::plugin_v2::DescribeResponse) -> Vec<ToolShape> {
+    let mut tools = answer.tools;
+    tools.sort();
+    read_shapes(answer.shapes, &tools)
+}
+
 impl Described {
     /// Declared tools without a handler, and handlers for tools not
     /// declared (which no agent can reach).

@@ -60,7 +60,7 @@ mod temp;
 
 pub use client::{
     CallSlot, CallSlots, CallStream, DEFAULT_MAX_ANSWER_BYTES, Described, InvokeError,
-    MAX_SHAPE_SCHEMA_BYTES, MAX_SHAPES_BYTES, PluginClient, ToolShape,
+    MAX_SHAPE_SCHEMA_BYTES, MAX_SHAPES_BYTES, PluginClient, ToolShape, shapes_of,
 };
 pub use leaders::Leaders;
 

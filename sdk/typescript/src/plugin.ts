@@ -283,7 +283,13 @@ export class Plugin {
       done(status(grpc.status.UNAUTHENTICATED, "this plugin answers only the toolhost that started it"));
       return;
     }
-    done(null, { tools: [...this.tools.keys()].sort(), sdk: `@toolhost/plugin ${SDK_VERSION}`, shapes: this.shapes });
+    done(null, this.described());
+  }
+
+  /** @internal `Describe`'s answer: what the code implements and the shapes
+   * it states (the test harness sends it to toolhost too). */
+  described(): Record<string, unknown> {
+    return { tools: [...this.tools.keys()].sort(), sdk: `@toolhost/plugin ${SDK_VERSION}`, shapes: this.shapes };
   }
 
   /** @internal the protocol-1 servicer, for the test harness. */

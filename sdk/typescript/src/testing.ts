@@ -71,6 +71,10 @@ export class Outcome {
 /** The name is no tool of the manifest on the call's surface. */
 export class UnknownTool extends Error {}
 
+/** The code and plugin.toml disagree: each line names a tool, where, and
+ * the command that writes the code's shapes into the manifest. */
+export class Drift extends Error {}
+
 export interface CallOptions {
   answers?: unknown[];
   canAsk?: boolean;
@@ -147,6 +151,19 @@ export class Harness {
     if (!first.manifest) throw new Error(`toolhost harness: ${first.error ?? JSON.stringify(first)}`);
     h.giveConfig(first.manifest.config, options.config ?? {});
     await plugin.resolveShapes();
+    if (first.manifest.checks_shapes) {
+      // What the code states, compared with the manifest as `toolhost
+      // check --start` and the daemon compare them: a drifted type, a
+      // forgotten `schema sync` or a hand-edited schema fails here.
+      const bytes = (services.v2.Describe.responseSerialize as (v: unknown) => Buffer)(plugin.described());
+      h.send({ shapes: bytes.toString("base64") });
+      const answer = await h.next();
+      const problems: string[] = answer.drift ?? [];
+      if (problems.length) {
+        await h.close();
+        throw new Drift(problems.join("\n"));
+      }
+    }
     return h;
   }
 

@@ -383,6 +383,24 @@ class _Unary(v1_grpc.PluginServicer):
         return response
 
 
+def describe(plugin: Plugin) -> "v2.DescribeResponse":
+    """What the code implements and the shapes it states: `Describe`'s
+    answer, which the test harness sends toolhost too."""
+    return v2.DescribeResponse(
+        tools=sorted(plugin.tools),
+        sdk=f"toolhost-plugin {SDK_VERSION}",
+        shapes=[
+            v2.ToolShape(
+                name=name,
+                input_schema_json=json.dumps(shape.input_schema),
+                output_schema_json=json.dumps(shape.output_schema) if shape.output_schema is not None else "",
+                description=shape.description,
+            )
+            for name, shape in sorted(plugin.shapes.items())
+        ],
+    )
+
+
 class _Streaming(v2_grpc.PluginServicer):
     def __init__(self, plugin: Plugin) -> None:
         self.plugin = plugin
@@ -391,19 +409,7 @@ class _Streaming(v2_grpc.PluginServicer):
         """The tools this code implements, for toolhost to compare with the
         manifest."""
         await _from_toolhost(self.plugin, context)
-        return v2.DescribeResponse(
-            tools=sorted(self.plugin.tools),
-            sdk=f"toolhost-plugin {SDK_VERSION}",
-            shapes=[
-                v2.ToolShape(
-                    name=name,
-                    input_schema_json=json.dumps(shape.input_schema),
-                    output_schema_json=json.dumps(shape.output_schema) if shape.output_schema is not None else "",
-                    description=shape.description,
-                )
-                for name, shape in sorted(self.plugin.shapes.items())
-            ],
-        )
+        return describe(self.plugin)
 
     async def Invoke(self, request_iterator, context):
         await _from_toolhost(self.plugin, context)

@@ -48,9 +48,9 @@ from ._gen.kandev.plugin.v1 import plugin_pb2 as v1
 from ._gen.toolhost.plugin.v2 import plugin_pb2 as v2
 from .config import Secret
 from .config import config as _config
-from .plugin import DATA_DIR_KEY, Plugin, _Streaming, _Unary
+from .plugin import DATA_DIR_KEY, Plugin, _Streaming, _Unary, describe
 
-__all__ = ["Harness", "Outcome"]
+__all__ = ["Drift", "Harness", "Outcome"]
 
 
 @dataclass
@@ -127,6 +127,11 @@ def _b64(message) -> str:
     return base64.b64encode(message.SerializeToString()).decode()
 
 
+class Drift(AssertionError):
+    """The code and plugin.toml disagree: each line names a tool, where,
+    and the command that writes the code's shapes into the manifest."""
+
+
 class Harness:
     """A plugin's tools, called through toolhost's rules in this process.
 
@@ -168,6 +173,22 @@ class Harness:
             bufsize=1,
         )
         self._lock = threading.Lock()
+        self._check_shapes()
+
+    def _check_shapes(self) -> None:
+        """Compares what the code states with the manifest, as `toolhost
+        check --start` and the daemon do: a drifted type, a forgotten
+        `schema sync` or a hand-edited schema fails here, naming the tool,
+        the places and the command to run."""
+        first = asyncio.run(self._line())
+        if not first.get("manifest", {}).get("checks_shapes"):
+            return
+        self._send({"shapes": _b64(describe(self.plugin))})
+        answer = asyncio.run(self._line())
+        problems = answer.get("drift") or []
+        if problems:
+            self.close()
+            raise Drift("\n".join(problems))
 
     def _give_config(self, manifest_path: str, given: dict[str, Any]) -> None:
         import tomllib
