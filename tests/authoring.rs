@@ -268,6 +268,28 @@ async fn serve_dev_reloads_code_and_manifest_and_keeps_the_last_good_version() {
             .await
             .contains("was never opened")
     );
+    // Code that drifted from its manifest (a type changed, no `schema
+    // sync`) is refused as `check --start` refuses it, naming the place.
+    let drifted = working.replacen("cursor: int = 0,", "cursor: str = \"0\",", 1);
+    assert_ne!(drifted, working);
+    std::fs::write(dir.join("plugin.py"), &drifted).unwrap();
+    toolhost_e2e::eventually(
+        Duration::from_secs(30),
+        "the drifted reload to be refused",
+        async || {
+            let logs = d.logs();
+            logs.contains("tool list_tickets: plugin.toml and the code disagree")
+                .then_some(())
+                .filter(|()| logs.contains("/properties/cursor"))
+        },
+    )
+    .await;
+    assert!(
+        text_of(&client, close, json!({"id": 9}))
+            .await
+            .contains("was never opened"),
+        "the last good version serves on"
+    );
     client.cancel().await.unwrap();
 
     // The next run in the same directory keeps the token.

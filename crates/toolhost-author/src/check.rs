@@ -292,7 +292,7 @@ fn start_and_describe(
             );
         }
         if let Some(d) = &started.described {
-            problems.extend(crate::drift::drift(m, &d.shapes, &m.dir));
+            problems.extend(toolhost_lifecycle::drift::drift(m, &d.shapes, &m.dir));
         }
     })?;
     Ok(problems)

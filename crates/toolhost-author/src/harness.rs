@@ -406,7 +406,8 @@ fn drift_of(m: &toolhost_manifest::Manifest, shapes: &str) -> Vec<String> {
         .map(|t| t.name.as_str())
         .filter(|t| !answer.tools.iter().any(|h| h == t))
         .collect();
-    let mut problems = crate::drift::drift(m, &toolhost_runtime::shapes_of(answer), &m.dir);
+    let mut problems =
+        toolhost_lifecycle::drift::drift(m, &toolhost_runtime::shapes_of(answer), &m.dir);
     if !missing.is_empty() {
         problems.push(format!(
             "{}: tools declared in plugin.toml but not implemented by its code: {}",

@@ -19,7 +19,6 @@
 mod build;
 pub mod check;
 pub mod code;
-pub mod drift;
 pub mod harness;
 pub mod new;
 pub mod pack;

@@ -303,7 +303,7 @@ fn code_agrees(packed: &Manifest, set: &[String], source: &Path) -> Result<Compa
                 let drift: Vec<String> = s
                     .described
                     .as_ref()
-                    .map(|d| crate::drift::drift(m, &d.shapes, source))
+                    .map(|d| toolhost_lifecycle::drift::drift(m, &d.shapes, source))
                     .unwrap_or_default();
                 for p in &drift {
                     errln!("error: {p}");

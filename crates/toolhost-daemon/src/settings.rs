@@ -296,7 +296,12 @@ impl Config {
                 .unwrap_or(DEFAULT_STATE_RESERVE_MB)
                 .saturating_mul(1 << 20),
             state_reserve_files: self.limits.state_reserve_files.unwrap_or(64).clamp(1, 4096),
-            supervisor: self.supervisor.resolve(),
+            supervisor: toolhost_runtime::SupervisorConfig {
+                // `serve --dev` compares the code's shapes with the manifest
+                // at every reload.
+                keep_shapes: dev.is_some(),
+                ..self.supervisor.resolve()
+            },
             managed: self.backend.managed || self.backend.nats.is_some(),
             fleet: match &self.backend.nats {
                 None => None,

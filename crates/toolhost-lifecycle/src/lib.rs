@@ -34,6 +34,7 @@
 #![forbid(unsafe_code)]
 
 pub mod contract;
+pub mod drift;
 mod files;
 mod lifecycle;
 pub mod settings;

@@ -68,6 +68,19 @@ impl Lifecycle {
             new.stop().await;
             return Err(e);
         }
+        // Where the supervisor keeps the shapes the code states (`serve
+        // --dev`), code that drifted from its manifest is refused as `check
+        // --start` and `pack` refuse it: the last good version serves on.
+        let drift = new
+            .state()
+            .described
+            .as_ref()
+            .map(|d| crate::drift::drift(&m, &d.shapes, &m.dir))
+            .unwrap_or_default();
+        if !drift.is_empty() {
+            new.stop().await;
+            return Err(LifecycleError::Invalid { problems: drift });
+        }
         let swapped = {
             let mut inner = self.lock();
             let mut redeclared = false;
