@@ -402,3 +402,100 @@ async fn serve_dev_under_a_separate_account_keeps_the_data_across_reloads() {
     .await;
     client.cancel().await.unwrap();
 }
+
+/// `serve --dev` builds what it runs: a change to a TypeScript plugin's
+/// sources is built (`npm run build`) before the reload, and a build that
+/// fails is said, with the compiler's words, while the last good version
+/// keeps serving.
+#[tokio::test]
+async fn serve_dev_builds_a_typescript_plugin_before_it_reloads() {
+    use std::time::Duration;
+    let root = Scratch::new("serve-dev-ts");
+    let example = workspace_root().join("plugins-example/tickets-ts");
+    let dir = root.path().join("tickets-ts");
+    for sub in ["", "bin", "schemas", "dist"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+        for e in std::fs::read_dir(example.join(sub)).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_file() {
+                std::fs::copy(e.path(), dir.join(sub).join(e.file_name())).unwrap();
+            }
+        }
+    }
+    std::os::unix::fs::symlink(example.join("node_modules"), dir.join("node_modules")).unwrap();
+    let secret = root.path().join("api-token");
+    std::fs::write(&secret, "test\n").unwrap();
+    let read: Vec<String> = toolhost_e2e::sandbox_read_paths()
+        .iter()
+        .chain([&example.join("node_modules")])
+        .map(|p| format!("{:?}", p.display().to_string()))
+        .collect();
+    let state = root.path().join("state");
+    let d = Daemon::start(
+        root.path(),
+        &format!("[sandbox]\nread = [{}]\n", read.join(", ")),
+        &[
+            "--dev",
+            dir.to_str().unwrap(),
+            "--set",
+            &format!("api_token=@{}", secret.display()),
+            "--state-dir",
+            state.to_str().unwrap(),
+        ],
+    );
+    let token = banner_token(&d).await;
+    let client = agent(&d.url, &token).await;
+    let close = "kandev_tickets_ts_close_ticket";
+    toolhost_e2e::eventually(Duration::from_secs(30), "the plugin to serve", async || {
+        text_of(&client, close, json!({"id": 9}))
+            .await
+            .contains("there is no ticket 9")
+            .then_some(())
+    })
+    .await;
+
+    // A change to the source, not to dist/: built, then served.
+    let source = std::fs::read_to_string(dir.join("tickets.ts")).unwrap();
+    let changed = source.replace("there is no ticket ${id}", "ticket ${id} was never opened");
+    assert_ne!(changed, source);
+    std::fs::write(dir.join("tickets.ts"), &changed).unwrap();
+    toolhost_e2e::eventually(
+        Duration::from_secs(60),
+        "the source change built and served",
+        async || {
+            text_of(&client, close, json!({"id": 9}))
+                .await
+                .contains("ticket 9 was never opened")
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(
+        d.logs().contains("building tickets-ts (npm run build)"),
+        "{}",
+        d.logs()
+    );
+
+    // A source that does not compile: said, and the last good version serves.
+    std::fs::write(
+        dir.join("tickets.ts"),
+        format!("{changed}\nconst broken: number = \"not a number\";\n"),
+    )
+    .unwrap();
+    toolhost_e2e::eventually(
+        Duration::from_secs(60),
+        "the failed build to be said",
+        async || {
+            let logs = d.logs();
+            (logs.contains("the build of tickets-ts failed") && logs.contains("TS2322"))
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(
+        text_of(&client, close, json!({"id": 9}))
+            .await
+            .contains("ticket 9 was never opened")
+    );
+    client.cancel().await.unwrap();
+}

@@ -303,6 +303,79 @@ const UNWATCHED: [&str; 7] = [
     "vendor",
 ];
 
+/// The build a plugin directory declares, which `serve --dev` runs before
+/// each reload: `npm run build` where `package.json` has a `build` script
+/// (the TypeScript template's), `cargo build --release` where there is a
+/// `Cargo.toml` (the Rust template's launcher runs the release binary).
+/// Python needs none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BuildStep {
+    Npm,
+    Cargo,
+}
+
+impl BuildStep {
+    fn of(dir: &Path) -> Option<Self> {
+        if dir.join("Cargo.toml").is_file() {
+            return Some(Self::Cargo);
+        }
+        let package = std::fs::read(dir.join("package.json")).ok()?;
+        let package: serde_json::Value = serde_json::from_slice(&package).ok()?;
+        package
+            .pointer("/scripts/build")
+            .is_some()
+            .then_some(Self::Npm)
+    }
+
+    fn shown(self) -> &'static str {
+        match self {
+            Self::Npm => "npm run build",
+            Self::Cargo => "cargo build --release",
+        }
+    }
+
+    /// Runs the build; its output's last lines when it fails.
+    async fn run(self, dir: &Path) -> std::result::Result<(), String> {
+        let mut command = match self {
+            Self::Npm => {
+                if !dir.join("node_modules").is_dir() {
+                    return Err(
+                        "node_modules is missing: run `npm install` in the plugin's directory"
+                            .into(),
+                    );
+                }
+                let mut c = tokio::process::Command::new("npm");
+                c.args(["run", "build", "--silent"]);
+                c
+            }
+            Self::Cargo => {
+                let mut c = tokio::process::Command::new(
+                    std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()),
+                );
+                c.args(["build", "--release", "--message-format=short"]);
+                c
+            }
+        };
+        let out = command
+            .current_dir(dir)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .map_err(|e| format!("cannot run {}: {e}", self.shown()))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(30)..].join("\n");
+        Err(format!("{} failed ({}):\n{tail}", self.shown(), out.status))
+    }
+}
+
 /// What the directory holds, as far as a reload cares: each file's path,
 /// size and modification time.
 fn look(dir: &Path) -> Vec<(PathBuf, u64, SystemTime)> {
@@ -377,6 +450,32 @@ pub async fn watch(
             .unwrap_or_default()
     };
     let mut served = looked(dir.clone()).await;
+    // What was built before this run may be older than its sources: build
+    // once now, and reload if that changed anything.
+    if let Some(step) = BuildStep::of(&dir) {
+        errln!("toolhost: building {id} ({})", step.shown());
+        match step.run(&dir).await {
+            Ok(()) => {
+                let now = looked(dir.clone()).await;
+                if now != served {
+                    served = now;
+                    match lifecycle.reload(&id).await {
+                        Ok(revision) => {
+                            errln!("toolhost: reloaded {id} as built (catalog revision {revision})")
+                        }
+                        Err(e) => errln!(
+                            "toolhost: {id} as built did not load, and the last good version keeps serving: {}",
+                            toolhost_base::text::escaped(&e.to_string(), 8192)
+                        ),
+                    }
+                }
+            }
+            Err(why) => errln!(
+                "toolhost: the build of {id} failed; what was built before serves:\n{}",
+                toolhost_base::text::escaped(&why, 8192)
+            ),
+        }
+    }
     let mut seen = served.clone();
     loop {
         tokio::select! {
@@ -389,7 +488,28 @@ pub async fn watch(
         if !settled || seen == served {
             continue;
         }
-        served = seen.clone();
+        // Build what runs: a change to TypeScript or Rust sources means
+        // nothing until it is built. What the build writes is not a change
+        // of its own.
+        if let Some(step) = BuildStep::of(&dir) {
+            errln!(
+                "toolhost: {} changed; building {id} ({})",
+                dir.display(),
+                step.shown()
+            );
+            let built = step.run(&dir).await;
+            seen = looked(dir.clone()).await;
+            served = seen.clone();
+            if let Err(why) = built {
+                errln!(
+                    "toolhost: the build of {id} failed, and the last good version keeps serving:\n{}",
+                    toolhost_base::text::escaped(&why, 8192)
+                );
+                continue;
+            }
+        } else {
+            served = seen.clone();
+        }
         errln!("toolhost: {} changed; reloading {id}", dir.display());
         match lifecycle.reload(&id).await {
             Ok(revision) => errln!("toolhost: reloaded {id} (catalog revision {revision})"),
