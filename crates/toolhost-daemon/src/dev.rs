@@ -435,6 +435,49 @@ fn look(dir: &Path) -> Vec<(PathBuf, u64, SystemTime)> {
     out
 }
 
+/// What was built before this run may be older than its sources: builds
+/// once at start, and reloads if that changed anything. What the directory
+/// holds then, if the build ran.
+async fn build_at_start(
+    dir: &Path,
+    id: &str,
+    lifecycle: &toolhost_lifecycle::Lifecycle,
+) -> Option<Vec<(PathBuf, u64, SystemTime)>> {
+    let step = BuildStep::of(dir)?;
+    let before = {
+        let d = dir.to_path_buf();
+        tokio::task::spawn_blocking(move || look(&d))
+            .await
+            .unwrap_or_default()
+    };
+    errln!("toolhost: building {id} ({})", step.shown());
+    if let Err(why) = step.run(dir).await {
+        errln!(
+            "toolhost: the build of {id} failed; what was built before serves:\n{}",
+            toolhost_base::text::escaped(&why, 8192)
+        );
+        return None;
+    }
+    let now = {
+        let d = dir.to_path_buf();
+        tokio::task::spawn_blocking(move || look(&d))
+            .await
+            .unwrap_or_default()
+    };
+    if now != before {
+        match lifecycle.reload(id).await {
+            Ok(revision) => {
+                errln!("toolhost: reloaded {id} as built (catalog revision {revision})")
+            }
+            Err(e) => errln!(
+                "toolhost: {id} as built did not load, and the last good version keeps serving: {}",
+                toolhost_base::text::escaped(&e.to_string(), 8192)
+            ),
+        }
+    }
+    Some(now)
+}
+
 /// Reloads the plugin `id` served from `dir` whenever what the directory
 /// holds changes and then stays the same for one more look (an editor's
 /// save, a build, is several writes), until `stop`.
@@ -450,31 +493,8 @@ pub async fn watch(
             .unwrap_or_default()
     };
     let mut served = looked(dir.clone()).await;
-    // What was built before this run may be older than its sources: build
-    // once now, and reload if that changed anything.
-    if let Some(step) = BuildStep::of(&dir) {
-        errln!("toolhost: building {id} ({})", step.shown());
-        match step.run(&dir).await {
-            Ok(()) => {
-                let now = looked(dir.clone()).await;
-                if now != served {
-                    served = now;
-                    match lifecycle.reload(&id).await {
-                        Ok(revision) => {
-                            errln!("toolhost: reloaded {id} as built (catalog revision {revision})")
-                        }
-                        Err(e) => errln!(
-                            "toolhost: {id} as built did not load, and the last good version keeps serving: {}",
-                            toolhost_base::text::escaped(&e.to_string(), 8192)
-                        ),
-                    }
-                }
-            }
-            Err(why) => errln!(
-                "toolhost: the build of {id} failed; what was built before serves:\n{}",
-                toolhost_base::text::escaped(&why, 8192)
-            ),
-        }
+    if let Some(now) = build_at_start(&dir, &id, &lifecycle).await {
+        served = now;
     }
     let mut seen = served.clone();
     loop {
