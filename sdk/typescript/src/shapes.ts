@@ -46,7 +46,12 @@ export async function jsonSchemaOf(s: Schema): Promise<Record<string, unknown>> 
   if (isZod(s)) {
     const own = (s as { toJSONSchema?: (params: Record<string, unknown>) => Record<string, unknown> }).toJSONSchema;
     if (typeof own !== "function") {
-      throw new Error("tools stated in zod need zod 4.1 or later (a schema's toJSONSchema)");
+      const three = typeof s === "object" && s !== null && "_def" in s && !("_zod" in s);
+      throw new Error(
+        three
+          ? "tools stated in zod need zod 4.1 or later, and this schema is zod 3: npm install zod@^4.1"
+          : "tools stated in zod need zod 4.1 or later (a schema's toJSONSchema): npm install zod@^4.1",
+      );
     }
     const out = own.call(s, { io: "input", unrepresentable: "throw" });
     delete out.$schema;

@@ -136,6 +136,9 @@ export class Harness {
 
   /** Starts the harness for the plugin whose plugin.toml is in `directory`. */
   static async start(plugin: Plugin, directory: string, options: { config?: Record<string, unknown> } = {}): Promise<Harness> {
+    // The code's shapes first: a schema the SDK cannot read (zod 3, say)
+    // fails the test here, before a harness process could keep it alive.
+    await plugin.resolveShapes();
     const exe = process.env.TOOLHOST_BIN ?? "toolhost";
     const scratch = mkdtempSync(join(tmpdir(), "toolhost-harness-"));
     process.env.KANDEV_PLUGIN_DATA_DIR = scratch;
@@ -148,9 +151,16 @@ export class Harness {
     });
     const h = new Harness(plugin, proc, scratch);
     const first = await h.next();
-    if (!first.manifest) throw new Error(`toolhost harness: ${first.error ?? JSON.stringify(first)}`);
-    h.giveConfig(first.manifest.config, options.config ?? {});
-    await plugin.resolveShapes();
+    if (!first.manifest) {
+      await h.close();
+      throw new Error(`toolhost harness: ${first.error ?? JSON.stringify(first)}`);
+    }
+    try {
+      h.giveConfig(first.manifest.config, options.config ?? {});
+    } catch (e) {
+      await h.close();
+      throw e;
+    }
     if (first.manifest.checks_shapes) {
       // What the code states, compared with the manifest as `toolhost
       // check --start` and the daemon compare them: a drifted type, a

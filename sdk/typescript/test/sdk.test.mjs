@@ -232,3 +232,10 @@ test("a call without the call token is refused", async () => {
     s.forceShutdown();
   }
 });
+
+test("a tool stated in zod 3 fails the harness at once, naming the version it needs", async () => {
+  const { Harness } = await import("../dist/testing.js");
+  const zod3 = { safeParse: () => ({ success: true }), _def: { typeName: "ZodObject" } };
+  const old = new Plugin().tool("t", { description: "A tool.", input: zod3 }, () => "ok");
+  await assert.rejects(Harness.start(old, tmpdir()), /zod 4\.1 or later, and this schema is zod 3/);
+});
