@@ -12,6 +12,7 @@ is kept for the handshake.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import ctypes
 import hmac
 import inspect
@@ -200,7 +201,10 @@ class Plugin:
                 return
             loop.call_soon_threadsafe(_settle, done, value)
 
-        thread = threading.Thread(target=run, name=f"toolhost-tool-{call.name}", daemon=True)
+        # The caller's context goes with the handler into its thread (the
+        # test harness's sandbox rule, a trace's context).
+        context = contextvars.copy_context()
+        thread = threading.Thread(target=context.run, args=(run,), name=f"toolhost-tool-{call.name}", daemon=True)
         thread.start()
         try:
             return await asyncio.shield(done)

@@ -33,6 +33,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextvars
+import errno
+import sys
 import json
 import os
 import shutil
@@ -123,6 +126,57 @@ class _Context:
         raise _Aborted(message)
 
 
+# The directories a handler may write in while the harness runs it: the
+# data directory, as under the daemon's sandbox. None outside a handler.
+_WRITABLE: contextvars.ContextVar[Optional[tuple[str, ...]]] = contextvars.ContextVar(
+    "toolhost_harness_writable", default=None
+)
+_HOOKED = False
+_TWO_PATHS = {"os.rename", "os.replace", "os.link", "os.symlink"}
+_ONE_PATH = {"os.mkdir", "os.remove", "os.rmdir", "os.truncate", "os.chmod", "os.chown", "os.utime", "shutil.rmtree"}
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+
+
+def _sandbox_audit(event: str, args: tuple) -> None:
+    """Refuses, in a handler the harness runs, a write the daemon's sandbox
+    would refuse: anywhere but the plugin's data directory. The error names
+    the path, where under the daemon only its log would."""
+    writable = _WRITABLE.get()
+    if writable is None:
+        return
+    if event == "open":
+        path, mode, flags = (tuple(args) + (None, None, None))[:3]
+        writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+            isinstance(flags, int) and flags & _WRITE_FLAGS
+        )
+        paths = [path] if writing else []
+    elif event in _TWO_PATHS:
+        paths = list(args[:2])
+    elif event in _ONE_PATH:
+        paths = list(args[:1])
+    else:
+        return
+    for p in paths:
+        if p is None or isinstance(p, int):
+            continue
+        shown = os.fsdecode(p)
+        real = os.path.realpath(shown)
+        if not any(real == w or real.startswith(w + os.sep) for w in writable):
+            raise PermissionError(
+                errno.EACCES,
+                f"under toolhost's sandbox a plugin writes only in its data directory ({writable[0]}, "
+                "Plugin.data_dir()); this write would fail there too",
+                shown,
+            )
+
+
+def _install_sandbox_rule() -> None:
+    global _HOOKED
+    if not _HOOKED:
+        sys.addaudithook(_sandbox_audit)
+        _HOOKED = True
+
+
 def _b64(message) -> str:
     return base64.b64encode(message.SerializeToString()).decode()
 
@@ -159,6 +213,7 @@ class Harness:
             data_dir = self._scratch.name
         self.data_dir = data_dir
         os.environ[DATA_DIR_KEY] = data_dir
+        _install_sandbox_rule()
         exe = os.environ.get("TOOLHOST_BIN") or shutil.which("toolhost")
         if not exe:
             raise FileNotFoundError(
@@ -274,6 +329,21 @@ class Harness:
         return json.loads(text)
 
     async def _run(self, request: dict) -> Outcome:
+        # The handler's tasks (and its thread) inherit the rule from here.
+        # Under the daemon $TMPDIR is inside the data directory, so `tempfile`
+        # works there; so it does here, while the handler runs (the test's
+        # own code does not run meanwhile: it waits for this call).
+        temporary = os.path.join(self.data_dir, ".tmp")
+        os.makedirs(temporary, exist_ok=True)
+        rule = _WRITABLE.set((os.path.realpath(self.data_dir),))
+        before, tempfile.tempdir = tempfile.tempdir, temporary
+        try:
+            return await self._run_under_rule(request)
+        finally:
+            tempfile.tempdir = before
+            _WRITABLE.reset(rule)
+
+    async def _run_under_rule(self, request: dict) -> Outcome:
         self._send({"call": request})
         context: Optional[_Context] = None
         handler: Optional[asyncio.Task] = None
