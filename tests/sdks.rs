@@ -492,3 +492,34 @@ async fn a_plugin_whose_handler_is_stuck_is_restarted_and_says_why() {
         assert_eq!(texts(&r), ["hello, ada"], "{p}");
     }
 }
+
+/// What a client may cache: a 2026-07-28 client's `tools/list` carries the
+/// configured `ttlMs` and the `private` scope (a listing is the caller's
+/// surface's); a 2025-era session's answer carries neither, as before.
+#[tokio::test]
+async fn tools_list_tells_a_modern_client_how_long_it_may_cache_it() {
+    let root = Scratch::new("list-ttl");
+    let plugins = [sdk_plugin(root.path(), "py", "python", 2)];
+    let config = TestConfig::new(root.path(), &plugins)
+        .top("")
+        .extra("\n[mcp]\nlist_ttl_ms = 45000\n")
+        .build();
+    let d = Daemon::start(root.path(), &config, &[]);
+    d.wait_metric("toolhost_plugin_state{plugin=\"py\",state=\"ready\"}", 1.0)
+        .await;
+    for era in ERAS {
+        let c = connect(&d.url, Asker::new(false), era).await;
+        let listed = c.list_tools(None).await.unwrap();
+        assert!(listed.tools.iter().any(|t| t.name == "kandev_py_hello"));
+        if era == ERAS[1] {
+            assert_eq!(listed.ttl_ms, Some(45_000));
+            assert_eq!(listed.cache_scope, Some(rmcp::model::CacheScope::Private));
+        } else {
+            assert_eq!(
+                (listed.ttl_ms, listed.cache_scope),
+                (None, None),
+                "2025-era answers are unchanged"
+            );
+        }
+    }
+}

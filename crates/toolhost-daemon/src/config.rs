@@ -127,6 +127,8 @@ pub struct McpFile {
     pub instructions_bytes: Option<usize>,
     /// Serve the built-in `<prefix>_toolhost_find_tools`.
     pub find_tools: Option<bool>,
+    /// How long a 2026-07-28 client may cache a `tools/list` answer, ms.
+    pub list_ttl_ms: Option<u64>,
 }
 
 /// `[admin]`.
@@ -629,6 +631,10 @@ impl McpFile {
                 .unwrap_or(toolhost_listing::DEFAULT_TOOLS_PAGE_SIZE),
             instructions_bytes,
             find_tools: self.find_tools.unwrap_or(false).then(|| prefix.to_owned()),
+            list_ttl_ms: self
+                .list_ttl_ms
+                .unwrap_or(toolhost_listing::DEFAULT_LIST_TTL_MS)
+                .min(24 * 3600 * 1000),
         })
     }
 }

@@ -23,4 +23,4 @@ mod view;
 pub use find::exposed_name as find_tool_name;
 pub use instructions::{DEFAULT_BUDGET as DEFAULT_INSTRUCTIONS_BYTES, generate};
 pub use tools::to_tool;
-pub use view::{AgentView, DEFAULT_TOOLS_PAGE_SIZE, Listing};
+pub use view::{AgentView, DEFAULT_LIST_TTL_MS, DEFAULT_TOOLS_PAGE_SIZE, Listing};

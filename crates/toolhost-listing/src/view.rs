@@ -10,6 +10,12 @@ use toolhost_pipeline::{Binding, CallResult};
 /// The default `tools/list` page: catalogs of ordinary size answer in one.
 pub const DEFAULT_TOOLS_PAGE_SIZE: usize = 1000;
 
+/// How long a 2026-07-28 client may treat a `tools/list` answer as fresh
+/// by default, in milliseconds: catalogs change on an install or a push,
+/// minutes apart at the most, and a session is told of each change
+/// (`list_changed`) whatever this says.
+pub const DEFAULT_LIST_TTL_MS: u64 = 60_000;
+
 /// What agents are shown besides the catalog itself (`[mcp]`).
 #[derive(Debug, Clone)]
 pub struct AgentView {
@@ -19,6 +25,8 @@ pub struct AgentView {
     pub instructions_bytes: usize,
     /// Serve the built-in find tool under this exposed-name prefix.
     pub find_tools: Option<String>,
+    /// How long a client may cache a `tools/list` answer (`ttlMs`), ms.
+    pub list_ttl_ms: u64,
 }
 
 impl Default for AgentView {
@@ -27,6 +35,7 @@ impl Default for AgentView {
             tools_page_size: DEFAULT_TOOLS_PAGE_SIZE,
             instructions_bytes: instructions::DEFAULT_BUDGET,
             find_tools: None,
+            list_ttl_ms: DEFAULT_LIST_TTL_MS,
         }
     }
 }

@@ -217,6 +217,13 @@ impl ServerHandler for Handler {
         self.hub.listed(&b, shown);
         let mut result = ListToolsResult::with_all_items(page);
         result.next_cursor = next;
+        if is_modern(&cx) {
+            // A listing is the caller's surface's (bindings filter it):
+            // cacheable by this caller only, for the configured time.
+            result = result
+                .with_ttl_ms(self.hub.listing.view().list_ttl_ms)
+                .with_cache_scope(rmcp::model::CacheScope::Private);
+        }
         Ok(result)
     }
 
