@@ -104,10 +104,21 @@ fn serve_dev(root: &std::path::Path, dir: &std::path::Path) -> Daemon {
 
 /// `serve_dev` with more `[sandbox]` lines (`account`).
 fn serve_dev_as(root: &std::path::Path, dir: &std::path::Path, account: &str) -> Daemon {
+    serve_dev_reading(root, dir, account, &[])
+}
+
+/// `serve_dev_as` with more paths the plugin may read (`[sandbox] read`).
+fn serve_dev_reading(
+    root: &std::path::Path,
+    dir: &std::path::Path,
+    account: &str,
+    more: &[std::path::PathBuf],
+) -> Daemon {
     let secret = root.join("api-token");
     std::fs::write(&secret, "test\n").unwrap();
     let read: Vec<String> = toolhost_e2e::sandbox_read_paths()
         .iter()
+        .chain(more)
         .map(|p| format!("{:?}", p.display().to_string()))
         .collect();
     let state = root.join("state");
@@ -157,6 +168,23 @@ async fn text_of(
         .filter_map(|c| c.as_text().map(|t| t.text.clone()))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Waits until `tool` with `args` answers a text holding `needle`.
+async fn until_served(
+    client: &toolhost_e2e::AgentClient,
+    tool: &str,
+    args: serde_json::Value,
+    needle: &str,
+    what: &str,
+) {
+    toolhost_e2e::eventually(std::time::Duration::from_secs(60), what, async || {
+        text_of(client, tool, args.clone())
+            .await
+            .contains(needle)
+            .then_some(())
+    })
+    .await;
 }
 
 /// The author's loop: a code change and a manifest change reload the
@@ -423,35 +451,17 @@ async fn serve_dev_builds_a_typescript_plugin_before_it_reloads() {
         }
     }
     std::os::unix::fs::symlink(example.join("node_modules"), dir.join("node_modules")).unwrap();
-    let secret = root.path().join("api-token");
-    std::fs::write(&secret, "test\n").unwrap();
-    let read: Vec<String> = toolhost_e2e::sandbox_read_paths()
-        .iter()
-        .chain([&example.join("node_modules")])
-        .map(|p| format!("{:?}", p.display().to_string()))
-        .collect();
-    let state = root.path().join("state");
-    let d = Daemon::start(
-        root.path(),
-        &format!("[sandbox]\nread = [{}]\n", read.join(", ")),
-        &[
-            "--dev",
-            dir.to_str().unwrap(),
-            "--set",
-            &format!("api_token=@{}", secret.display()),
-            "--state-dir",
-            state.to_str().unwrap(),
-        ],
-    );
+    let d = serve_dev_reading(root.path(), &dir, "", &[example.join("node_modules")]);
     let token = banner_token(&d).await;
     let client = agent(&d.url, &token).await;
     let close = "kandev_tickets_ts_close_ticket";
-    toolhost_e2e::eventually(Duration::from_secs(30), "the plugin to serve", async || {
-        text_of(&client, close, json!({"id": 9}))
-            .await
-            .contains("there is no ticket 9")
-            .then_some(())
-    })
+    until_served(
+        &client,
+        close,
+        json!({"id": 9}),
+        "there is no ticket 9",
+        "the plugin to serve",
+    )
     .await;
 
     // A change to the source, not to dist/: built, then served.
@@ -459,15 +469,12 @@ async fn serve_dev_builds_a_typescript_plugin_before_it_reloads() {
     let changed = source.replace("there is no ticket ${id}", "ticket ${id} was never opened");
     assert_ne!(changed, source);
     std::fs::write(dir.join("tickets.ts"), &changed).unwrap();
-    toolhost_e2e::eventually(
-        Duration::from_secs(60),
+    until_served(
+        &client,
+        close,
+        json!({"id": 9}),
+        "ticket 9 was never opened",
         "the source change built and served",
-        async || {
-            text_of(&client, close, json!({"id": 9}))
-                .await
-                .contains("ticket 9 was never opened")
-                .then_some(())
-        },
     )
     .await;
     assert!(
