@@ -170,21 +170,31 @@ async fn text_of(
         .join("\n")
 }
 
-/// Waits until `tool` with `args` answers a text holding `needle`.
+/// Waits until `tool` with `args` answers a text holding `needle`; on
+/// timeout, says what the daemon logged.
 async fn until_served(
+    d: &toolhost_e2e::Daemon,
     client: &toolhost_e2e::AgentClient,
     tool: &str,
     args: serde_json::Value,
     needle: &str,
     what: &str,
 ) {
-    toolhost_e2e::eventually(std::time::Duration::from_secs(60), what, async || {
-        text_of(client, tool, args.clone())
-            .await
-            .contains(needle)
-            .then_some(())
-    })
+    let served = tokio::time::timeout(
+        std::time::Duration::from_secs(90),
+        toolhost_e2e::eventually(std::time::Duration::from_secs(3600), what, async || {
+            text_of(client, tool, args.clone())
+                .await
+                .contains(needle)
+                .then_some(())
+        }),
+    )
     .await;
+    assert!(
+        served.is_ok(),
+        "timed out waiting for: {what}\n{}",
+        d.logs()
+    );
 }
 
 /// The author's loop: a code change and a manifest change reload the
@@ -456,6 +466,7 @@ async fn serve_dev_builds_a_typescript_plugin_before_it_reloads() {
     let client = agent(&d.url, &token).await;
     let close = "kandev_tickets_ts_close_ticket";
     until_served(
+        &d,
         &client,
         close,
         json!({"id": 9}),
@@ -470,6 +481,7 @@ async fn serve_dev_builds_a_typescript_plugin_before_it_reloads() {
     assert_ne!(changed, source);
     std::fs::write(dir.join("tickets.ts"), &changed).unwrap();
     until_served(
+        &d,
         &client,
         close,
         json!({"id": 9}),

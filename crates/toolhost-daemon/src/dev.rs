@@ -327,6 +327,48 @@ impl BuildStep {
             .then_some(Self::Npm)
     }
 
+    /// Whether `path` is something this build writes rather than reads:
+    /// TypeScript's `outDir` (`dist` unless `tsconfig.json` says other)
+    /// and its `.tsbuildinfo`, Cargo's `target/`. A source saved while the
+    /// build runs must not be taken for part of what was built.
+    fn writes(self, dir: &Path, path: &Path) -> bool {
+        let Ok(inside) = path.strip_prefix(dir) else {
+            return false;
+        };
+        match self {
+            Self::Cargo => inside.starts_with("target"),
+            Self::Npm => {
+                let out_dir = std::fs::read(dir.join("tsconfig.json"))
+                    .ok()
+                    .and_then(|t| serde_json::from_slice::<serde_json::Value>(&t).ok())
+                    .and_then(|t| {
+                        t.pointer("/compilerOptions/outDir")
+                            .and_then(|o| o.as_str())
+                            .map(|o| o.trim_start_matches("./").trim_end_matches('/').to_owned())
+                    })
+                    .filter(|o| !o.is_empty() && o != ".")
+                    .unwrap_or_else(|| "dist".to_owned());
+                inside.starts_with(&out_dir)
+                    || inside.extension().is_some_and(|e| e == "tsbuildinfo")
+            }
+        }
+    }
+
+    /// What a build that read `before` and wrote `after` has served: its
+    /// outputs as they are now, its inputs as they were when it started.
+    /// A source changed during the build then differs from what was
+    /// served, and the next look builds again.
+    fn served(self, dir: &Path, before: &[Watched], after: &[Watched]) -> Vec<Watched> {
+        let mut served: Vec<Watched> = after
+            .iter()
+            .filter(|w| self.writes(dir, &w.0))
+            .chain(before.iter().filter(|w| !self.writes(dir, &w.0)))
+            .cloned()
+            .collect();
+        served.sort();
+        served
+    }
+
     fn shown(self) -> &'static str {
         match self {
             Self::Npm => "npm run build",
@@ -376,9 +418,11 @@ impl BuildStep {
     }
 }
 
-/// What the directory holds, as far as a reload cares: each file's path,
-/// size and modification time.
-fn look(dir: &Path) -> Vec<(PathBuf, u64, SystemTime)> {
+/// One file as a reload sees it: path, size, modification time.
+type Watched = (PathBuf, u64, SystemTime);
+
+/// What the directory holds, as far as a reload cares.
+fn look(dir: &Path) -> Vec<Watched> {
     let mut out = Vec::new();
     let mut pending = vec![(dir.to_path_buf(), 0usize)];
     while let Some((d, depth)) = pending.pop() {
@@ -442,7 +486,7 @@ async fn build_at_start(
     dir: &Path,
     id: &str,
     lifecycle: &toolhost_lifecycle::Lifecycle,
-) -> Option<Vec<(PathBuf, u64, SystemTime)>> {
+) -> Option<Vec<Watched>> {
     let step = BuildStep::of(dir)?;
     let before = {
         let d = dir.to_path_buf();
@@ -475,7 +519,7 @@ async fn build_at_start(
             ),
         }
     }
-    Some(now)
+    Some(step.served(dir, &before, &now))
 }
 
 /// Reloads the plugin `id` served from `dir` whenever what the directory
@@ -518,8 +562,9 @@ pub async fn watch(
                 step.shown()
             );
             let built = step.run(&dir).await;
+            let before = std::mem::take(&mut seen);
             seen = looked(dir.clone()).await;
-            served = seen.clone();
+            served = step.served(&dir, &before, &seen);
             if let Err(why) = built {
                 errln!(
                     "toolhost: the build of {id} failed, and the last good version keeps serving:\n{}",
@@ -586,6 +631,41 @@ fn sample_arguments(schema: &serde_json::Value) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    /// A source saved while the build ran is not taken for built: what
+    /// was served keeps the source as the build read it, so the next look
+    /// builds again; what the build wrote is served as written.
+    #[test]
+    fn a_source_saved_during_a_build_is_built_again() {
+        let dir = Path::new("/p");
+        let at = |s: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(s);
+        let before = vec![
+            (dir.join("dist/tickets.js"), 10, at(1)),
+            (dir.join("tickets.ts"), 5, at(1)),
+        ];
+        let after = vec![
+            (dir.join("dist/tickets.js"), 11, at(2)),
+            (dir.join("tickets.ts"), 6, at(2)),
+        ];
+        let served = BuildStep::Npm.served(dir, &before, &after);
+        assert_ne!(served, after, "the saved source must count as a change");
+        assert_eq!(
+            served,
+            vec![
+                (dir.join("dist/tickets.js"), 11, at(2)),
+                (dir.join("tickets.ts"), 5, at(1)),
+            ]
+        );
+        // Nothing saved during the build: what was served is what is there.
+        let quiet = vec![
+            (dir.join("dist/tickets.js"), 11, at(2)),
+            (dir.join("tickets.ts"), 5, at(1)),
+        ];
+        assert_eq!(BuildStep::Npm.served(dir, &before, &quiet), quiet);
+        assert!(BuildStep::Cargo.writes(dir, &dir.join("target/release/tickets")));
+        assert!(!BuildStep::Cargo.writes(dir, &dir.join("src/main.rs")));
+        assert!(BuildStep::Npm.writes(dir, &dir.join("tsconfig.tsbuildinfo")));
+    }
 
     #[test]
     fn the_banners_sample_call_fills_what_is_required() {
