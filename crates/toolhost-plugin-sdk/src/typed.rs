@@ -100,6 +100,54 @@ mod tests {
         labels: Vec<Label>,
     }
 
+    /// The bounds every SDK can state, as a Rust author writes them.
+    #[derive(schemars::JsonSchema, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Constraints {
+        #[schemars(range(min = 1, max = 100))]
+        limit: u32,
+        #[schemars(extend("exclusiveMinimum" = 0, "exclusiveMaximum" = 1))]
+        ratio: f64,
+        #[schemars(length(min = 1, max = 80))]
+        title: String,
+        #[schemars(regex(pattern = r"^[a-z]+$"))]
+        slug: String,
+        #[schemars(length(min = 1, max = 5))]
+        tags: Vec<String>,
+    }
+
+    /// A schema without `format` (an annotation, not a rule; the SDKs
+    /// differ in it) and with `required` in order.
+    fn rules(v: &Value) -> Value {
+        match v {
+            Value::Object(o) => {
+                let mut out: serde_json::Map<String, Value> = o
+                    .iter()
+                    .filter(|(k, _)| *k != "format")
+                    .map(|(k, v)| (k.clone(), rules(v)))
+                    .collect();
+                if let Some(Value::Array(required)) = out.get_mut("required") {
+                    required.sort_by_key(|r| r.as_str().map(str::to_owned));
+                }
+                Value::Object(out)
+            }
+            Value::Array(a) => Value::Array(a.iter().map(rules).collect()),
+            other => other.clone(),
+        }
+    }
+
+    /// The Python (pydantic, annotated_types, toolhost's own) and
+    /// TypeScript (zod) SDKs' tests hold their schemas for the same bounds
+    /// to the same file.
+    #[test]
+    fn the_same_constraints_give_the_same_schema_in_every_sdk() {
+        let shared: Value =
+            serde_json::from_str(include_str!("../../../sdk/constraints.schema.json"))
+                .unwrap_or_default();
+        assert!(shared.is_object());
+        assert_eq!(rules(&schema_of::<Constraints>()), rules(&shared));
+    }
+
     #[test]
     fn a_type_is_one_closed_self_contained_schema() {
         let s = schema_of::<Create>();

@@ -220,3 +220,55 @@ def test_a_constraint_that_cannot_be_stated_is_refused_never_dropped():
     ):
         with pytest.raises(TypeError):
             schema_of(bad)
+
+
+def _rules(schema):
+    """A schema without `format` (an annotation, not a rule; the SDKs may
+    differ in it) and with `required` in order."""
+    if isinstance(schema, list):
+        return [_rules(v) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _rules(v) for k, v in schema.items() if k != "format"}
+    if isinstance(out.get("required"), list):
+        out["required"] = sorted(out["required"])
+    return out
+
+
+def test_the_same_constraints_give_the_same_schema_in_every_sdk():
+    """sdk/constraints.schema.json: the TypeScript (zod) and Rust (schemars)
+    SDKs' tests compare their schemas for the same bounds with it too."""
+    import annotated_types as at
+    from pathlib import Path
+    from pydantic import Field
+
+    from toolhost_plugin import Length, Range
+
+    shared = json.loads((Path(__file__).parents[2] / "constraints.schema.json").read_text())
+
+    @dataclass
+    class WithPydantic:
+        limit: Annotated[int, Field(ge=1, le=100)]
+        ratio: Annotated[float, Field(gt=0, lt=1)]
+        title: Annotated[str, Field(min_length=1, max_length=80)]
+        slug: Annotated[str, Field(pattern="^[a-z]+$")]
+        tags: Annotated[list[str], Field(min_length=1, max_length=5)]
+
+    @dataclass
+    class WithAnnotatedTypes:
+        limit: Annotated[int, at.Ge(1), at.Le(100)]
+        ratio: Annotated[float, at.Gt(0), at.Lt(1)]
+        title: Annotated[str, at.Len(1, 80)]
+        slug: Annotated[str, Length(pattern="^[a-z]+$")]
+        tags: Annotated[list[str], at.MinLen(1), at.MaxLen(5)]
+
+    @dataclass
+    class WithToolhostOnly:
+        limit: Annotated[int, Range(ge=1, le=100)]
+        ratio: Annotated[float, Range(gt=0, lt=1)]
+        title: Annotated[str, Length(min_length=1, max_length=80)]
+        slug: Annotated[str, Length(pattern="^[a-z]+$")]
+        tags: Annotated[list[str], Length(min_length=1, max_length=5)]
+
+    for form in (WithPydantic, WithAnnotatedTypes, WithToolhostOnly):
+        assert _rules(schema_of(form)) == _rules(shared), form.__name__

@@ -239,3 +239,34 @@ test("a tool stated in zod 3 fails the harness at once, naming the version it ne
   const old = new Plugin().tool("t", { description: "A tool.", input: zod3 }, () => "ok");
   await assert.rejects(Harness.start(old, tmpdir()), /zod 4\.1 or later, and this schema is zod 3/);
 });
+
+test("the same constraints give the same schema in every SDK (sdk/constraints.schema.json)", async () => {
+  const { z } = await import("zod");
+  const { readFileSync } = await import("node:fs");
+  const shared = JSON.parse(readFileSync(new URL("../../constraints.schema.json", import.meta.url), "utf8"));
+  const p = new Plugin().tool(
+    "constraints",
+    {
+      description: "Every kind of bound.",
+      input: z.object({
+        limit: z.number().int().min(1).max(100),
+        ratio: z.number().gt(0).lt(1),
+        title: z.string().min(1).max(80),
+        slug: z.string().regex(/^[a-z]+$/),
+        tags: z.array(z.string()).min(1).max(5),
+      }),
+    },
+    () => "ok",
+  );
+  await p.resolveShapes();
+  const stated = JSON.parse(p.described().shapes[0].input_schema_json);
+  // `format` is an annotation, not a rule; the SDKs may differ in it.
+  const sorted = (v) =>
+    Array.isArray(v)
+      ? v.map(sorted)
+      : typeof v === "object" && v !== null
+        ? Object.fromEntries(Object.keys(v).filter((k) => k !== "format").sort().map((k) => [k, sorted(v[k])]))
+        : v;
+  stated.required = [...stated.required].sort();
+  assert.deepEqual(sorted(stated), sorted(shared));
+});
