@@ -798,27 +798,42 @@ fn the_harness_fails_a_test_run_whose_code_and_manifest_drifted() {
 
 /// The harness holds a handler to the sandbox's rule for writes: one that
 /// writes beside its code (a relative path, the plugin's folder) fails the
-/// test, naming the path, as it would fail under the daemon.
+/// test, naming the path, as it would fail under the daemon; in Python and
+/// TypeScript.
 #[test]
 fn the_harness_refuses_a_write_outside_the_data_directory_naming_it() {
     let root = toolhost_e2e::Scratch::new("harness-write");
-    let dir = root.path().join("tickets-py");
-    copy_whole_example("tickets-py", &dir);
-    let code = std::fs::read_to_string(dir.join("plugin.py")).unwrap();
-    let careless = code.replace(
-        "return Path(plugin.data_dir() or \".\") / \"tickets.json\"",
-        "return Path(\"tickets.json\")",
-    );
-    assert_ne!(careless, code);
-    std::fs::write(dir.join("plugin.py"), careless).unwrap();
-    let (ok, out) = example_tests("python", &dir);
-    assert!(!ok, "a write beside the code passed the harness:\n{out}");
-    assert!(
-        out.contains("writes only in its data directory") && out.contains("tickets.json"),
-        "{out}"
-    );
-    assert!(
-        !dir.join("tickets.json").exists(),
-        "nothing was written beside the code"
-    );
+    for (lang, example, file, from, to) in [
+        (
+            "python",
+            "tickets-py",
+            "plugin.py",
+            "return Path(plugin.data_dir() or \".\") / \"tickets.json\"",
+            "return Path(\"tickets.json\")",
+        ),
+        (
+            "typescript",
+            "tickets-ts",
+            "tickets.ts",
+            "const file = () => join(Plugin.dataDir(), \"tickets.json\");",
+            "const file = () => \"tickets.json\";",
+        ),
+    ] {
+        let dir = root.path().join(example);
+        copy_whole_example(example, &dir);
+        let code = std::fs::read_to_string(dir.join(file)).unwrap();
+        let careless = code.replace(from, to);
+        assert_ne!(careless, code);
+        std::fs::write(dir.join(file), careless).unwrap();
+        let (ok, out) = example_tests(lang, &dir);
+        assert!(!ok, "{lang}: a write beside the code passed the harness:\n{out}");
+        assert!(
+            out.contains("writes only in its data directory") && out.contains("tickets.json"),
+            "{lang}: {out}"
+        );
+        assert!(
+            !dir.join("tickets.json").exists(),
+            "{lang}: nothing was written beside the code"
+        );
+    }
 }

@@ -24,15 +24,117 @@
  * temporary one.
  */
 
+import { AsyncLocalStorage } from "node:async_hooks";
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { EventEmitter } from "node:events";
-import { mkdtempSync, rmSync } from "node:fs";
+import fs, { mkdirSync, mkdtempSync, realpathSync, rmSync } from "node:fs";
+import { syncBuiltinESMExports } from "node:module";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { basename, dirname, join, resolve, sep } from "node:path";
+import { fileURLToPath } from "node:url";
 import { createInterface, type Interface } from "node:readline";
 import * as grpc from "@grpc/grpc-js";
 import { config } from "./config.js";
 import { services, type Plugin } from "./plugin.js";
+
+/** The directory a handler may write in while the harness runs it: the
+ * data directory, as under the daemon's sandbox. Unset outside a handler,
+ * so the test's own code writes where it likes. */
+const writable = new AsyncLocalStorage<string>();
+let ruleInstalled = false;
+
+/** The path a write names, with every link in its existing part resolved
+ * (a file not yet made resolves through its folder). */
+function realTarget(p: unknown): string | undefined {
+  let path: string;
+  if (typeof p === "string") path = p;
+  else if (Buffer.isBuffer(p)) path = p.toString();
+  else if (p instanceof URL) path = fileURLToPath(p);
+  else return undefined; // a file descriptor or handle: opened already
+  let at = resolve(path);
+  const rest: string[] = [];
+  for (;;) {
+    try {
+      return join(realpathSync(at), ...rest);
+    } catch {
+      const up = dirname(at);
+      if (up === at) return join(at, ...rest);
+      rest.unshift(basename(at));
+      at = up;
+    }
+  }
+}
+
+function refusal(path: unknown, allowed: string): NodeJS.ErrnoException {
+  const shown = String(path instanceof URL ? fileURLToPath(path) : path);
+  const e: NodeJS.ErrnoException = new Error(
+    `EACCES: under toolhost's sandbox a plugin writes only in its data directory (${allowed}, Plugin.dataDir()); ` +
+      `this write would fail there too: '${shown}'`,
+  );
+  e.code = "EACCES";
+  e.errno = -13;
+  e.path = shown;
+  return e;
+}
+
+/** Whether `flags` (an open's) write. */
+function writes(flags: unknown): boolean {
+  if (typeof flags === "string") return /[wax+]/.test(flags);
+  if (typeof flags === "number") {
+    const c = fs.constants;
+    return (flags & (c.O_WRONLY | c.O_RDWR | c.O_CREAT | c.O_APPEND | c.O_TRUNC)) !== 0;
+  }
+  return false;
+}
+
+/** Holds a handler the harness runs to the sandbox's rule for writes: fs's
+ * writing functions (callback, sync and promise forms) refuse, naming the
+ * path, what the daemon's sandbox would refuse; its log is all the author
+ * would see there. Installed once; a no-op outside a handler. */
+function installWriteRule(): void {
+  if (ruleInstalled) return;
+  ruleInstalled = true;
+  // name: the argument positions that are paths written; "open" checks flags.
+  const rules: Record<string, number[] | "open"> = {
+    writeFile: [0], appendFile: [0], mkdir: [0], mkdtemp: [0], rm: [0], rmdir: [0], unlink: [0],
+    rename: [0, 1], copyFile: [1], cp: [1], truncate: [0], symlink: [1], link: [1], chmod: [0],
+    chown: [0], lchown: [0], utimes: [0], lutimes: [0], open: "open", createWriteStream: [0],
+  };
+  const guard = (target: Record<string, any>, name: string, style: "callback" | "sync" | "promise") => {
+    const original = target[name];
+    const rule = rules[name.replace(/Sync$/, "")];
+    if (typeof original !== "function" || rule === undefined) return;
+    target[name] = function (this: unknown, ...args: unknown[]) {
+      const allowed = writable.getStore();
+      if (allowed !== undefined) {
+        const paths = rule === "open" ? (writes(args[1]) ? [args[0]] : []) : rule.map((i) => args[i]);
+        for (const p of paths) {
+          const real = realTarget(p);
+          if (real !== undefined && real !== allowed && !real.startsWith(allowed + sep)) {
+            const e = refusal(p, allowed);
+            if (style === "promise") return Promise.reject(e);
+            const callback = args[args.length - 1];
+            if (style === "callback" && typeof callback === "function") {
+              process.nextTick(callback as (e: Error) => void, e);
+              return undefined;
+            }
+            throw e;
+          }
+        }
+      }
+      return original.apply(this, args);
+    };
+  };
+  const mutable = fs as unknown as Record<string, any>;
+  for (const name of Object.keys(rules)) {
+    guard(mutable, name, name === "createWriteStream" ? "sync" : "callback");
+    guard(mutable, `${name}Sync`, "sync");
+    guard(mutable.promises, name, "promise");
+  }
+  // `import { writeFileSync } from "node:fs"` binds the module's exports
+  // as they were; this brings them up to date.
+  syncBuiltinESMExports();
+}
 
 /** What an agent's client received for one call, and what the tool sent
  * its caller on the way. */
@@ -142,6 +244,7 @@ export class Harness {
     const exe = process.env.TOOLHOST_BIN ?? "toolhost";
     const scratch = mkdtempSync(join(tmpdir(), "toolhost-harness-"));
     process.env.KANDEV_PLUGIN_DATA_DIR = scratch;
+    installWriteRule();
     const proc = spawn(exe, ["harness", resolve(directory)], { stdio: ["pipe", "pipe", "pipe"] });
     await new Promise<void>((ok, fail) => {
       proc.once("spawn", () => ok());
@@ -202,8 +305,25 @@ export class Harness {
     this.proc.stdin.write(`${JSON.stringify(line)}\n`);
   }
 
-  /** Calls `tool` (its local name) with `args`, as an agent would. */
+  /** Calls `tool` (its local name) with `args`, as an agent would. The
+   * handler is held to the sandbox's rule for writes: anywhere but the
+   * data directory fails with EACCES naming the path. `os.tmpdir()` is
+   * inside the data directory while it runs, as `$TMPDIR` is under the
+   * daemon (the test's own code does not run meanwhile: it awaits this). */
   async call(tool: string, args?: Record<string, unknown>, options: CallOptions = {}): Promise<Outcome> {
+    const temporary = join(this.scratch, ".tmp");
+    mkdirSync(temporary, { recursive: true });
+    const before = process.env.TMPDIR;
+    process.env.TMPDIR = temporary;
+    try {
+      return await writable.run(realpathSync(this.scratch), () => this.callUnderRule(tool, args, options));
+    } finally {
+      if (before === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = before;
+    }
+  }
+
+  private async callUnderRule(tool: string, args: Record<string, unknown> | undefined, options: CallOptions): Promise<Outcome> {
     const request: Record<string, unknown> = {
       tool,
       arguments: args ?? null,
