@@ -826,7 +826,10 @@ fn the_harness_refuses_a_write_outside_the_data_directory_naming_it() {
         assert_ne!(careless, code);
         std::fs::write(dir.join(file), careless).unwrap();
         let (ok, out) = example_tests(lang, &dir);
-        assert!(!ok, "{lang}: a write beside the code passed the harness:\n{out}");
+        assert!(
+            !ok,
+            "{lang}: a write beside the code passed the harness:\n{out}"
+        );
         assert!(
             out.contains("writes only in its data directory") && out.contains("tickets.json"),
             "{lang}: {out}"
@@ -836,4 +839,70 @@ fn the_harness_refuses_a_write_outside_the_data_directory_naming_it() {
             "{lang}: nothing was written beside the code"
         );
     }
+}
+
+/// The Rust harness holds a handler to the same rule, where the kernel has
+/// Landlock: a write beside the code (here, this test's own folder) fails
+/// as it would under the daemon's sandbox, and one into the data directory
+/// works. The test's own code, on its own thread, is not restricted.
+#[test]
+fn the_rust_harness_holds_a_handler_to_the_data_directory() {
+    use toolhost_plugin_sdk::testing::Harness;
+    use toolhost_plugin_sdk::{Plugin, ToolCall, ToolError, ToolOutput};
+    let beside = workspace_root().join("tests/harness-write-probe.json");
+    let target = beside.clone();
+    let plugin = Plugin::new()
+        .tool("create_ticket", move |_: ToolCall| {
+            let target = target.clone();
+            async move {
+                std::fs::write(&target, "[]").map_err(|e| {
+                    ToolError::new(format!("cannot write {}: {e}", target.display()))
+                })?;
+                Ok(ToolOutput::text("written beside the code"))
+            }
+        })
+        .tool("close_ticket", |_: ToolCall| async move {
+            let dir = ToolCall::data_dir().ok_or_else(|| ToolError::new("no data directory"))?;
+            std::fs::write(dir.join("tickets.json"), "[]")
+                .map_err(|e| ToolError::new(format!("cannot write in the data directory: {e}")))?;
+            Ok(ToolOutput::text("written in the data directory"))
+        })
+        .tool("list_tickets", |_: ToolCall| async move {
+            Ok(ToolOutput::text("none"))
+        });
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (refused, allowed) = runtime.block_on(async {
+        let mut h = Harness::start_using(
+            &bin("toolhost"),
+            &plugin,
+            workspace_root().join("plugins-example/tickets-rs"),
+            &[("api_token", "test")],
+        )
+        .await
+        .unwrap();
+        let refused = h
+            .call("create_ticket", serde_json::json!({"title": "x"}))
+            .await
+            .unwrap();
+        let allowed = h
+            .call("close_ticket", serde_json::json!({"id": 1}))
+            .await
+            .unwrap();
+        h.close().await;
+        (refused, allowed)
+    });
+    let written = beside.exists();
+    let _ = std::fs::remove_file(&beside);
+    assert!(
+        !written && refused.is_error() && refused.text().contains("Permission denied"),
+        "a write beside the code passed the Rust harness: {}",
+        refused.text()
+    );
+    assert!(!allowed.is_error(), "{}", allowed.text());
+    // This thread, the test's own, still writes where it likes.
+    std::fs::write(&beside, "[]").unwrap();
+    std::fs::remove_file(&beside).unwrap();
 }

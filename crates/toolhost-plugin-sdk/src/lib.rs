@@ -94,9 +94,11 @@
 //!
 //! What this crate must not do: validate arguments (toolhost already did,
 //! against the manifest's schema) or retry anything. Arguments arrive exactly
-//! as the schema allows, with aliases already renamed.
+//! as the schema allows, with aliases already renamed. Nor use `unsafe`:
+//! the one exception is the test harness's Landlock calls (`write_rule`,
+//! feature `testing`), which no plugin binary carries.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 mod call;
 mod config;
@@ -116,6 +118,8 @@ mod trace;
 mod trace;
 #[cfg(feature = "types")]
 pub mod typed;
+#[cfg(feature = "testing")]
+mod write_rule;
 
 pub use call::{Answer, AskError, LogLevel, Question, ToolCall};
 pub use config::{Config, Secret, config};

@@ -312,7 +312,7 @@ impl StreamService for Service {
         let req = start.request.clone().unwrap_or_default();
         let handler = self.handler(&req.name)?;
         let span = crate::trace::call_span(&metadata, &req.name, &req.invocation_id);
-        let running = run_call(handler, start, deadline, span);
+        let running = run_call(handler, start, deadline, span, None);
         let (link, reader_token) = (running.link, running.token);
 
         // toolhost's side: answers to questions; an error means the call
@@ -355,6 +355,7 @@ pub(crate) fn run_call(
     start: wire::Start,
     deadline: Option<tokio::time::Instant>,
     span: Option<crate::trace::Context>,
+    on: Option<&tokio::runtime::Handle>,
 ) -> RunningCall {
     let req = start.request.clone().unwrap_or_default();
     let (tx, rx) = tokio::sync::mpsc::channel(64);
@@ -363,7 +364,7 @@ pub(crate) fn run_call(
     let token = CancellationToken::new();
     let call = tool_call(req, deadline, token.clone(), Some(Arc::clone(&link)));
     let running_token = token.clone();
-    tokio::spawn(async move {
+    let task = async move {
         let outcome = tokio::select! {
             r = run_handler(handler, call, token.clone(), span) => r,
             // toolhost dropped the call: stop the handler.
@@ -379,7 +380,13 @@ pub(crate) fn run_call(
         });
         let _ = tx.send(event).await;
         token.cancel();
-    });
+    };
+    // The test harness runs handlers on a runtime of its own (see
+    // `write_rule`); the plugin on the one it serves from.
+    match on {
+        Some(runtime) => drop(runtime.spawn(task)),
+        None => drop(tokio::spawn(task)),
+    }
     RunningCall {
         events: rx,
         link,

@@ -110,6 +110,8 @@ pub struct Harness {
     stdin: tokio::process::ChildStdin,
     lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
     tools: Arc<HashMap<String, Handler>>,
+    /// Where handlers run: a thread held to the sandbox's rule for writes.
+    handlers: crate::write_rule::HandlerThread,
 }
 
 fn encoded(m: &impl prost::Message) -> String {
@@ -161,11 +163,22 @@ impl Harness {
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(HarnessError::Harness("no pipes to the harness".into()));
         };
+        let _ = crate::call::DATA_DIR
+            .set(std::env::temp_dir().join(format!("toolhost-harness-{}", std::process::id())));
+        let mut writable = vec![std::env::temp_dir()];
+        if let Some(d) = crate::call::DATA_DIR.get() {
+            let _ = std::fs::create_dir_all(d);
+            writable.push(d.clone());
+        }
+        let handlers = crate::write_rule::HandlerThread::start(writable).map_err(|e| {
+            HarnessError::Harness(format!("cannot start the handlers' thread: {e}"))
+        })?;
         let mut h = Self {
             child,
             stdin,
             lines: tokio::io::BufReader::new(stdout).lines(),
             tools: Arc::new(plugin.tools.clone()),
+            handlers,
         };
         let first = h.line().await?;
         if first.pointer("/manifest/checks_shapes") == Some(&Value::Bool(true)) {
@@ -193,11 +206,6 @@ impl Harness {
             )));
         };
         give_config(items, config)?;
-        let _ = crate::call::DATA_DIR
-            .set(std::env::temp_dir().join(format!("toolhost-harness-{}", std::process::id())));
-        if let Some(d) = crate::call::DATA_DIR.get() {
-            let _ = std::fs::create_dir_all(d);
-        }
         Ok(h)
     }
 
@@ -272,7 +280,7 @@ impl Harness {
                         let name = start.request.as_ref().map(|r| r.name.clone()).unwrap_or_default();
                         match self.tools.get(&name) {
                             Some(handler) => {
-                                running = Some(crate::serve::run_call(Arc::clone(handler), start, deadline(&line), None));
+                                running = Some(crate::serve::run_call(Arc::clone(handler), start, deadline(&line), None, Some(self.handlers.handle())));
                             }
                             None => {
                                 self.send(json!({ "abort": { "code": tonic::Code::NotFound as i32, "message": format!("no tool named {name:?}") } })).await?;
@@ -315,7 +323,17 @@ impl Harness {
         };
         let token = tokio_util::sync::CancellationToken::new();
         let call = crate::serve::tool_call(request, deadline, token.clone(), None);
-        match crate::serve::run_handler(handler, call, token, None).await {
+        let ran = self
+            .handlers
+            .handle()
+            .spawn(crate::serve::run_handler(handler, call, token, None))
+            .await
+            .unwrap_or_else(|e| {
+                Err(tonic::Status::internal(format!(
+                    "the handler panicked: {e}"
+                )))
+            });
+        match ran {
             Ok(out) => json!({ "response": encoded(&crate::serve::v1_response(&out)) }),
             Err(status) => {
                 json!({ "abort": { "code": status.code() as i32, "message": status.message() } })
