@@ -427,7 +427,84 @@ async fn from_toolhost_new_to_an_installed_plugin_outside_the_checkout_in_each_l
             "{out}"
         );
         assert_eq!(hello_of(&d.url, &tool).await, ["Hello, Ada!"], "{lang}");
+
+        if lang == "rust" {
+            dev_rebuilds_a_rust_plugin(root.path(), &dir, &tool, &secret).await;
+        }
     }
+}
+
+/// `serve --dev` builds what it runs: a change to a Rust plugin's source is
+/// built (`cargo build --release`, the template launcher's binary) before
+/// the reload, and the next call answers from the new code.
+async fn dev_rebuilds_a_rust_plugin(root: &Path, dir: &Path, tool: &str, secret: &Path) {
+    let dev_state = root.join("dev-state-rust");
+    let set = format!("api_token=@{}", secret.display());
+    let dev = Daemon::start(
+        root,
+        "",
+        &[
+            "--dev",
+            &dir.display().to_string(),
+            "--set",
+            &set,
+            "--state-dir",
+            &dev_state.display().to_string(),
+        ],
+    );
+    let token = eventually(WAIT, "the dev banner", async || {
+        let logs = dev.logs();
+        if !logs.contains("the token stays the same across runs") {
+            return None;
+        }
+        logs.lines()
+            .find_map(|l| l.trim().strip_prefix("export TOOLHOST_TOKEN="))
+            .map(str::to_owned)
+    })
+    .await;
+    let hello = |who: &'static str| {
+        let (url, token, tool) = (dev.url.clone(), token.clone(), tool.to_owned());
+        async move {
+            let out = tokio::process::Command::new(bin("toolhost"))
+                .args([
+                    "call",
+                    &tool,
+                    &format!("{{\"name\": \"{who}\"}}"),
+                    "--url",
+                    &url,
+                ])
+                .env("TOOLHOST_TOKEN", &token)
+                .output()
+                .await
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        }
+    };
+    assert_eq!(hello("Ada").await, "Hello, Ada!", "{}", dev.logs());
+    let main = dir.join("src/main.rs");
+    let source = std::fs::read_to_string(&main).unwrap();
+    let changed = source.replace("\"Hello, {}!\"", "\"Howdy, {}!\"");
+    assert_ne!(changed, source, "the template's greeting moved");
+    std::fs::write(&main, changed).unwrap();
+    // A release build of one crate: minutes on a loaded 2-core machine.
+    let rebuilt = tokio::time::timeout(Duration::from_secs(600), async {
+        loop {
+            if hello("Ada").await == "Howdy, Ada!" {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    let logs = dev.logs();
+    assert!(
+        rebuilt.is_ok(),
+        "the source change was not built and served:\n{logs}"
+    );
+    assert!(
+        logs.contains("building tickets-rust (cargo build --release)"),
+        "{logs}"
+    );
 }
 
 /// A handler that blocks where its SDK cannot interrupt it (Python: a
