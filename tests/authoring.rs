@@ -330,11 +330,24 @@ async fn serve_dev_reloads_code_and_manifest_and_keeps_the_last_good_version() {
     );
     client.cancel().await.unwrap();
 
-    // The next run in the same directory keeps the token.
+    // The next run in the same directory keeps the token. Started on the
+    // drifted code, with no last good version to keep, it serves what
+    // plugin.toml declares and says the drift, naming the command.
     let _ = d.signal_and_wait(rustix::process::Signal::TERM);
-    std::fs::write(dir.join("plugin.py"), working).unwrap();
     let again = serve_dev(root.path(), &dir);
     assert_eq!(banner_token(&again).await, token);
+    toolhost_e2e::eventually(
+        Duration::from_secs(30),
+        "the drift to be said at start",
+        async || {
+            let logs = again.logs();
+            (logs.contains("serves what plugin.toml declares")
+                && logs.contains("/properties/cursor")
+                && logs.contains("toolhost schema sync"))
+            .then_some(())
+        },
+    )
+    .await;
 }
 
 /// A copy of the Rust tickets example in `root`, its launcher running the

@@ -522,6 +522,34 @@ async fn build_at_start(
     Some(step.served(dir, &before, &now))
 }
 
+/// The first start has no last good version to keep serving, so code
+/// whose shapes drifted from `plugin.toml` is served as the manifest says,
+/// and said here once, as loudly as a refused reload: an agent's call with
+/// a parameter only the code declares otherwise reads just "unexpected
+/// argument".
+async fn say_drift_at_start(
+    id: String,
+    lifecycle: Arc<toolhost_lifecycle::Lifecycle>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while tokio::time::Instant::now() < deadline {
+        if let Some(drift) = lifecycle.drift_of(&id) {
+            if !drift.is_empty() {
+                errln!(
+                    "toolhost: {id} serves what plugin.toml declares, and its code states other shapes; calls use plugin.toml's until you sync:\n{}",
+                    toolhost_base::text::escaped(&drift.join("\n"), 8192)
+                );
+            }
+            return;
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+    }
+}
+
 /// Reloads the plugin `id` served from `dir` whenever what the directory
 /// holds changes and then stays the same for one more look (an editor's
 /// save, a build, is several writes), until `stop`.
@@ -537,6 +565,11 @@ pub async fn watch(
             .unwrap_or_default()
     };
     let mut served = looked(dir.clone()).await;
+    tokio::spawn(say_drift_at_start(
+        id.clone(),
+        Arc::clone(&lifecycle),
+        stop.clone(),
+    ));
     if let Some(now) = build_at_start(&dir, &id, &lifecycle).await {
         served = now;
     }

@@ -13,6 +13,23 @@ use std::sync::Arc;
 use toolhost_manifest::Manifest;
 
 impl Lifecycle {
+    /// Where the running process of plugin `id` and its manifest part, as
+    /// `check --start` words it; `None` until the process has said what it
+    /// implements (or where shapes are not kept: only `serve --dev` keeps
+    /// them). A reload refuses drift; this is for the first start, which
+    /// has no last good version to keep.
+    #[must_use]
+    pub fn drift_of(&self, id: &str) -> Option<Vec<String>> {
+        let inner = self.lock();
+        let record = inner.records.get(id)?;
+        let described = record.handle.as_ref()?.state().described?;
+        Some(crate::drift::drift(
+            &record.manifest,
+            &described.shapes,
+            &record.manifest.dir,
+        ))
+    }
+
     /// Reloads plugin `id`, served from a plugin path, from its directory.
     /// Returns the catalog revision its new declarations are served at.
     ///
