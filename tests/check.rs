@@ -796,6 +796,114 @@ fn the_harness_fails_a_test_run_whose_code_and_manifest_drifted() {
     }
 }
 
+/// The same three drifts fail the Rust SDK's harness: a changed type, a
+/// parameter added without `schema sync`, and a hand-edited schema file,
+/// each naming the tool, the place and the command. The code's shapes are
+/// stated as `Plugin::typed` states them (`Plugin::shape`), from the
+/// example's own schema files, then drifted.
+#[test]
+fn the_rust_harness_fails_on_each_kind_of_drift() {
+    use toolhost_plugin_sdk::testing::{Harness, HarnessError};
+    use toolhost_plugin_sdk::{Plugin, ToolCall, ToolOutput};
+    let root = toolhost_e2e::Scratch::new("harness-drift-rs");
+    let example = workspace_root().join("plugins-example/tickets-rs");
+    let schema = |dir: &std::path::Path, name: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(dir.join("schemas").join(name)).unwrap())
+            .unwrap()
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // (what drifts, the tool, the place)
+    let cases = [
+        ("none", "", ""),
+        ("type", "list_tickets", "/properties/limit"),
+        (
+            "added",
+            "create_ticket",
+            "/properties/assignee (only in the code)",
+        ),
+        ("enum", "create_ticket", "/properties/priority/enum"),
+    ];
+    for (kind, tool, place) in cases {
+        let dir = root.path().join(kind);
+        std::fs::create_dir_all(dir.join("schemas")).unwrap();
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        std::fs::copy(example.join("plugin.toml"), dir.join("plugin.toml")).unwrap();
+        std::fs::copy(
+            example.join("bin/tickets-plugin"),
+            dir.join("bin/tickets-plugin"),
+        )
+        .unwrap();
+        for e in std::fs::read_dir(example.join("schemas")).unwrap() {
+            let e = e.unwrap();
+            std::fs::copy(e.path(), dir.join("schemas").join(e.file_name())).unwrap();
+        }
+        let mut list = schema(&dir, "list_tickets.json");
+        let mut create = schema(&dir, "create_ticket.json");
+        match kind {
+            "type" => list["properties"]["limit"]["type"] = "string".into(),
+            "none" => {}
+            "added" => {
+                create["properties"]["assignee"] = serde_json::json!({"type": "string"});
+            }
+            _ => {
+                let mut edited = create.clone();
+                edited["properties"]["priority"]["enum"] =
+                    serde_json::json!(["low", "normal", "high", "urgent"]);
+                std::fs::write(
+                    dir.join("schemas/create_ticket.json"),
+                    serde_json::to_string_pretty(&edited).unwrap(),
+                )
+                .unwrap();
+            }
+        }
+        let answer = |_: ToolCall| async move { Ok(ToolOutput::text("unused")) };
+        let plugin = Plugin::new()
+            .tool("create_ticket", answer)
+            .tool("list_tickets", answer)
+            .tool("close_ticket", answer)
+            .shape(
+                "create_ticket",
+                "Opens a ticket.",
+                &create,
+                Some(&schema(&dir, "create_ticket.out.json")),
+            )
+            .shape(
+                "list_tickets",
+                "Lists tickets.",
+                &list,
+                Some(&schema(&dir, "list_tickets.out.json")),
+            );
+        let started = runtime.block_on(Harness::start_using(
+            &bin("toolhost"),
+            &plugin,
+            &dir,
+            &[("api_token", "test")],
+        ));
+        if kind == "none" {
+            // The shapes as the schema files state them: no drift.
+            assert!(
+                started.is_ok(),
+                "the example's own shapes drifted: {:?}",
+                started.err()
+            );
+            continue;
+        }
+        let Err(HarnessError::Drift(problems)) = started else {
+            panic!("{kind}: the drift passed the Rust harness");
+        };
+        let said = problems.join("\n");
+        assert!(
+            said.contains(&format!("tool {tool}: plugin.toml and the code disagree"))
+                && said.contains(place)
+                && said.contains("toolhost schema sync"),
+            "{kind}: {said}"
+        );
+    }
+}
+
 /// The harness holds a handler to the sandbox's rule for writes: one that
 /// writes beside its code (a relative path, the plugin's folder) fails the
 /// test, naming the path, as it would fail under the daemon; in Python and
