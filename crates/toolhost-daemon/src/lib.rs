@@ -19,6 +19,7 @@
 
 pub mod config;
 pub mod dev;
+mod dev_watch;
 mod memory;
 mod metrics;
 mod oauth;

@@ -319,7 +319,7 @@ impl Daemon {
             dir, id: Some(id), ..
         }) = &s.dev
         {
-            tokio::spawn(crate::dev::watch(
+            tokio::spawn(crate::dev_watch::watch(
                 dir.clone(),
                 id.clone(),
                 Arc::clone(&self.lifecycle),

@@ -94,11 +94,9 @@
 //!
 //! What this crate must not do: validate arguments (toolhost already did,
 //! against the manifest's schema) or retry anything. Arguments arrive exactly
-//! as the schema allows, with aliases already renamed. Nor use `unsafe`:
-//! the one exception is the test harness's Landlock calls (`write_rule`,
-//! feature `testing`), which no plugin binary carries.
+//! as the schema allows, with aliases already renamed.
 
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 mod call;
 mod config;

@@ -1,5 +1,5 @@
 //! The sandbox's rule for writes, held in the test harness: where the
-//! kernel has Landlock, the handlers a [`crate::testing::Harness`] runs run
+//! kernel has Landlock, the handlers the test harness (`Harness`) runs run
 //! on a thread of their own that may write only beneath the data directory
 //! (and the temporary directory, where `$TMPDIR` points inside the data
 //! directory under the daemon). A handler that writes beside its code then
@@ -71,120 +71,30 @@ impl Drop for HandlerThread {
     }
 }
 
-/// Landlock's filesystem rights that write (ABI 1), then REFER (ABI 2) and
-/// TRUNCATE (ABI 3).
+/// Restricts the calling thread (and the threads it starts later) to
+/// writing beneath `writable` and to `/dev/null` (written by any child
+/// started with its output dropped; the daemon's sandbox allows it too).
+/// Whether the rule holds: false where the kernel has no Landlock, or a
+/// step failed. Landlock's crate does the system calls, best effort: an
+/// older kernel enforces what it knows.
 #[cfg(target_os = "linux")]
-const WRITES: u64 = (1 << 1) // WRITE_FILE
-    | (1 << 4) // REMOVE_DIR
-    | (1 << 5) // REMOVE_FILE
-    | (1 << 6) // MAKE_CHAR
-    | (1 << 7) // MAKE_DIR
-    | (1 << 8) // MAKE_REG
-    | (1 << 9) // MAKE_SOCK
-    | (1 << 10) // MAKE_FIFO
-    | (1 << 11) // MAKE_BLOCK
-    | (1 << 12); // MAKE_SYM
-#[cfg(target_os = "linux")]
-const REFER: u64 = 1 << 13;
-#[cfg(target_os = "linux")]
-const TRUNCATE: u64 = 1 << 14;
-
-/// Restricts the calling thread (and threads it starts) to writing beneath
-/// `writable`. Whether the rule holds: false where the kernel has no
-/// Landlock, or a step failed (then nothing was restricted).
-#[cfg(target_os = "linux")]
-#[allow(unsafe_code)]
 fn restrict_writes(writable: &[PathBuf]) -> bool {
-    use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
-    use std::os::unix::fs::OpenOptionsExt as _;
-
-    #[repr(C, packed)]
-    struct PathBeneath {
-        allowed_access: u64,
-        parent_fd: i32,
-    }
-
-    // SAFETY: landlock_create_ruleset with no attribute and the VERSION
-    // flag only reports the ABI.
-    let abi = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<u8>(),
-            0usize,
-            1u32,
-        )
+    use landlock::{
+        ABI, AccessFs, Ruleset, RulesetAttr as _, RulesetCreatedAttr as _, RulesetStatus,
     };
-    if abi < 1 {
-        return false;
-    }
-    let mut handled = WRITES;
-    if abi >= 2 {
-        handled |= REFER;
-    }
-    if abi >= 3 {
-        handled |= TRUNCATE;
-    }
-    // SAFETY: the attribute is the first field of landlock_ruleset_attr
-    // (handled_access_fs), and its size is given.
-    let ruleset = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            &raw const handled,
-            std::mem::size_of::<u64>(),
-            0u32,
-        )
-    };
-    let Ok(ruleset) = i32::try_from(ruleset) else {
-        return false;
-    };
-    if ruleset < 0 {
-        return false;
-    }
-    // SAFETY: a new descriptor the kernel just returned, owned here only.
-    let ruleset = unsafe { OwnedFd::from_raw_fd(ruleset) };
-    // /dev/null is written by any child started with its output dropped;
-    // the daemon's sandbox allows it too. A rule on a file carries file
-    // rights only.
-    let null = PathBuf::from("/dev/null");
-    for path in writable.iter().chain([&null]) {
-        let Ok(parent) = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
-            .open(path)
-        else {
-            continue;
-        };
-        let is_dir = parent.metadata().is_ok_and(|m| m.is_dir());
-        let rule = PathBeneath {
-            allowed_access: if is_dir {
-                handled
-            } else {
-                handled & ((1 << 1) | TRUNCATE)
-            },
-            parent_fd: parent.as_raw_fd(),
-        };
-        // SAFETY: a path-beneath rule (type 1) whose struct is the kernel's
-        // packed landlock_path_beneath_attr; both descriptors are open.
-        let added = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_add_rule,
-                ruleset.as_raw_fd(),
-                1u32,
-                &raw const rule,
-                0u32,
-            )
-        };
-        if added != 0 {
-            return false;
-        }
-    }
-    // SAFETY: prctl(PR_SET_NO_NEW_PRIVS) binds this thread only, and is
-    // what an unprivileged landlock_restrict_self requires.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-        return false;
-    }
-    // SAFETY: restricts the calling thread with an open ruleset.
-    unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) == 0 }
+    // ABI 3's writes: write, make, remove, link (refer) and truncate; not
+    // ioctl, which the daemon does not restrict either.
+    let writes = AccessFs::from_write(ABI::V3);
+    let paths = writable
+        .iter()
+        .map(PathBuf::as_path)
+        .chain([std::path::Path::new("/dev/null")]);
+    let restricted = Ruleset::default()
+        .handle_access(writes)
+        .and_then(|r| r.create())
+        .and_then(|r| r.add_rules(landlock::path_beneath_rules(paths, writes)))
+        .and_then(|r| r.restrict_self());
+    restricted.is_ok_and(|s| s.ruleset != RulesetStatus::NotEnforced)
 }
 
 #[cfg(not(target_os = "linux"))]

@@ -1,0 +1,391 @@
+//! `serve --dev`'s watcher: it looks at the plugin's directory every
+//! quarter second, and when what it holds changed and then stayed the same
+//! for one more look (an editor's save, a build, is several writes), runs
+//! the plugin's own build step and reloads it. A reload that does not load
+//! (a manifest with a problem, code that does not start, code whose shapes
+//! drifted from the manifest) is said, and the last good version serves on.
+//!
+//! What this module must not do: take what a build writes for a change of
+//! its own (that would build for ever), or take a source saved while a
+//! build runs for part of what was built (that change would never be
+//! built): what a build reads and what it writes are kept apart.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use toolhost_base::errln;
+
+/// How often the plugin's directory is looked at.
+const WATCH_EVERY: Duration = Duration::from_millis(250);
+
+/// The most files a look reads; a directory with more is watched in part.
+const MAX_WATCHED_FILES: usize = 20_000;
+
+/// Directories that are not the plugin's source: environments, caches,
+/// history. A Rust plugin's build directory is looked at for its binaries
+/// only (`target/debug`, `target/release`).
+const UNWATCHED: [&str; 7] = [
+    ".venv",
+    "node_modules",
+    "__pycache__",
+    ".git",
+    ".pytest_cache",
+    ".mypy_cache",
+    "vendor",
+];
+
+/// The build a plugin directory declares, which `serve --dev` runs before
+/// each reload: `npm run build` where `package.json` has a `build` script
+/// (the TypeScript template's), `cargo build --release` where there is a
+/// `Cargo.toml` (the Rust template's launcher runs the release binary).
+/// Python needs none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BuildStep {
+    Npm,
+    Cargo,
+}
+
+impl BuildStep {
+    fn of(dir: &Path) -> Option<Self> {
+        if dir.join("Cargo.toml").is_file() {
+            return Some(Self::Cargo);
+        }
+        let package = std::fs::read(dir.join("package.json")).ok()?;
+        let package: serde_json::Value = serde_json::from_slice(&package).ok()?;
+        package
+            .pointer("/scripts/build")
+            .is_some()
+            .then_some(Self::Npm)
+    }
+
+    /// Whether `path` is something this build writes rather than reads:
+    /// TypeScript's `outDir` (`dist` unless `tsconfig.json` says other)
+    /// and its `.tsbuildinfo`, Cargo's `target/`. A source saved while the
+    /// build runs must not be taken for part of what was built.
+    fn writes(self, dir: &Path, path: &Path) -> bool {
+        let Ok(inside) = path.strip_prefix(dir) else {
+            return false;
+        };
+        match self {
+            Self::Cargo => inside.starts_with("target"),
+            Self::Npm => {
+                let out_dir = std::fs::read(dir.join("tsconfig.json"))
+                    .ok()
+                    .and_then(|t| serde_json::from_slice::<serde_json::Value>(&t).ok())
+                    .and_then(|t| {
+                        t.pointer("/compilerOptions/outDir")
+                            .and_then(|o| o.as_str())
+                            .map(|o| o.trim_start_matches("./").trim_end_matches('/').to_owned())
+                    })
+                    .filter(|o| !o.is_empty() && o != ".")
+                    .unwrap_or_else(|| "dist".to_owned());
+                inside.starts_with(&out_dir)
+                    || inside.extension().is_some_and(|e| e == "tsbuildinfo")
+            }
+        }
+    }
+
+    /// What a build that read `before` and wrote `after` has served: its
+    /// outputs as they are now, its inputs as they were when it started.
+    /// A source changed during the build then differs from what was
+    /// served, and the next look builds again.
+    fn served(self, dir: &Path, before: &[Watched], after: &[Watched]) -> Vec<Watched> {
+        let mut served: Vec<Watched> = after
+            .iter()
+            .filter(|w| self.writes(dir, &w.0))
+            .chain(before.iter().filter(|w| !self.writes(dir, &w.0)))
+            .cloned()
+            .collect();
+        served.sort();
+        served
+    }
+
+    fn shown(self) -> &'static str {
+        match self {
+            Self::Npm => "npm run build",
+            Self::Cargo => "cargo build --release",
+        }
+    }
+
+    /// Runs the build; its output's last lines when it fails.
+    async fn run(self, dir: &Path) -> std::result::Result<(), String> {
+        let mut command = match self {
+            Self::Npm => {
+                if !dir.join("node_modules").is_dir() {
+                    return Err(
+                        "node_modules is missing: run `npm install` in the plugin's directory"
+                            .into(),
+                    );
+                }
+                let mut c = tokio::process::Command::new("npm");
+                c.args(["run", "build", "--silent"]);
+                c
+            }
+            Self::Cargo => {
+                let mut c = tokio::process::Command::new(
+                    std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()),
+                );
+                c.args(["build", "--release", "--message-format=short"]);
+                c
+            }
+        };
+        let out = command
+            .current_dir(dir)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .map_err(|e| format!("cannot run {}: {e}", self.shown()))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(30)..].join("\n");
+        Err(format!("{} failed ({}):\n{tail}", self.shown(), out.status))
+    }
+}
+
+/// One file as a reload sees it: path, size, modification time.
+type Watched = (PathBuf, u64, SystemTime);
+
+/// What the directory holds, as far as a reload cares.
+fn look(dir: &Path) -> Vec<Watched> {
+    let mut out = Vec::new();
+    let mut pending = vec![(dir.to_path_buf(), 0usize)];
+    while let Some((d, depth)) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if out.len() >= MAX_WATCHED_FILES {
+                return out;
+            }
+            let Ok(t) = e.file_type() else { continue };
+            let name = e.file_name();
+            let path = e.path();
+            if t.is_dir() {
+                let name = name.to_string_lossy();
+                let in_target = d.file_name().is_some_and(|n| n == "target") && depth == 1;
+                if UNWATCHED.contains(&name.as_ref()) || depth >= 8 {
+                    continue;
+                }
+                if name == "target" && depth == 0 {
+                    pending.push((path, 1));
+                } else if in_target {
+                    if name == "debug" || name == "release" {
+                        // The binaries only, not the build's own files.
+                        if let Ok(bins) = std::fs::read_dir(&path) {
+                            for b in bins.flatten() {
+                                if b.file_type().is_ok_and(|t| t.is_file())
+                                    && let Ok(m) = b.metadata()
+                                {
+                                    out.push((
+                                        b.path(),
+                                        m.len(),
+                                        m.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                                    ));
+                                }
+                            }
+                        }
+                    }
+                } else {
+                    pending.push((path, depth + 1));
+                }
+            } else if t.is_file()
+                && let Ok(m) = e.metadata()
+            {
+                out.push((
+                    path,
+                    m.len(),
+                    m.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                ));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// What was built before this run may be older than its sources: builds
+/// once at start, and reloads if that changed anything. What the directory
+/// holds then, if the build ran.
+async fn build_at_start(
+    dir: &Path,
+    id: &str,
+    lifecycle: &toolhost_lifecycle::Lifecycle,
+) -> Option<Vec<Watched>> {
+    let step = BuildStep::of(dir)?;
+    let before = {
+        let d = dir.to_path_buf();
+        tokio::task::spawn_blocking(move || look(&d))
+            .await
+            .unwrap_or_default()
+    };
+    errln!("toolhost: building {id} ({})", step.shown());
+    if let Err(why) = step.run(dir).await {
+        errln!(
+            "toolhost: the build of {id} failed; what was built before serves:\n{}",
+            toolhost_base::text::escaped(&why, 8192)
+        );
+        return None;
+    }
+    let now = {
+        let d = dir.to_path_buf();
+        tokio::task::spawn_blocking(move || look(&d))
+            .await
+            .unwrap_or_default()
+    };
+    if now != before {
+        match lifecycle.reload(id).await {
+            Ok(revision) => {
+                errln!("toolhost: reloaded {id} as built (catalog revision {revision})")
+            }
+            Err(e) => errln!(
+                "toolhost: {id} as built did not load, and the last good version keeps serving: {}",
+                toolhost_base::text::escaped(&e.to_string(), 8192)
+            ),
+        }
+    }
+    Some(step.served(dir, &before, &now))
+}
+
+/// The first start has no last good version to keep serving, so code
+/// whose shapes drifted from `plugin.toml` is served as the manifest says,
+/// and said here once, as loudly as a refused reload: an agent's call with
+/// a parameter only the code declares otherwise reads just "unexpected
+/// argument".
+async fn say_drift_at_start(
+    id: String,
+    lifecycle: Arc<toolhost_lifecycle::Lifecycle>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while tokio::time::Instant::now() < deadline {
+        if let Some(drift) = lifecycle.drift_of(&id) {
+            if !drift.is_empty() {
+                errln!(
+                    "toolhost: {id} serves what plugin.toml declares, and its code states other shapes; calls use plugin.toml's until you sync:\n{}",
+                    toolhost_base::text::escaped(&drift.join("\n"), 8192)
+                );
+            }
+            return;
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+    }
+}
+
+/// Reloads the plugin `id` served from `dir` whenever what the directory
+/// holds changes and then stays the same for one more look (an editor's
+/// save, a build, is several writes), until `stop`.
+pub async fn watch(
+    dir: PathBuf,
+    id: String,
+    lifecycle: Arc<toolhost_lifecycle::Lifecycle>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let looked = |d: PathBuf| async move {
+        tokio::task::spawn_blocking(move || look(&d))
+            .await
+            .unwrap_or_default()
+    };
+    let mut served = looked(dir.clone()).await;
+    tokio::spawn(say_drift_at_start(
+        id.clone(),
+        Arc::clone(&lifecycle),
+        stop.clone(),
+    ));
+    if let Some(now) = build_at_start(&dir, &id, &lifecycle).await {
+        served = now;
+    }
+    let mut seen = served.clone();
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(WATCH_EVERY) => {}
+        }
+        let now = looked(dir.clone()).await;
+        let settled = now == seen;
+        seen = now;
+        if !settled || seen == served {
+            continue;
+        }
+        // Build what runs: a change to TypeScript or Rust sources means
+        // nothing until it is built. What the build writes is not a change
+        // of its own.
+        if let Some(step) = BuildStep::of(&dir) {
+            errln!(
+                "toolhost: {} changed; building {id} ({})",
+                dir.display(),
+                step.shown()
+            );
+            let built = step.run(&dir).await;
+            let before = std::mem::take(&mut seen);
+            seen = looked(dir.clone()).await;
+            served = step.served(&dir, &before, &seen);
+            if let Err(why) = built {
+                errln!(
+                    "toolhost: the build of {id} failed, and the last good version keeps serving:\n{}",
+                    toolhost_base::text::escaped(&why, 8192)
+                );
+                continue;
+            }
+        } else {
+            served = seen.clone();
+        }
+        errln!("toolhost: {} changed; reloading {id}", dir.display());
+        match lifecycle.reload(&id).await {
+            Ok(revision) => errln!("toolhost: reloaded {id} (catalog revision {revision})"),
+            Err(e) => errln!(
+                "toolhost: the change to {id} did not load, and the last good version keeps serving: {}",
+                toolhost_base::text::escaped(&e.to_string(), 8192)
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A source saved while the build ran is not taken for built: what
+    /// was served keeps the source as the build read it, so the next look
+    /// builds again; what the build wrote is served as written.
+    #[test]
+    fn a_source_saved_during_a_build_is_built_again() {
+        let dir = Path::new("/p");
+        let at = |s: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(s);
+        let before = vec![
+            (dir.join("dist/tickets.js"), 10, at(1)),
+            (dir.join("tickets.ts"), 5, at(1)),
+        ];
+        let after = vec![
+            (dir.join("dist/tickets.js"), 11, at(2)),
+            (dir.join("tickets.ts"), 6, at(2)),
+        ];
+        let served = BuildStep::Npm.served(dir, &before, &after);
+        assert_ne!(served, after, "the saved source must count as a change");
+        assert_eq!(
+            served,
+            vec![
+                (dir.join("dist/tickets.js"), 11, at(2)),
+                (dir.join("tickets.ts"), 5, at(1)),
+            ]
+        );
+        // Nothing saved during the build: what was served is what is there.
+        let quiet = vec![
+            (dir.join("dist/tickets.js"), 11, at(2)),
+            (dir.join("tickets.ts"), 5, at(1)),
+        ];
+        assert_eq!(BuildStep::Npm.served(dir, &before, &quiet), quiet);
+        assert!(BuildStep::Cargo.writes(dir, &dir.join("target/release/tickets")));
+        assert!(!BuildStep::Cargo.writes(dir, &dir.join("src/main.rs")));
+        assert!(BuildStep::Npm.writes(dir, &dir.join("tsconfig.tsbuildinfo")));
+    }
+}
