@@ -114,15 +114,13 @@ async fn managed_pushes_follow_the_store_rules_and_reach_clients() {
             .0,
         200
     );
-    assert_eq!(
-        d.metric("toolhost_tool_calls_total{tool=\"kandev_tp_count\",outcome=\"ok\"}")
-            .await,
-        Some(1.0)
-    );
-    assert_eq!(
-        d.metric("toolhost_catalog_info{generation=\"g1\"}").await,
-        Some(1.0)
-    );
+    d.wait_metric(
+        "toolhost_tool_calls_total{tool=\"kandev_tp_count\",outcome=\"ok\"}",
+        1.0,
+    )
+    .await;
+    d.wait_metric("toolhost_catalog_info{generation=\"g1\"}", 1.0)
+        .await;
 
     // Out of order: an older revision, then a retired generation.
     let mut older = snapshot(&tp, "g1", 0);
@@ -650,7 +648,7 @@ async fn a_dead_backends_delayed_push_cannot_take_over_before_or_after_a_restart
         (st.generation.as_str(), st.revision, st.last_good),
         ("live", 6, true)
     );
-    assert_eq!(d.metric("toolhost_catalog_last_good").await, Some(1.0));
+    d.wait_metric("toolhost_catalog_last_good", 1.0).await;
     let c = agent(&d.url, TOKEN).await;
     assert_eq!(names(&c).await.len(), 3, "the last-good catalog serves");
     let _ = c.cancel().await;
@@ -666,7 +664,7 @@ async fn a_dead_backends_delayed_push_cannot_take_over_before_or_after_a_restart
     // longer only the last good one.
     let r = push(&mut a, &at("live", 1_700_000_000_002, 6, 3)).await;
     assert_eq!(outcome(&r), pb::PushOutcome::Unchanged, "{:?}", r.reasons);
-    assert_eq!(d.metric("toolhost_catalog_last_good").await, Some(0.0));
+    d.wait_metric("toolhost_catalog_last_good", 0.0).await;
     let c = agent(&d.url, TOKEN).await;
     assert_eq!(
         names(&c).await.len(),
@@ -881,7 +879,7 @@ async fn one_bad_schema_withholds_one_tool_in_both_modes() {
             tp_status.is_some_and(|p| p.withheld.iter().any(|w| w.tool == "kandev_tp_count")),
             "{list:?}"
         );
-        assert_eq!(d.metric("toolhost_catalog_defects").await, Some(1.0));
+        d.wait_metric("toolhost_catalog_defects", 1.0).await;
         eventually(WAIT, "the withheld error in the log", async || {
             let logs = d.logs();
             (logs.contains("ERROR") && logs.contains("withheld")).then_some(())

@@ -108,7 +108,7 @@ async fn a_daemon_follows_its_groups_catalog_and_reports_what_it_applied() {
             && out.contains("accepted"),
         "{out}"
     );
-    assert_eq!(d.metric("toolhost_fleet_connected").await, Some(1.0));
+    d.wait_metric("toolhost_fleet_connected", 1.0).await;
 
     // A value that is not a snapshot: refused with a reason, the catalog
     // stays.
@@ -204,7 +204,7 @@ async fn a_daemon_follows_its_groups_catalog_and_reports_what_it_applied() {
         3,
         "the last-good catalog serves"
     );
-    assert_eq!(d.metric("toolhost_catalog_last_good").await, Some(1.0));
+    d.wait_metric("toolhost_catalog_last_good", 1.0).await;
     let _ = c.cancel().await;
 }
 
@@ -795,7 +795,7 @@ async fn a_daemon_whose_nats_user_is_too_narrow_says_so() {
         "{out}"
     );
     assert!(!out.contains("d2pass"), "{out}");
-    assert_eq!(d.metric("toolhost_fleet_connected").await, Some(0.0));
+    d.wait_metric("toolhost_fleet_connected", 0.0).await;
     let logs = d.logs_with(&["Permissions Violation"]).await;
     assert!(logs.contains("Permissions Violation"), "{logs}");
 }

@@ -141,14 +141,10 @@ async fn a_destructive_call_runs_once_approved_and_never_when_denied_in_both_era
             "{logs}"
         );
         assert!(logs.contains("arguments_digest="), "{logs}");
-        let asked = d
-            .metric("toolhost_approvals_total{outcome=\"asked\"}")
+        d.wait_metric("toolhost_approvals_total{outcome=\"asked\"}", 5.0)
             .await;
-        assert_eq!(asked, Some(5.0), "{era}");
-        let denied = d
-            .metric("toolhost_approvals_total{outcome=\"denied\"}")
+        d.wait_metric("toolhost_approvals_total{outcome=\"denied\"}", 3.0)
             .await;
-        assert_eq!(denied, Some(3.0), "{era}");
         let admin = root.path().join("state/admin.sock");
         let (ok, status) = cli_at(&admin, &["status"]);
         assert!(
@@ -179,10 +175,8 @@ async fn a_late_answer_expires_and_the_call_asks_again_in_both_eras() {
         assert!(!got[0]["is_error"].as_bool().unwrap(), "{era}: {}", got[0]);
         assert_eq!(questions(&got[0]), 2, "{era}: the late yes asked again");
         assert_eq!(invoked(root.path()), 1, "{era}: dispatched once");
-        let expired = d
-            .metric("toolhost_approvals_total{outcome=\"expired\"}")
+        d.wait_metric("toolhost_approvals_total{outcome=\"expired\"}", 1.0)
             .await;
-        assert_eq!(expired, Some(1.0), "{era}");
     }
 }
 
@@ -419,10 +413,11 @@ async fn rate_limits_hold_per_token_and_per_tool_and_a_limited_call_never_runs()
     let r = call_tool(&b, TOOL, json!({ "q": "c" })).await.unwrap();
     assert_eq!(outcome_code(&r), "ok");
     assert_eq!(invoked(root.path()), 3);
-    let limited = d
-        .metric("toolhost_tool_calls_total{tool=\"kandev_ap_count\",outcome=\"rate_limited\"}")
-        .await;
-    assert_eq!(limited, Some(1.0));
+    d.wait_metric(
+        "toolhost_tool_calls_total{tool=\"kandev_ap_count\",outcome=\"rate_limited\"}",
+        1.0,
+    )
+    .await;
     let admin = root.path().join("state/admin.sock");
     let (ok, status) = cli_at(&admin, &["status"]);
     assert!(ok, "{status}");
@@ -516,12 +511,11 @@ async fn an_argument_rule_allows_and_refuses_with_the_operators_message() {
         1,
         "only the call the rule allowed ran"
     );
-    let refused = d
-        .metric(&format!(
-            "toolhost_tool_calls_total{{tool=\"{TOOL}\",outcome=\"refused_by_rule\"}}"
-        ))
-        .await;
-    assert_eq!(refused, Some(3.0));
+    d.wait_metric(
+        &format!("toolhost_tool_calls_total{{tool=\"{TOOL}\",outcome=\"refused_by_rule\"}}"),
+        3.0,
+    )
+    .await;
     assert!(!d.logs().contains("passwd"));
     let (ok, show) = cli_at(
         &root.path().join("state/admin.sock"),
@@ -731,10 +725,8 @@ async fn a_rule_whose_cost_grows_faster_than_its_arguments_is_refused_before_it_
             .await
             .expect("a tool result");
         assert_eq!(r.is_error, Some(false), "{rule}: {r:?}");
-        assert_eq!(
-            d.metric("toolhost_rule_budget_refusals_total").await,
-            Some(1.0)
-        );
+        d.wait_metric("toolhost_rule_budget_refusals_total", 1.0)
+            .await;
         assert_eq!(invoked(root.path()), 1, "only the small call ran");
         let _ = c.cancel().await;
     }

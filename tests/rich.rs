@@ -303,11 +303,17 @@ async fn log_messages_respect_the_level_reach_only_the_caller_and_stay_out_of_th
         "another session received a caller's logs"
     );
     let _ = other.cancel().await;
-    let daemon_log = d.logs();
-    assert!(
-        daemon_log.contains("plugin log message sent to the caller"),
-        "the daemon did not record that logs were sent"
-    );
+    // The daemon's stderr reaches the test through a pipe: wait for it.
+    let daemon_log = eventually(
+        WAIT,
+        "the daemon to record that logs were sent",
+        async || {
+            let logs = d.logs();
+            logs.contains("plugin log message sent to the caller")
+                .then_some(logs)
+        },
+    )
+    .await;
     assert!(
         !daemon_log.contains(SECRET),
         "the daemon logged a plugin message's text"

@@ -277,7 +277,13 @@ async fn a_call_with_a_traceparent_is_one_trace_from_agent_to_each_sdk_in_both_e
         let name = format!(
             "mcp_server_operation_duration_seconds_count{{mcp_method_name=\"tools/call\"{labels}}}"
         );
-        assert!(d.metric(&name).await.is_some_and(|n| n >= 1.0), "{name}");
+        eventually(WAIT, &name, async || {
+            d.metric(&name)
+                .await
+                .is_some_and(|n| n >= 1.0)
+                .then_some(())
+        })
+        .await;
     }
     assert_no_secret(&receiver);
     let service = receiver
