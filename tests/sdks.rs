@@ -290,17 +290,7 @@ async fn from_toolhost_new_to_an_installed_plugin_outside_the_checkout_in_each_l
                     &dev_state.display().to_string(),
                 ],
             );
-            // The banner is one write; its last line says it is whole.
-            let token = eventually(WAIT, "the dev banner", async || {
-                let logs = dev.logs();
-                if !logs.contains("the token stays the same across runs") {
-                    return None;
-                }
-                logs.lines()
-                    .find_map(|l| l.trim().strip_prefix("export TOOLHOST_TOKEN="))
-                    .map(str::to_owned)
-            })
-            .await;
+            let token = dev_token(&dev).await;
             let logs = dev.logs();
             assert!(
                 logs.contains(&format!("toolhost call {tool} '{{}}'")),
@@ -434,6 +424,21 @@ async fn from_toolhost_new_to_an_installed_plugin_outside_the_checkout_in_each_l
     }
 }
 
+/// The token `serve --dev`'s banner gives. The banner is one write; its
+/// last line says it is whole.
+async fn dev_token(dev: &Daemon) -> String {
+    eventually(WAIT, "the dev banner", async || {
+        let logs = dev.logs();
+        if !logs.contains("the token stays the same across runs") {
+            return None;
+        }
+        logs.lines()
+            .find_map(|l| l.trim().strip_prefix("export TOOLHOST_TOKEN="))
+            .map(str::to_owned)
+    })
+    .await
+}
+
 /// `serve --dev` builds what it runs: a change to a Rust plugin's source is
 /// built (`cargo build --release`, the template launcher's binary) before
 /// the reload, and the next call answers from the new code.
@@ -452,16 +457,7 @@ async fn dev_rebuilds_a_rust_plugin(root: &Path, dir: &Path, tool: &str, secret:
             &dev_state.display().to_string(),
         ],
     );
-    let token = eventually(WAIT, "the dev banner", async || {
-        let logs = dev.logs();
-        if !logs.contains("the token stays the same across runs") {
-            return None;
-        }
-        logs.lines()
-            .find_map(|l| l.trim().strip_prefix("export TOOLHOST_TOKEN="))
-            .map(str::to_owned)
-    })
-    .await;
+    let token = dev_token(&dev).await;
     let hello = |who: &'static str| {
         let (url, token, tool) = (dev.url.clone(), token.clone(), tool.to_owned());
         async move {
