@@ -165,10 +165,19 @@ impl Harness {
         };
         let _ = crate::call::DATA_DIR
             .set(std::env::temp_dir().join(format!("toolhost-harness-{}", std::process::id())));
-        let mut writable = vec![std::env::temp_dir()];
+        let mut writable = Vec::new();
         if let Some(d) = crate::call::DATA_DIR.get() {
             let _ = std::fs::create_dir_all(d);
             writable.push(d.clone());
+        }
+        // Under the daemon `$TMPDIR` is inside the data directory; here it
+        // is the process's, so it stays writable, unless the plugin itself
+        // lives there (a checkout under /tmp), where that would let a write
+        // beside the code pass.
+        let temp = std::env::temp_dir();
+        let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        if !real(dir.as_ref()).starts_with(real(&temp)) {
+            writable.push(temp);
         }
         let handlers = crate::write_rule::HandlerThread::start(writable).map_err(|e| {
             HarnessError::Harness(format!("cannot start the handlers' thread: {e}"))

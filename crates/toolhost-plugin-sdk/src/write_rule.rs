@@ -2,7 +2,7 @@
 //! kernel has Landlock, the handlers the test harness (`Harness`) runs run
 //! on a thread of their own that may write only beneath the data directory
 //! (and the temporary directory, where `$TMPDIR` points inside the data
-//! directory under the daemon). A handler that writes beside its code then
+//! directory under the daemon, unless the plugin's own folder is in it). A handler that writes beside its code then
 //! fails its test as it would fail under toolhost's sandbox, instead of
 //! passing here and failing in production with only the daemon's log to
 //! say why.
