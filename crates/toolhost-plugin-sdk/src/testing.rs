@@ -114,6 +114,19 @@ pub struct Harness {
     handlers: crate::write_rule::HandlerThread,
 }
 
+/// The data directory every harness in this test binary gives its
+/// handlers (`ToolCall::data_dir()`), made if missing: the one place a
+/// handler may write, as under the daemon. A test that builds its plugin
+/// around a directory takes it from here, before the harness starts.
+#[must_use]
+pub fn data_dir() -> std::path::PathBuf {
+    let dir = crate::call::DATA_DIR.get_or_init(|| {
+        std::env::temp_dir().join(format!("toolhost-harness-{}", std::process::id()))
+    });
+    let _ = std::fs::create_dir_all(dir);
+    dir.clone()
+}
+
 fn encoded(m: &impl prost::Message) -> String {
     base64::engine::general_purpose::STANDARD.encode(m.encode_to_vec())
 }
@@ -163,13 +176,7 @@ impl Harness {
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(HarnessError::Harness("no pipes to the harness".into()));
         };
-        let _ = crate::call::DATA_DIR
-            .set(std::env::temp_dir().join(format!("toolhost-harness-{}", std::process::id())));
-        let mut writable = Vec::new();
-        if let Some(d) = crate::call::DATA_DIR.get() {
-            let _ = std::fs::create_dir_all(d);
-            writable.push(d.clone());
-        }
+        let mut writable = vec![data_dir()];
         // Under the daemon `$TMPDIR` is inside the data directory; here it
         // is the process's, so it stays writable, unless the plugin itself
         // lives there (a checkout under /tmp), where that would let a write

@@ -449,8 +449,8 @@ mod harness {
 
     #[tokio::test]
     async fn a_note_is_added_and_found_and_a_wrong_argument_reads_as_an_agent_reads_it() {
-        let data = std::env::temp_dir().join(format!("notes-harness-{}", std::process::id()));
-        std::fs::create_dir_all(&data).unwrap();
+        // The harness's data directory: the one place its handlers write.
+        let data = toolhost_plugin_sdk::testing::data_dir();
         let plugin = plugin(data.clone());
         let mut h = Harness::start_using(&toolhost(), &plugin, env!("CARGO_MANIFEST_DIR"), &[])
             .await
