@@ -58,16 +58,28 @@ impl BuildStep {
             .then_some(Self::Npm)
     }
 
-    /// Whether `path` is something this build writes rather than reads:
-    /// TypeScript's `outDir` (`dist` unless `tsconfig.json` says other)
-    /// and its `.tsbuildinfo`, Cargo's `target/`. A source saved while the
-    /// build runs must not be taken for part of what was built.
-    fn writes(self, dir: &Path, path: &Path) -> bool {
+    /// Whether `path` is a source: what the author edits and the build or
+    /// the reload reads. The manifest and its schemas; for TypeScript its
+    /// `.ts` files (not declarations, nothing under the `outDir`
+    /// `tsconfig.json` names), `package.json` and `tsconfig.json`; for Rust
+    /// its `.rs` files and `Cargo.toml` outside `target/`. Everything else
+    /// is taken for what the build writes: erring that way costs one missed
+    /// rebuild, never a build that triggers itself for ever.
+    fn reads(self, dir: &Path, path: &Path) -> bool {
         let Ok(inside) = path.strip_prefix(dir) else {
             return false;
         };
+        let name = inside
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if inside == Path::new("plugin.toml") || inside.starts_with("schemas") {
+            return true;
+        }
         match self {
-            Self::Cargo => inside.starts_with("target"),
+            Self::Cargo => {
+                !inside.starts_with("target") && (name.ends_with(".rs") || name == "Cargo.toml")
+            }
             Self::Npm => {
                 let out_dir = std::fs::read(dir.join("tsconfig.json"))
                     .ok()
@@ -77,23 +89,28 @@ impl BuildStep {
                             .and_then(|o| o.as_str())
                             .map(|o| o.trim_start_matches("./").trim_end_matches('/').to_owned())
                     })
-                    .filter(|o| !o.is_empty() && o != ".")
-                    .unwrap_or_else(|| "dist".to_owned());
-                inside.starts_with(&out_dir)
-                    || inside.extension().is_some_and(|e| e == "tsbuildinfo")
+                    .filter(|o| !o.is_empty() && o != ".");
+                let in_out_dir = out_dir.is_some_and(|o| inside.starts_with(o));
+                let source = [".ts", ".tsx", ".mts", ".cts"]
+                    .iter()
+                    .any(|e| name.ends_with(e))
+                    && ![".d.ts", ".d.mts", ".d.cts"]
+                        .iter()
+                        .any(|e| name.ends_with(e));
+                !in_out_dir && (source || name == "package.json" || name == "tsconfig.json")
             }
         }
     }
 
     /// What a build that read `before` and wrote `after` has served: its
-    /// outputs as they are now, its inputs as they were when it started.
-    /// A source changed during the build then differs from what was
-    /// served, and the next look builds again.
+    /// sources as they were when it started, everything else as it is now.
+    /// A source saved during the build then differs from what was served,
+    /// and the next look builds again.
     fn served(self, dir: &Path, before: &[Watched], after: &[Watched]) -> Vec<Watched> {
         let mut served: Vec<Watched> = after
             .iter()
-            .filter(|w| self.writes(dir, &w.0))
-            .chain(before.iter().filter(|w| !self.writes(dir, &w.0)))
+            .filter(|w| !self.reads(dir, &w.0))
+            .chain(before.iter().filter(|w| self.reads(dir, &w.0)))
             .cloned()
             .collect();
         served.sort();
@@ -305,6 +322,7 @@ pub async fn watch(
         served = now;
     }
     let mut seen = served.clone();
+    let mut saved_during_builds = 0u32;
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
@@ -329,6 +347,18 @@ pub async fn watch(
             let before = std::mem::take(&mut seen);
             seen = looked(dir.clone()).await;
             served = step.served(&dir, &before, &seen);
+            // A build that rewrites its own sources (a code generator in
+            // the build script) would look like an edit made during it
+            // every time: twice in a row, and what it left is served.
+            saved_during_builds = if served == seen {
+                0
+            } else {
+                saved_during_builds + 1
+            };
+            if saved_during_builds >= 2 {
+                served = seen.clone();
+                saved_during_builds = 0;
+            }
             if let Err(why) = built {
                 errln!(
                     "toolhost: the build of {id} failed, and the last good version keeps serving:\n{}",
@@ -384,8 +414,15 @@ mod tests {
             (dir.join("tickets.ts"), 5, at(1)),
         ];
         assert_eq!(BuildStep::Npm.served(dir, &before, &quiet), quiet);
-        assert!(BuildStep::Cargo.writes(dir, &dir.join("target/release/tickets")));
-        assert!(!BuildStep::Cargo.writes(dir, &dir.join("src/main.rs")));
-        assert!(BuildStep::Npm.writes(dir, &dir.join("tsconfig.tsbuildinfo")));
+        assert!(!BuildStep::Cargo.reads(dir, &dir.join("target/release/tickets")));
+        assert!(BuildStep::Cargo.reads(dir, &dir.join("src/main.rs")));
+        assert!(!BuildStep::Npm.reads(dir, &dir.join("tsconfig.tsbuildinfo")));
+        // Without an outDir tsc writes beside the sources: its .js and
+        // .d.ts are not sources, so a build never triggers itself.
+        assert!(!BuildStep::Npm.reads(dir, &dir.join("tickets.js")));
+        assert!(!BuildStep::Npm.reads(dir, &dir.join("tickets.d.ts")));
+        assert!(BuildStep::Npm.reads(dir, &dir.join("tickets.ts")));
+        assert!(BuildStep::Npm.reads(dir, &dir.join("plugin.toml")));
+        assert!(BuildStep::Npm.reads(dir, &dir.join("schemas/list_tickets.json")));
     }
 }
