@@ -787,13 +787,19 @@ fn the_harness_fails_a_test_run_whose_code_and_manifest_drifted() {
         std::fs::write(dir.join(file), text.replacen(from, to, 1)).unwrap();
         let (ok, out) = example_tests(lang, &dir);
         assert!(!ok, "{lang} case {n}: the drift passed the harness:\n{out}");
-        assert!(
-            out.contains(&format!("tool {tool}: plugin.toml and the code disagree"))
-                && out.contains(place)
-                && out.contains("toolhost schema sync"),
-            "{lang} case {n}:\n{out}"
-        );
+        assert_drift_named(&out, tool, place, &format!("{lang} case {n}"));
     }
+}
+
+/// A drift said as `check --start` says it: the tool, the place and the
+/// command that mends it.
+fn assert_drift_named(said: &str, tool: &str, place: &str, case: &str) {
+    assert!(
+        said.contains(&format!("tool {tool}: plugin.toml and the code disagree"))
+            && said.contains(place)
+            && said.contains("toolhost schema sync"),
+        "{case}:\n{said}"
+    );
 }
 
 /// The same three drifts fail the Rust SDK's harness: a changed type, a
@@ -894,13 +900,7 @@ fn the_rust_harness_fails_on_each_kind_of_drift() {
         let Err(HarnessError::Drift(problems)) = started else {
             panic!("{kind}: the drift passed the Rust harness");
         };
-        let said = problems.join("\n");
-        assert!(
-            said.contains(&format!("tool {tool}: plugin.toml and the code disagree"))
-                && said.contains(place)
-                && said.contains("toolhost schema sync"),
-            "{kind}: {said}"
-        );
+        assert_drift_named(&problems.join("\n"), tool, place, kind);
     }
 }
 
