@@ -65,7 +65,7 @@ impl BuildStep {
     /// its `.rs` files and `Cargo.toml` outside `target/`. Everything else
     /// is taken for what the build writes: erring that way costs one missed
     /// rebuild, never a build that triggers itself for ever.
-    fn reads(self, dir: &Path, path: &Path) -> bool {
+    fn reads(self, dir: &Path, out_dir: Option<&Path>, path: &Path) -> bool {
         let Ok(inside) = path.strip_prefix(dir) else {
             return false;
         };
@@ -81,15 +81,6 @@ impl BuildStep {
                 !inside.starts_with("target") && (name.ends_with(".rs") || name == "Cargo.toml")
             }
             Self::Npm => {
-                let out_dir = std::fs::read(dir.join("tsconfig.json"))
-                    .ok()
-                    .and_then(|t| serde_json::from_slice::<serde_json::Value>(&t).ok())
-                    .and_then(|t| {
-                        t.pointer("/compilerOptions/outDir")
-                            .and_then(|o| o.as_str())
-                            .map(|o| o.trim_start_matches("./").trim_end_matches('/').to_owned())
-                    })
-                    .filter(|o| !o.is_empty() && o != ".");
                 let in_out_dir = out_dir.is_some_and(|o| inside.starts_with(o));
                 let source = [".ts", ".tsx", ".mts", ".cts"]
                     .iter()
@@ -102,15 +93,37 @@ impl BuildStep {
         }
     }
 
+    /// The `outDir` a TypeScript build's `tsconfig.json` names, relative
+    /// to the plugin's directory; read once per build, and only the first
+    /// 64 KiB (a folder being served is not trusted to be small).
+    fn out_dir(self, dir: &Path) -> Option<PathBuf> {
+        use std::io::Read as _;
+        if self != Self::Npm {
+            return None;
+        }
+        let mut text = Vec::new();
+        std::fs::File::open(dir.join("tsconfig.json"))
+            .ok()?
+            .take(64 * 1024)
+            .read_to_end(&mut text)
+            .ok()?;
+        let config: serde_json::Value = serde_json::from_slice(&text).ok()?;
+        let o = config.pointer("/compilerOptions/outDir")?.as_str()?;
+        let o = o.trim_start_matches("./").trim_end_matches('/');
+        (!o.is_empty() && o != ".").then(|| PathBuf::from(o))
+    }
+
     /// What a build that read `before` and wrote `after` has served: its
     /// sources as they were when it started, everything else as it is now.
     /// A source saved during the build then differs from what was served,
     /// and the next look builds again.
     fn served(self, dir: &Path, before: &[Watched], after: &[Watched]) -> Vec<Watched> {
+        let out_dir = self.out_dir(dir);
+        let out_dir = out_dir.as_deref();
         let mut served: Vec<Watched> = after
             .iter()
-            .filter(|w| !self.reads(dir, &w.0))
-            .chain(before.iter().filter(|w| self.reads(dir, &w.0)))
+            .filter(|w| !self.reads(dir, out_dir, &w.0))
+            .chain(before.iter().filter(|w| self.reads(dir, out_dir, &w.0)))
             .cloned()
             .collect();
         served.sort();
@@ -414,15 +427,15 @@ mod tests {
             (dir.join("tickets.ts"), 5, at(1)),
         ];
         assert_eq!(BuildStep::Npm.served(dir, &before, &quiet), quiet);
-        assert!(!BuildStep::Cargo.reads(dir, &dir.join("target/release/tickets")));
-        assert!(BuildStep::Cargo.reads(dir, &dir.join("src/main.rs")));
-        assert!(!BuildStep::Npm.reads(dir, &dir.join("tsconfig.tsbuildinfo")));
+        assert!(!BuildStep::Cargo.reads(dir, None, &dir.join("target/release/tickets")));
+        assert!(BuildStep::Cargo.reads(dir, None, &dir.join("src/main.rs")));
+        assert!(!BuildStep::Npm.reads(dir, None, &dir.join("tsconfig.tsbuildinfo")));
         // Without an outDir tsc writes beside the sources: its .js and
         // .d.ts are not sources, so a build never triggers itself.
-        assert!(!BuildStep::Npm.reads(dir, &dir.join("tickets.js")));
-        assert!(!BuildStep::Npm.reads(dir, &dir.join("tickets.d.ts")));
-        assert!(BuildStep::Npm.reads(dir, &dir.join("tickets.ts")));
-        assert!(BuildStep::Npm.reads(dir, &dir.join("plugin.toml")));
-        assert!(BuildStep::Npm.reads(dir, &dir.join("schemas/list_tickets.json")));
+        assert!(!BuildStep::Npm.reads(dir, None, &dir.join("tickets.js")));
+        assert!(!BuildStep::Npm.reads(dir, None, &dir.join("tickets.d.ts")));
+        assert!(BuildStep::Npm.reads(dir, None, &dir.join("tickets.ts")));
+        assert!(BuildStep::Npm.reads(dir, None, &dir.join("plugin.toml")));
+        assert!(BuildStep::Npm.reads(dir, None, &dir.join("schemas/list_tickets.json")));
     }
 }
