@@ -870,7 +870,7 @@ async fn one_bad_schema_withholds_one_tool_in_both_modes() {
             st.withheld
         );
         let list = a
-            .list_plugins(pb::ListPluginsRequest {})
+            .list_plugins(pb::ListPluginsRequest::default())
             .await
             .expect("the step before failed")
             .into_inner();

@@ -107,7 +107,7 @@ async fn set_config(
 }
 
 async fn plugin(c: &mut toolhost_admin::Client, id: &str) -> pb::PluginStatus {
-    c.list_plugins(pb::ListPluginsRequest {})
+    c.list_plugins(pb::ListPluginsRequest::default())
         .await
         .expect("list plugins")
         .into_inner()

@@ -326,7 +326,7 @@ async fn what_is_installed_and_enabled_survives_a_restart() {
     let d = Daemon::start(root.path(), &cfg, &[]);
     let mut a = admin(root.path()).await;
     let list = a
-        .list_plugins(pb::ListPluginsRequest {})
+        .list_plugins(pb::ListPluginsRequest::default())
         .await
         .expect("the step before failed")
         .into_inner()
@@ -375,7 +375,7 @@ async fn an_interrupted_install_leaves_nothing_half_installed() {
             installed_dirs(root.path())
         );
         let list = a
-            .list_plugins(pb::ListPluginsRequest {})
+            .list_plugins(pb::ListPluginsRequest::default())
             .await
             .expect("the step before failed")
             .into_inner()
@@ -399,7 +399,7 @@ async fn an_interrupted_install_leaves_nothing_half_installed() {
     let d = Daemon::start(root.path(), &cfg, &[]);
     let mut a = admin(root.path()).await;
     let list = a
-        .list_plugins(pb::ListPluginsRequest {})
+        .list_plugins(pb::ListPluginsRequest::default())
         .await
         .expect("the step before failed")
         .into_inner()

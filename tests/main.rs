@@ -19,6 +19,7 @@ mod firsthour;
 mod fleet;
 mod hostile;
 mod lifecycle;
+mod listing;
 mod mcp;
 mod oauth;
 mod placement;

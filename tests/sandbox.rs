@@ -23,39 +23,37 @@ const WAIT: Duration = Duration::from_secs(20);
 
 use toolhost_e2e::as_run::probe;
 
-async fn rules(root: &Path, id: &str) -> Vec<pb::SandboxRule> {
+/// Everything the daemon says of plugin `id`.
+async fn listed(root: &Path, id: &str) -> pb::PluginStatus {
     let sock = root.join("state/admin.sock");
     let mut a = eventually(WAIT, "the admin socket", async || {
         toolhost_admin::connect_unix(&sock).await.ok()
     })
     .await;
-    a.list_plugins(pb::ListPluginsRequest {})
-        .await
-        .expect("list")
-        .into_inner()
-        .plugins
-        .into_iter()
-        .find(|p| p.id == id)
-        .expect("listed")
-        .sandbox
+    // In full: a summary is for listings.
+    a.list_plugins(pb::ListPluginsRequest {
+        id: id.into(),
+        detail: true,
+        ..Default::default()
+    })
+    .await
+    .expect("list")
+    .into_inner()
+    .plugins
+    .into_iter()
+    .find(|p| p.id == id)
+    .expect("listed")
+}
+
+async fn rules(root: &Path, id: &str) -> Vec<pb::SandboxRule> {
+    listed(root, id).await.sandbox
 }
 
 /// The Unix socket plugin `id` serves on: in the socket directory toolhost
 /// gave its process (read from the process's environment, as a local
 /// process of the same user can).
 async fn plugin_socket(root: &Path, id: &str) -> std::path::PathBuf {
-    let sock = root.join("state/admin.sock");
-    let mut a = toolhost_admin::connect_unix(&sock).await.expect("admin");
-    let pid = a
-        .list_plugins(pb::ListPluginsRequest {})
-        .await
-        .expect("list")
-        .into_inner()
-        .plugins
-        .into_iter()
-        .find(|p| p.id == id)
-        .expect("listed")
-        .pid;
+    let pid = listed(root, id).await.pid;
     let environ = std::fs::read(format!("/proc/{pid}/environ")).expect("its environment");
     let dir = environ
         .split(|b| *b == 0)

@@ -1,6 +1,7 @@
 //! A thousand plugins in one daemon: all start and become ready, a crashed
-//! one comes back, calls reach any of them, and all stop within the grace
-//! period, with no plugin process left.
+//! one comes back, calls reach any of them, the operator's view of them
+//! stays a screen (`status`) and a page (`plugins list`), and all stop
+//! within the grace period, with no plugin process left.
 //!
 //! Each plugin is a small `testplug` (one Tokio worker) in the default
 //! sandbox, under `[sandbox] user = "nobody"` when the test runs as root.
@@ -21,14 +22,27 @@ fn how_many() -> usize {
         .unwrap_or(1000)
 }
 
-/// A small plugin: `count` and `crash`, one worker thread.
+/// A small plugin: `count` and `crash`, one worker thread; its code
+/// serves exactly those, or with [`small_plugin_serving`] fewer, for a
+/// plugin an operator should look at.
 fn small_plugin(root: &Path, id: &str) -> PathBuf {
+    small_plugin_serving(root, id, "count,crash")
+}
+
+fn small_plugin_serving(root: &Path, id: &str, serves: &str) -> PathBuf {
+    // Protocol 2 asks the code what it implements, so a tool it lacks is
+    // seen; the others keep protocol 1, as they always ran.
+    let protocol = if serves == "count,crash" {
+        ""
+    } else {
+        "protocol = 2\n"
+    };
     let dir = root.join(id);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
         dir.join("plugin.toml"),
         format!(
-            "id = \"{id}\"\nversion = \"1.0.0\"\nname = \"Small\"\n\n[runtime]\ncommand = \"{}\"\nargs = [\"--mode\", \"normal\"]\nenv = {{ TOKIO_WORKER_THREADS = \"1\" }}\nstartup_timeout_ms = 60000\n\n\
+            "id = \"{id}\"\nversion = \"1.0.0\"\nname = \"Small\"\n\n[runtime]\ncommand = \"{}\"\nargs = [\"--mode\", \"normal\"]\nenv = {{ TOKIO_WORKER_THREADS = \"1\", TESTPLUG_TOOLS = \"{serves}\" }}\nstartup_timeout_ms = 60000\n{protocol}\n\
              [capabilities]\nmemory_mb = 256\nprocesses = 16\n\n\
              [[tools]]\nname = \"count\"\ndescription = \"c\"\nsurfaces = [\"chat\"]\ninput_schema = {{ type = \"object\" }}\nannotations = {{ read_only = true }}\n\n\
              [[tools]]\nname = \"crash\"\ndescription = \"c\"\nsurfaces = [\"chat\"]\ninput_schema = {{ type = \"object\", properties = {{ note = {{ type = \"string\" }} }} }}\nannotations = {{ destructive = false }}\n",
@@ -57,8 +71,18 @@ async fn a_thousand_plugins_start_serve_restart_and_stop_in_bounded_time() {
     let n = how_many();
     let root = Scratch::new("scale");
     std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    // One plugin whose code lacks a tool its manifest declares: what
+    // `status` must still show among a thousand.
+    let odd = n / 3;
     let dirs: Vec<PathBuf> = (0..n)
-        .map(|i| small_plugin(root.path(), &format!("p{i:04}")))
+        .map(|i| {
+            let id = format!("p{i:04}");
+            if i == odd {
+                small_plugin_serving(root.path(), &id, "count")
+            } else {
+                small_plugin(root.path(), &id)
+            }
+        })
         .collect();
     let account = if rustix::process::geteuid().is_root() {
         "user = \"nobody\""
@@ -113,6 +137,7 @@ async fn a_thousand_plugins_start_serve_restart_and_stop_in_bounded_time() {
         assert_ne!(r.is_error, Some(true), "p{i:04} after its crash: {r:?}");
     }
     let _ = c.cancel().await;
+    the_operators_view_stays_small(&admin, n, odd);
     // Stop: in parallel, within the grace period and a margin.
     let pids = d.children();
     assert_eq!(pids.len(), n, "one process per plugin");
@@ -138,4 +163,62 @@ async fn a_thousand_plugins_start_serve_restart_and_stop_in_bounded_time() {
             "plugin {pid} outlived the daemon"
         );
     }
+}
+
+/// `status` is a screen and `plugins list` a page at any size; the one
+/// plugin that needs a look is named, the rest are counted.
+fn the_operators_view_stays_small(admin: &Path, n: usize, odd: usize) {
+    let odd = format!("p{odd:04}");
+    let (ok, text) = cli_at(admin, &["status"]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains(&format!("plugins   {n} installed: {n} ready")),
+        "{text}"
+    );
+    if n > 50 {
+        assert!(text.lines().count() < 40, "{text}");
+        assert!(text.contains(&odd) && text.contains("crash"), "{text}");
+        assert!(
+            text.contains(&format!("{} in good order, not listed", n - 1)),
+            "{text}"
+        );
+    }
+    let (ok, out) = cli_at(admin, &["status", "--format", "json"]);
+    assert!(ok, "{out}");
+    // A few hundred bytes a plugin, whatever it declares.
+    assert!(out.len() < 600 * n + 4096, "{} bytes", out.len());
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["plugin_states"]["ready"], n, "{}", v["plugin_states"]);
+    let look: Vec<&str> = v["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["needs_a_look"] == true)
+        .filter_map(|p| p["id"].as_str())
+        .collect();
+    assert_eq!(look, [odd.as_str()]);
+    if n > 100 {
+        let (ok, out) = cli_at(
+            admin,
+            &["plugins", "list", "--limit", "100", "--format", "json"],
+        );
+        assert!(
+            ok && out.contains("toolhost plugins list --after p0099"),
+            "{out}"
+        );
+        let (ok, out) = cli_at(
+            admin,
+            &["plugins", "list", "--after", "p0099", "--limit", "1"],
+        );
+        assert!(ok && out.starts_with("p0100 "), "{out}");
+    }
+    let (ok, out) = cli_at(admin, &["plugins", "show", &odd, "--format", "json"]);
+    assert!(ok, "{out}");
+    let shown: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        shown["policies"].as_array().map(Vec::len),
+        Some(2),
+        "{shown}"
+    );
+    assert_eq!(shown["unimplemented_tools"][0], "crash", "{shown}");
 }

@@ -28,6 +28,7 @@
 #![forbid(unsafe_code)]
 
 mod authority;
+mod listing;
 pub mod placement;
 mod policy;
 mod requests;

@@ -3,19 +3,16 @@
 //! the approvals waiting for the operator, by ids and digests, never
 //! arguments.
 
-use toolhost_catalog::Catalog;
+use toolhost_catalog::Entry;
 use toolhost_policy::OperatorPolicy;
 use toolhost_proto::admin as pb;
 
-/// The policy over each tool of `plugin` in `catalog`.
-pub(crate) fn tool_policies(
+/// The policy over each of `tools` (one plugin's entries in the catalog).
+pub(crate) fn tool_policies<'a>(
     p: &OperatorPolicy,
-    catalog: &Catalog,
-    plugin: &str,
+    tools: impl Iterator<Item = &'a Entry>,
 ) -> Vec<pb::ToolPolicy> {
-    catalog
-        .entries()
-        .filter(|e| e.descriptor.plugin_id == plugin)
+    tools
         .map(|e| {
             let (approval, rate, rules) = p.describe(&e.descriptor);
             pb::ToolPolicy {

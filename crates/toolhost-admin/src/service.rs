@@ -47,6 +47,18 @@ pub struct AdminState {
     pub fleet: Option<Arc<dyn LinkStatus>>,
 }
 
+impl AdminState {
+    /// What `ListPlugins` and the count by state read.
+    fn listing(&self) -> crate::listing::Sources<'_> {
+        crate::listing::Sources {
+            lifecycle: &self.lifecycle,
+            plugins: &self.plugins,
+            store: &self.store,
+            policy: &self.policy,
+        }
+    }
+}
+
 impl std::fmt::Debug for AdminState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AdminState")
@@ -261,33 +273,9 @@ impl Admin for AdminService {
 
     async fn list_plugins(
         &self,
-        _: Request<pb::ListPluginsRequest>,
+        request: Request<pb::ListPluginsRequest>,
     ) -> Result<Response<pb::ListPluginsResponse>, Status> {
-        let running = self.state.plugins.all();
-        let catalog = self.state.store.current();
-        let defects = catalog.withheld();
-        let mut plugins = Vec::new();
-        for info in self.state.lifecycle.list() {
-            let handle = running.iter().rev().find(|h| h.id() == info.id);
-            let id = info.id.clone();
-            let mut st = plugin_status(info, handle);
-            let mine = defects.iter().filter(|d| {
-                catalog
-                    .get(&d.tool)
-                    .is_some_and(|e| e.descriptor.plugin_id == id)
-            });
-            st.withheld_total = u32::try_from(mine.clone().count()).unwrap_or(u32::MAX);
-            st.withheld = mine
-                .take(toolhost_catalog::MAX_LISTED)
-                .map(|d| pb::Defect {
-                    tool: d.tool.clone(),
-                    reason: d.reason.clone(),
-                })
-                .collect();
-            st.policies = crate::policy::tool_policies(&self.state.policy, &catalog, &id);
-            plugins.push(st);
-        }
-        Ok(Response::new(pb::ListPluginsResponse { plugins }))
+        crate::listing::list_plugins(&self.state.listing(), request.get_ref()).map(Response::new)
     }
 
     async fn install_plugin(
@@ -419,16 +407,13 @@ impl Admin for AdminService {
             .set_config(&r.id, &set, &r.unset)
             .await
             .map_err(lifecycle_status)?;
-        let running = self.state.plugins.all();
         let state = self
             .state
             .lifecycle
-            .list()
-            .into_iter()
-            .find(|i| i.id == r.id)
+            .info(&r.id)
             .map(|info| {
-                let handle = running.iter().rev().find(|h| h.id() == info.id);
-                plugin_status(info, handle).state
+                let handle = self.state.plugins.get(&info.id);
+                plugin_status(info, handle.as_ref()).state
             })
             .unwrap_or_default();
         Ok(Response::new(pb::SetPluginConfigResponse {
@@ -558,6 +543,7 @@ impl Admin for AdminService {
                 .map(|(state, count)| (state.to_owned(), n(count)))
                 .collect(),
             policy: Some(crate::policy::summary(&self.state.policy)),
+            plugin_states: crate::listing::plugin_states(&self.state.listing()),
         }))
     }
 

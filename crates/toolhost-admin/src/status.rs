@@ -47,6 +47,21 @@ pub(crate) fn config_items(
         .collect()
 }
 
+/// A plugin's state as `PluginStatus.state` says it: its process's phase
+/// when it is enabled and has one.
+pub(crate) fn state_of(
+    enabled: bool,
+    needs_config: bool,
+    handle: Option<&Arc<PluginHandle>>,
+) -> String {
+    match handle {
+        Some(h) if enabled => h.phase().as_str().to_owned(),
+        _ if !enabled => "disabled".to_owned(),
+        _ if needs_config => "needs_config".to_owned(),
+        _ => "stopped".to_owned(),
+    }
+}
+
 /// A plugin's status from its lifecycle record and its running process.
 pub(crate) fn plugin_status(
     info: toolhost_lifecycle::PluginInfo,
@@ -56,14 +71,7 @@ pub(crate) fn plugin_status(
         Some(h) if info.enabled => status_of(h),
         _ => pb::PluginStatus {
             id: info.id.clone(),
-            state: if !info.enabled {
-                "disabled"
-            } else if !info.needs_config.is_empty() {
-                "needs_config"
-            } else {
-                "stopped"
-            }
-            .into(),
+            state: state_of(info.enabled, !info.needs_config.is_empty(), None),
             ..Default::default()
         },
     };

@@ -69,6 +69,11 @@ pub(crate) struct Args {
     /// list runs each: `--plugins 250,500,1000`).
     #[arg(long, value_name = "N", value_delimiter = ',')]
     pub(crate) plugins: Vec<usize>,
+    /// Only operating a large daemon: `status`, `plugins list`, `plugins
+    /// show` and `/metrics` at this many plugins of 32 tools each, bytes
+    /// and the daemon's CPU per call.
+    #[arg(long, value_name = "N")]
+    pub(crate) operate: Option<usize>,
     /// Only tool calls as MCP tasks: this many of each kind, and as many
     /// tasks left waiting for an answer.
     #[arg(long, value_name = "N")]

@@ -48,6 +48,7 @@ mod judge;
 mod load;
 mod measure;
 mod oauth;
+mod operate;
 mod placement;
 mod plugins;
 mod policy;
@@ -106,6 +107,10 @@ async fn main() -> Result<()> {
     if !args.plugins.is_empty() {
         println!("## Many plugins in one daemon\n");
         return plugins::report(&args.plugins).await;
+    }
+    if let Some(n) = args.operate {
+        println!("## Operating a large daemon\n");
+        return operate::report(n).await;
     }
     if !args.fleet_served.is_empty() {
         println!("## A fleet through NATS JetStream, the large revision served\n");

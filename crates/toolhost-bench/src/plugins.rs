@@ -26,7 +26,7 @@ fn small_plugin(root: &Path, id: &str, testplug: &Path) -> Result<PathBuf> {
 /// (ready, listed) plugins, through the admin API.
 pub(crate) async fn ready(admin: &mut toolhost_admin::Client) -> (usize, usize) {
     match admin
-        .list_plugins(toolhost_admin::admin::ListPluginsRequest {})
+        .list_plugins(toolhost_admin::admin::ListPluginsRequest::default())
         .await
     {
         Ok(r) => {
@@ -34,6 +34,45 @@ pub(crate) async fn ready(admin: &mut toolhost_admin::Client) -> (usize, usize) 
             (all.iter().filter(|p| p.state == "ready").count(), all.len())
         }
         Err(_) => (0, 0),
+    }
+}
+
+/// `toolhost` (the binary at `toolhost`) serving the plugins in `dirs`,
+/// from scratch directory `dir`, once every one is ready; and its admin
+/// socket.
+pub(crate) async fn start_all_ready(
+    toolhost: &Path,
+    dir: &Path,
+    dirs: &[PathBuf],
+) -> Result<(crate::systems::Spawned, PathBuf)> {
+    let n = dirs.len();
+    let list: Vec<String> = dirs
+        .iter()
+        .map(|d| format!("{:?}", d.display().to_string()))
+        .collect();
+    let config = dir.join("toolhost.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "plugins = [{}]\nstate_dir = {:?}\n[limits]\nstate_reserve_mb = 1\n[log]\nlevel = \"warn\"\n[[http.tokens]]\ntoken = \"{}\"\nsurface = \"chat\"\ntask_id = \"t\"\nsession_id = \"s\"\n[supervisor]\nstop_grace_ms = 3000\n",
+            list.join(", "),
+            dir.join("state").display().to_string(),
+            crate::systems::TOKEN
+        ),
+    )?;
+    let daemon = crate::systems::spawn_config_with(toolhost, dir.to_path_buf(), &config)?;
+    let admin = dir.join("state/admin.sock");
+    let mut client = crate::systems::admin_client(&admin).await?;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let (ok, all) = ready(&mut client).await;
+        if all == n && ok == n {
+            return Ok((daemon, admin));
+        }
+        if Instant::now() > deadline {
+            bail!("{n} plugins: only {ok} of {all} ready after 10 minutes");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -55,40 +94,14 @@ pub async fn report(counts: &[usize]) -> Result<()> {
         let dirs: Vec<PathBuf> = (0..n)
             .map(|i| small_plugin(&dir, &format!("p{i:04}"), &testplug))
             .collect::<Result<_>>()?;
-        let list: Vec<String> = dirs
-            .iter()
-            .map(|d| format!("{:?}", d.display().to_string()))
-            .collect();
-        let config = dir.join("toolhost.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "plugins = [{}]\nstate_dir = {:?}\n[limits]\nstate_reserve_mb = 1\n[log]\nlevel = \"warn\"\n[[http.tokens]]\ntoken = \"{}\"\nsurface = \"chat\"\ntask_id = \"t\"\nsession_id = \"s\"\n[supervisor]\nstop_grace_ms = 3000\n",
-                list.join(", "),
-                dir.join("state").display().to_string(),
-                crate::systems::TOKEN
-            ),
-        )?;
         let started = Instant::now();
-        let mut daemon = crate::systems::spawn_config(dir.clone(), &config)?;
-        let mut admin = crate::systems::admin_client(&dir.join("state/admin.sock")).await?;
-        let deadline = Instant::now() + Duration::from_secs(600);
-        loop {
-            let (ok, all) = ready(&mut admin).await;
-            if all == n && ok == n {
-                break;
-            }
-            if Instant::now() > deadline {
-                bail!("{n} plugins: only {ok} of {all} ready after 10 minutes");
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let (mut daemon, _admin) =
+            start_all_ready(&crate::systems::exe_dir().join("toolhost"), &dir, &dirs).await?;
         let to_ready = started.elapsed();
         let pid = daemon.pid();
         let rss = procs::rss_kib(pid);
         let fds = procs::open_fds(pid);
         let plugins_rss: u64 = procs::children(pid).into_iter().map(procs::rss_kib).sum();
-        drop(admin);
         let stopping = Instant::now();
         let child = daemon.procs.0.first_mut().context("no daemon")?;
         if let Some(p) = i32::try_from(pid)

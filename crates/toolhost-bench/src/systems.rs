@@ -237,7 +237,12 @@ pub(crate) fn spawn_toolhost_for(
 /// Starts toolhost on `config` (HTTP on a free port), its scratch
 /// directory `dir`, and waits for its serving line.
 pub(crate) fn spawn_config(dir: PathBuf, config: &Path) -> Result<Spawned> {
-    let mut child = Command::new(exe_dir().join("toolhost"))
+    spawn_config_with(&exe_dir().join("toolhost"), dir, config)
+}
+
+/// [`spawn_config`] with the `toolhost` binary at `toolhost`.
+pub(crate) fn spawn_config_with(toolhost: &Path, dir: PathBuf, config: &Path) -> Result<Spawned> {
+    let mut child = Command::new(toolhost)
         .args(["serve", "--http", "127.0.0.1:0", "--config"])
         .arg(config)
         .env("TOKIO_WORKER_THREADS", WORKERS)

@@ -2,8 +2,8 @@
 //! a fleet, and `toolhost call`, which talks to one as an agent would.
 //!
 //! - the admin commands (`status`, `tools`, `tasks`, `approvals`, `catalog`,
-//!   `plugins`) over the admin socket ([`ops`], [`show`], [`catalog`],
-//!   [`approvals`]);
+//!   `plugins`) over the admin socket ([`ops`], [`status`], [`show`],
+//!   [`catalog`], [`approvals`]);
 //! - the fleet's commands over NATS (`fleet status`, `fleet push`,
 //!   `catalog push --nats`, `catalog build`) ([`fleet`]);
 //! - `toolhost push`, a package into an OCI registry ([`publish`]);
@@ -28,4 +28,5 @@ pub mod ops;
 pub mod placing;
 pub mod publish;
 mod show;
+pub mod status;
 mod upgrades;

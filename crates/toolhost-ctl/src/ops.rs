@@ -1,9 +1,9 @@
 //! Operator commands that talk to a running daemon over its admin socket:
-//! `status`, `tools`, `catalog show|push`, `plugins restart`.
+//! `tools`, `tasks` and `plugins ...` (`status` has a module of its own).
 
 use crate::show::{
-    disk_line, installed_plugins, installed_plugins_for_text, one_line_status, plugin_json,
-    plugin_warnings, print_config, print_grants, print_sandbox,
+    installed_plugins, one_line_status, one_plugin, one_plugin_for_text, plugin_json, print_config,
+    print_grants, print_sandbox,
 };
 use anyhow::{Context as _, Result};
 use std::path::PathBuf;
@@ -42,8 +42,23 @@ impl Target {
 /// `toolhost plugins ...`.
 #[derive(Debug, clap::Subcommand)]
 pub enum PluginsCommand {
-    /// List plugins: version, origin, enabled, state.
-    List,
+    /// List plugins: version, origin, state, and what needs the operator
+    /// (a summary of each; `plugins show ID` or `--detail` for the rest).
+    List {
+        /// Everything about each plugin: each tool's policy, every
+        /// withheld tool by name (a summary names ten), and what each
+        /// enforced sandbox rule holds.
+        #[arg(long)]
+        detail: bool,
+        /// At most this many plugins (in id order); with `--after`, one
+        /// page at a time.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        limit: Option<u32>,
+        /// Only plugins whose id sorts after this one: the last id of the
+        /// page before.
+        #[arg(long, value_name = "ID")]
+        after: Option<String>,
+    },
     /// Restart a plugin now (also the way out of `failed`).
     Restart {
         /// The plugin id.
@@ -185,22 +200,6 @@ pub(crate) fn status_error(s: &tonic::Status) -> anyhow::Error {
     anyhow::anyhow!("{} ({:?})", s.message(), s.code())
 }
 
-/// Tasks by state, in the order a task goes through them.
-fn task_counts(counts: &std::collections::HashMap<String, u32>) -> String {
-    let order = [
-        "working",
-        "input_required",
-        "completed",
-        "failed",
-        "cancelled",
-    ];
-    order
-        .iter()
-        .map(|s| format!("{} {s}", counts.get(*s).copied().unwrap_or(0)))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// `toolhost tasks` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub enum TasksCommand {
@@ -262,131 +261,6 @@ pub async fn tasks(t: &Target, command: Option<TasksCommand>) -> Result<ExitCode
     Ok(ExitCode::SUCCESS)
 }
 
-/// `toolhost status`.
-///
-/// Kept whole on purpose: it prints the daemon's status top to bottom as the
-/// operator reads it; each section is a few lines over the one answer.
-pub async fn status(t: &Target) -> Result<ExitCode> {
-    let mut c = t.connect().await?;
-    let st = c
-        .get_status(pb::GetStatusRequest {})
-        .await
-        .map_err(|e| status_error(&e))?
-        .into_inner();
-    let plugins = installed_plugins(&mut c).await?;
-    if t.format == Format::Json {
-        let plugins: Vec<_> = plugins.iter().map(plugin_json).collect();
-        outjson!(serde_json::json!({
-            "catalog": { "generation": st.generation, "revision": st.revision, "tools": st.tools, "defects": st.defects, "managed": st.managed, "last_good": st.last_good,
-                "withheld": st.withheld.iter().map(|d| serde_json::json!({ "tool": d.tool, "reason": d.reason })).collect::<Vec<_>>() },
-            "sessions": st.sessions, "bound_tokens": st.bound_tokens, "admin_socket": st.admin_socket, "plugins": plugins,
-            "tasks": st.tasks,
-            "policy": st.policy.as_ref().map(|p| serde_json::json!({
-                "approvals": p.approvals, "approvals_pending": p.approvals_pending,
-                "token_rate_limit": p.token_rate_limit, "tool_rate_limits": p.tool_rate_limits, "rules": p.rules,
-            })),
-            "fleet": st.fleet.as_ref().map(|f| serde_json::json!({
-                "server": f.server, "bucket": f.bucket, "daemon": f.daemon, "connected": f.connected,
-                "last_error": f.last_error, "applied_kv_revision": f.applied_kv_revision,
-                "applied_outcome": f.applied_outcome, "reconnects": f.reconnects, "seconds_in_state": f.seconds_in_state,
-            })),
-        }));
-        return Ok(ExitCode::SUCCESS);
-    }
-    let mode = if st.managed && st.last_good {
-        "managed by a backend; the last catalog it pushed before this start, served until it pushes again"
-    } else if st.managed {
-        "managed by a backend"
-    } else {
-        "embedded (from installed plugins)"
-    };
-    outln!(
-        "catalog   generation {} revision {} ({mode})",
-        st.generation,
-        st.revision
-    );
-    outln!("          {} tool(s), {} withheld", st.tools, st.defects);
-    if let Some(f) = &st.fleet {
-        crate::fleet::link_lines(f);
-    }
-    for d in &st.withheld {
-        outln!(
-            "          withheld {}: {}",
-            toolhost_base::term::one_line(&d.tool),
-            toolhost_base::term::one_line(&d.reason)
-        );
-    }
-    let more = (st.defects as usize).saturating_sub(st.withheld.len());
-    if more > 0 {
-        outln!("          and {more} more withheld");
-    }
-    outln!(
-        "sessions  {} listening, {} token(s) bound",
-        st.sessions,
-        st.bound_tokens
-    );
-    outln!("tasks     {}", task_counts(&st.tasks));
-    if let Some(p) = &st.policy {
-        crate::show::policy_lines(p);
-    }
-    if !st.admin_socket.is_empty() {
-        outln!("admin     {}", st.admin_socket);
-    }
-    outln!("plugins");
-    for p in plugins.iter().map(one_line_status) {
-        let pid = if p.pid == 0 {
-            "-".to_owned()
-        } else {
-            p.pid.to_string()
-        };
-        let state = if p.state == "restarting" && p.failures >= toolhost_runtime::CRASH_LOOP {
-            format!("CRASH LOOP ({} failures in a row)", p.failures)
-        } else {
-            p.state.clone()
-        };
-        outln!(
-            "  {:<24} {:<10} {:<11} pid {:<8} restarts {}",
-            p.id,
-            p.version,
-            state,
-            pid,
-            p.restarts
-        );
-        crate::show::print_provenance(&p, "      ");
-        if let Some(h) = &p.held {
-            crate::show::print_held(&p.id, h, "      ");
-        }
-        if !p.last_error.is_empty() {
-            outln!("      last error: {}", p.last_error);
-        }
-        if !p.missing_config.is_empty() {
-            outln!("      needs configuration: {}", p.missing_config.join(", "));
-        }
-        if let Some(d) = p.disk.as_ref().filter(|d| d.over) {
-            outln!("      {}", disk_line(d));
-        }
-        for line in plugin_warnings(&p) {
-            outln!("      {line}");
-        }
-        let open: Vec<&str> = p
-            .sandbox
-            .iter()
-            .filter(|r| {
-                r.state != "enforced" && r.rule != toolhost_sandbox::Rule::CpuPerCall.as_str()
-            })
-            .map(|r| r.rule.as_str())
-            .collect();
-        if !open.is_empty() {
-            outln!(
-                "      sandbox not enforced: {} (toolhost plugins show {})",
-                open.join(", "),
-                p.id
-            );
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
 /// `toolhost tools`.
 pub async fn tools(t: &Target) -> Result<ExitCode> {
     let mut c = t.connect().await?;
@@ -429,8 +303,12 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
     let mut c = t.connect().await?;
     // Paths are read by the daemon, whose working directory is not ours.
     let answer = match cmd {
-        PluginsCommand::List => {
-            return list(t, &mut c).await;
+        PluginsCommand::List {
+            detail,
+            limit,
+            after,
+        } => {
+            return list(t, &mut c, *detail, *limit, after.as_deref()).await;
         }
         PluginsCommand::Show { id } => {
             return show_plugin(t, &mut c, id).await;
@@ -552,8 +430,22 @@ pub async fn plugins(t: &Target, cmd: &PluginsCommand) -> Result<ExitCode> {
 }
 
 /// `toolhost plugins list`.
-async fn list(t: &Target, c: &mut toolhost_admin::Client) -> Result<ExitCode> {
-    let plugins = installed_plugins(c).await?;
+async fn list(
+    t: &Target,
+    c: &mut toolhost_admin::Client,
+    detail: bool,
+    limit: Option<u32>,
+    after: Option<&str>,
+) -> Result<ExitCode> {
+    let (plugins, next_after) = match (limit, after) {
+        (None, None) => (installed_plugins(c, detail).await?, String::new()),
+        _ => {
+            // Never 0, which would ask the daemon for every plugin.
+            let size = limit.unwrap_or(500).max(1);
+            let page = crate::show::plugins_page(c, detail, after.unwrap_or(""), size).await?;
+            (page.plugins, page.next_after)
+        }
+    };
     if t.format == Format::Json {
         let v: Vec<_> = plugins.iter().map(plugin_json).collect();
         outjson!(serde_json::Value::Array(v));
@@ -569,20 +461,34 @@ async fn list(t: &Target, c: &mut toolhost_admin::Client) -> Result<ExitCode> {
             for d in &p.withheld {
                 outln!("    withheld {}: {}", d.tool, d.reason);
             }
-            let more = (p.withheld_total as usize).saturating_sub(p.withheld.len());
-            if more > 0 {
-                outln!("    and {more} more withheld");
-            }
+            withheld_more(&p, "    ");
             print_grants(&p);
         }
+    }
+    if !next_after.is_empty() {
+        // On stderr, so the JSON on stdout stays one array.
+        toolhost_base::errln!(
+            "more plugins follow: toolhost plugins list --after {}",
+            toolhost_base::term::one_line(&next_after)
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
 
+/// What a listing did not name of `p`'s withheld tools.
+fn withheld_more(p: &pb::PluginStatus, indent: &str) {
+    let more = (p.withheld_total as usize).saturating_sub(p.withheld.len());
+    if more > 0 {
+        outln!(
+            "{indent}and {more} more withheld (toolhost plugins show {})",
+            p.id
+        );
+    }
+}
+
 /// `toolhost plugins show ID`.
 async fn show_plugin(t: &Target, c: &mut toolhost_admin::Client, id: &str) -> Result<ExitCode> {
-    let plugins = installed_plugins(c).await?;
-    let Some(p) = plugins.iter().find(|p| p.id == id) else {
+    let Some(p) = &one_plugin(c, id).await? else {
         anyhow::bail!("no plugin {id:?} is installed");
     };
     if t.format == Format::Json {
@@ -614,8 +520,7 @@ async fn config(
 ) -> Result<ExitCode> {
     let values = config_values(values)?;
     if values.is_empty() && unset.is_empty() {
-        let plugins = installed_plugins_for_text(c).await?;
-        let Some(p) = plugins.iter().find(|p| p.id == id) else {
+        let Some(p) = one_plugin_for_text(c, id).await? else {
             anyhow::bail!("no plugin {id:?} is installed");
         };
         print_config(&p.config);

@@ -288,23 +288,82 @@ pub(crate) fn policy_lines(p: &pb::PolicySummary) {
     outln!("          argument rules: {}", p.rules);
 }
 
-pub(crate) async fn installed_plugins(
-    c: &mut toolhost_admin::Client,
-) -> anyhow::Result<Vec<pb::PluginStatus>> {
-    Ok(c.list_plugins(pb::ListPluginsRequest {})
-        .await
-        .map_err(|e| anyhow::anyhow!("{} ({:?})", e.message(), e.code()))?
-        .into_inner()
-        .plugins)
+/// How many plugins one `ListPlugins` page asks for: summaries are a few
+/// hundred bytes each, a plugin in full grows with its tools.
+const SUMMARY_PAGE: u32 = 500;
+const DETAIL_PAGE: u32 = 50;
+
+fn list_error(e: &tonic::Status) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{} ({:?})",
+        toolhost_base::term::one_line(e.message()),
+        e.code()
+    )
 }
 
-/// [`installed_plugins`] for text output: every field one escaped line.
-pub(crate) async fn installed_plugins_for_text(
+/// One page of plugins in id order, after `after`.
+pub(crate) async fn plugins_page(
     c: &mut toolhost_admin::Client,
+    detail: bool,
+    after: &str,
+    page_size: u32,
+) -> anyhow::Result<pb::ListPluginsResponse> {
+    Ok(c.list_plugins(pb::ListPluginsRequest {
+        detail,
+        after: after.to_owned(),
+        page_size,
+        ..Default::default()
+    })
+    .await
+    .map_err(|e| list_error(&e))?
+    .into_inner())
+}
+
+/// Every installed plugin, a page at a time: a summary of each (see
+/// `ListPluginsRequest.detail`), or everything with `detail`.
+pub(crate) async fn installed_plugins(
+    c: &mut toolhost_admin::Client,
+    detail: bool,
 ) -> anyhow::Result<Vec<pb::PluginStatus>> {
-    Ok(installed_plugins(c)
-        .await?
-        .iter()
-        .map(one_line_status)
-        .collect())
+    let size = if detail { DETAIL_PAGE } else { SUMMARY_PAGE };
+    let mut all = Vec::new();
+    let mut after = String::new();
+    loop {
+        let page = plugins_page(c, detail, &after, size).await?;
+        all.extend(page.plugins);
+        // A daemon that answers a next page it does not move to would
+        // keep us asking for ever.
+        if page.next_after.is_empty() || page.next_after <= after {
+            return Ok(all);
+        }
+        after = page.next_after;
+    }
+}
+
+/// Everything the daemon knows of plugin `id`; `None` when it is not
+/// installed.
+pub(crate) async fn one_plugin(
+    c: &mut toolhost_admin::Client,
+    id: &str,
+) -> anyhow::Result<Option<pb::PluginStatus>> {
+    let answer = c
+        .list_plugins(pb::ListPluginsRequest {
+            id: id.to_owned(),
+            detail: true,
+            ..Default::default()
+        })
+        .await;
+    match answer {
+        Ok(r) => Ok(r.into_inner().plugins.into_iter().find(|p| p.id == id)),
+        Err(e) if e.code() == tonic::Code::NotFound => Ok(None),
+        Err(e) => Err(list_error(&e)),
+    }
+}
+
+/// [`one_plugin`] for text output: every field one escaped line.
+pub(crate) async fn one_plugin_for_text(
+    c: &mut toolhost_admin::Client,
+    id: &str,
+) -> anyhow::Result<Option<pb::PluginStatus>> {
+    Ok(one_plugin(c, id).await?.as_ref().map(one_line_status))
 }

@@ -4,7 +4,7 @@
 //! the catalog version it published. Every text is the daemon's, which got
 //! much of it from manifests and archives, so each is one escaped line.
 
-use crate::show::{installed_plugins_for_text, print_config, print_grants, print_held};
+use crate::show::{one_plugin_for_text, print_config, print_grants, print_held};
 use std::path::Path;
 use std::process::ExitCode;
 use toolhost_admin::admin as pb;
@@ -57,8 +57,7 @@ pub(crate) async fn report_plugin(
     version: &str,
     needs_config: bool,
 ) -> bool {
-    let listed = installed_plugins_for_text(c).await.unwrap_or_default();
-    if let Some(p) = listed.iter().find(|p| p.id == id) {
+    if let Some(p) = &one_plugin_for_text(c, id).await.ok().flatten() {
         let asks_nothing = p.asks.is_empty() && p.config.is_empty() && p.ungranted.is_empty();
         if asks_nothing {
             outln!(

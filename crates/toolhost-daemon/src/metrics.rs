@@ -168,7 +168,7 @@ pub(crate) fn render(sources: &Sources) -> String {
             out,
             "toolhost_plugin_state{{plugin=\"{}\",state=\"{}\"}} 1",
             h.id(),
-            h.state().phase.as_str()
+            h.phase().as_str()
         );
     }
     let waiting = running.needs_config();
@@ -203,7 +203,7 @@ pub(crate) fn render(sources: &Sources) -> String {
             out,
             "toolhost_plugin_restarts_total{{plugin=\"{}\"}} {}",
             h.id(),
-            h.state().restarts
+            h.restarts()
         );
     }
     let stats = pipeline.stats();

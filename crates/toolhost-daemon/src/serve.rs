@@ -525,9 +525,8 @@ fn follow_fleet(
             Arc::new(move || {
                 let placed = lifecycle.placement_status().plugins;
                 lifecycle
-                    .list()
+                    .ids()
                     .into_iter()
-                    .map(|p| p.id)
                     .chain(
                         placed
                             .into_iter()
@@ -584,13 +583,14 @@ fn plugin_summary(
 ) -> Arc<dyn Fn() -> Vec<(String, String)> + Send + Sync> {
     let lifecycle = Arc::clone(lifecycle);
     Arc::new(move || {
+        // Each heartbeat: standings, not every plugin's full record.
         lifecycle
-            .list()
+            .standings()
             .into_iter()
             .map(|p| {
                 let how = if !p.enabled {
                     "disabled"
-                } else if !p.needs_config.is_empty() {
+                } else if p.needs_config {
                     "needs_config"
                 } else {
                     "enabled"

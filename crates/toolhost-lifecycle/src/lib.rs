@@ -44,6 +44,6 @@ pub use files::private_dir;
 pub use lifecycle::{
     DISK_CHECK, DiskInfo, HeldInfo, Lifecycle, LifecycleConfig, LifecycleError, PlacedPlugin,
     PlacedState, Placement, PlacementStatus, PluginInfo, PulledInstall, RegistryConfig, Reviewed,
-    UpgradeOptions, Upgraded,
+    Standing, UpgradeOptions, Upgraded,
 };
 pub use spec::plugin_spec;

@@ -167,6 +167,19 @@ impl PluginHandle {
         &self.version
     }
 
+    /// The current phase, without copying the rest of the state (what a
+    /// count of a thousand plugins by phase asks for).
+    #[must_use]
+    pub fn phase(&self) -> Phase {
+        self.state.borrow().phase
+    }
+
+    /// Restarts since the supervisor started, without copying the state.
+    #[must_use]
+    pub fn restarts(&self) -> u32 {
+        self.state.borrow().restarts
+    }
+
     /// The current state.
     #[must_use]
     pub fn state(&self) -> PluginState {

@@ -5,7 +5,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use toolhost_author::{check, harness, new, pack, sign, sync};
 use toolhost_base::errln;
-use toolhost_ctl::{approvals, call, catalog, fleet, ops, placing, publish};
+use toolhost_ctl::{approvals, call, catalog, fleet, ops, placing, publish, status};
 use toolhost_daemon::serve;
 
 /// Runs plugin processes and serves their tools to AI agents over MCP.
@@ -56,7 +56,7 @@ enum Command {
     /// would. Exit 0 on success, 1 when the result is an error.
     Call(call::CallArgs),
     /// The running daemon at a glance: plugins, catalog, sessions.
-    Status(ops::Target),
+    Status(status::StatusArgs),
     /// The running daemon's catalog: exposed names and surfaces.
     Tools(ops::Target),
     /// Show or push the running daemon's catalog.
@@ -160,7 +160,7 @@ pub fn run(cli: Cli) -> ExitCode {
             serve_runtime().and_then(|rt| rt.block_on(serve::run(args)).map(|()| ExitCode::SUCCESS))
         }
         Command::Call(args) => runtime().and_then(|rt| rt.block_on(call::run(args))),
-        Command::Status(t) => runtime().and_then(|rt| rt.block_on(ops::status(&t))),
+        Command::Status(args) => runtime().and_then(|rt| rt.block_on(status::status(&args))),
         Command::Tools(t) => runtime().and_then(|rt| rt.block_on(ops::tools(&t))),
         Command::Tasks { target, command } => {
             runtime().and_then(|rt| rt.block_on(ops::tasks(&target, command)))

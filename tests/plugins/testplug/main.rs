@@ -408,46 +408,62 @@ async fn rolling(call: ToolCall) -> Result<ToolOutput, ToolError> {
     Ok(ToolOutput::text(format!("rolled {ms} ms")))
 }
 
+/// Every tool, or with `TESTPLUG_TOOLS=a,b,...` only those named: a
+/// benchmark's plugin that serves exactly the tools its manifest declares.
 fn tools() -> Plugin {
-    Plugin::new()
-        .tool("env", env)
-        .tool("echo", echo)
-        .tool("echo_report", echo)
-        .tool("nap", slow)
-        .tool("only_task", count)
-        .tool("flood", flood)
-        .tool("slow", slow)
-        .tool("crash", crash)
-        .tool("count", count)
-        .tool("big", big)
-        .tool("bad_output", bad_output)
-        .tool("media", media)
-        .tool("steps", steps)
-        .tool("confirm", confirm)
-        .tool("bad_block", bad_block)
-        .tool("rolling", rolling)
-        .tool("still", rolling)
-        .tool("bad_question", bad_question)
-        .tool("two_questions", two_questions)
-        .tool("huge", huge)
-        .tool("config", config)
-        .tool("read_file", read_file)
-        .tool("write_file", write_file)
-        .tool("fill", fill)
-        .tool("hog", hog)
-        .tool("links", links)
-        .tool("serve_unix", serve_unix)
-        .tool("stderr_bytes", stderr_bytes)
-        .tool("call_api", call_api)
-        .tool("spawn_many", spawn_many)
-        .tool("alloc", alloc)
-        .tool("connect", connect)
-        .tool("connect_unix", connect_unix)
-        .tool("caps", caps)
-        .tool("mknod", mknod)
-        .tool("call_socket", call_socket)
-        .tool("net_probe", net_probe)
-        .tool("admin_attack", admin_attack)
+    let only: Option<Vec<String>> = std::env::var("TESTPLUG_TOOLS")
+        .ok()
+        .map(|v| v.split(',').map(str::to_owned).collect());
+    let keep = |name: &str| only.as_ref().is_none_or(|o| o.iter().any(|n| n == name));
+    let mut plugin = Plugin::new();
+    macro_rules! serve {
+        ($($name:literal => $handler:expr),* $(,)?) => {
+            $(if keep($name) {
+                plugin = plugin.tool($name, $handler);
+            })*
+        };
+    }
+    serve!(
+        "env" => env,
+        "echo" => echo,
+        "echo_report" => echo,
+        "nap" => slow,
+        "only_task" => count,
+        "flood" => flood,
+        "slow" => slow,
+        "crash" => crash,
+        "count" => count,
+        "big" => big,
+        "bad_output" => bad_output,
+        "media" => media,
+        "steps" => steps,
+        "confirm" => confirm,
+        "bad_block" => bad_block,
+        "rolling" => rolling,
+        "still" => rolling,
+        "bad_question" => bad_question,
+        "two_questions" => two_questions,
+        "huge" => huge,
+        "config" => config,
+        "read_file" => read_file,
+        "write_file" => write_file,
+        "fill" => fill,
+        "hog" => hog,
+        "links" => links,
+        "serve_unix" => serve_unix,
+        "stderr_bytes" => stderr_bytes,
+        "call_api" => call_api,
+        "spawn_many" => spawn_many,
+        "alloc" => alloc,
+        "connect" => connect,
+        "connect_unix" => connect_unix,
+        "caps" => caps,
+        "mknod" => mknod,
+        "call_socket" => call_socket,
+        "net_probe" => net_probe,
+        "admin_attack" => admin_attack,
+    );
+    plugin
 }
 
 /// Attacks the admin socket at `path` the ways a plugin gets past a peer

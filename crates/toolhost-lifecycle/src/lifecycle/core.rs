@@ -184,6 +184,18 @@ pub enum LifecycleError {
     },
 }
 
+/// Whether one plugin may run, for counting plugins by state without
+/// building each one's [`PluginInfo`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Standing {
+    /// Id.
+    pub id: String,
+    /// Enabled.
+    pub enabled: bool,
+    /// Some required configuration is missing, so it is not started.
+    pub needs_config: bool,
+}
+
 /// One plugin, for listings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PluginInfo {
@@ -432,52 +444,99 @@ impl Lifecycle {
     /// Every plugin, by id.
     #[must_use]
     pub fn list(&self) -> Vec<PluginInfo> {
+        self.page(None, usize::MAX)
+    }
+
+    /// At most `limit` plugins in id order, those after `after` (the last
+    /// id of the page before): a page of [`Self::list`] that costs only
+    /// what it holds. Keyed by id, so a plugin installed or removed between
+    /// two pages neither repeats nor skips another.
+    #[must_use]
+    pub fn page(&self, after: Option<&str>, limit: usize) -> Vec<PluginInfo> {
+        use std::ops::Bound;
         let inner = self.lock();
+        let from = after.map_or(Bound::Unbounded, |a| Bound::Excluded(a.to_owned()));
         inner
             .records
+            .range((from, Bound::Unbounded))
+            .take(limit)
+            .map(|(_, r)| self.info_of(&inner, r))
+            .collect()
+    }
+
+    /// One plugin's record, if it is installed.
+    #[must_use]
+    pub fn info(&self, id: &str) -> Option<PluginInfo> {
+        let inner = self.lock();
+        inner.records.get(id).map(|r| self.info_of(&inner, r))
+    }
+
+    /// How many plugins are installed (enabled or not).
+    #[must_use]
+    pub fn count(&self) -> usize {
+        self.lock().records.len()
+    }
+
+    /// Every installed plugin's id, in order; what a caller that needs no
+    /// more than ids asks for, instead of [`Self::list`].
+    #[must_use]
+    pub fn ids(&self) -> Vec<String> {
+        self.lock().records.keys().cloned().collect()
+    }
+
+    /// Whether each plugin may run, in id order: the little [`Self::list`]
+    /// holds that a count by state needs.
+    #[must_use]
+    pub fn standings(&self) -> Vec<Standing> {
+        self.lock()
+            .records
             .values()
-            .map(|r| {
-                let op = self.operator(&r.manifest.id);
-                let quota = r.handle.as_ref().and_then(|h| h.state().disk);
-                let writable = r.handle.as_ref().is_some_and(|h| h.data_writable());
-                let disk = quota
-                    .as_ref()
-                    .map(|q| self.disk_info(&r.manifest.id, q, writable));
-                let mut sandbox = toolhost_sandbox::enforcement(&settings::sandbox_policy(
-                    &r.manifest,
-                    &op,
-                    &self.cfg.sandbox,
-                ));
-                if let Some(d) = &disk {
-                    super::disk::describe_rule(&mut sandbox, d);
-                }
-                PluginInfo {
-                    id: r.manifest.id.clone(),
-                    version: r.manifest.version.to_string(),
-                    enabled: r.enabled,
-                    origin: match r.origin {
-                        Origin::Static => "static",
-                        Origin::Installed => "installed",
-                    },
-                    needs_config: r.resolved.missing.clone(),
-                    config: r.resolved.items.clone(),
-                    asks: r.manifest.asks(),
-                    ungranted: settings::ungranted(&r.manifest, &op),
-                    config_file_problems: settings::check_file(&r.manifest, &op.config),
-                    sandbox,
-                    disk,
-                    signer: match (r.origin, inner.file.signers.get(&r.manifest.id)) {
-                        (Origin::Static, _) => "not a package (from the configuration)".to_owned(),
-                        (Origin::Installed, Some(k)) => {
-                            toolhost_package::statement::describe_stored(k)
-                        }
-                        (Origin::Installed, None) => "unsigned".to_owned(),
-                    },
-                    source: inner.file.sources.get(&r.manifest.id).cloned(),
-                    held: inner.file.held.get(&r.manifest.id).map(Into::into),
-                }
+            .map(|r| Standing {
+                id: r.manifest.id.clone(),
+                enabled: r.enabled,
+                needs_config: !r.resolved.missing.is_empty(),
             })
             .collect()
+    }
+
+    fn info_of(&self, inner: &Inner, r: &super::records::Record) -> PluginInfo {
+        let op = self.operator(&r.manifest.id);
+        let quota = r.handle.as_ref().and_then(|h| h.state().disk);
+        let writable = r.handle.as_ref().is_some_and(|h| h.data_writable());
+        let disk = quota
+            .as_ref()
+            .map(|q| self.disk_info(&r.manifest.id, q, writable));
+        let mut sandbox = toolhost_sandbox::enforcement(&settings::sandbox_policy(
+            &r.manifest,
+            &op,
+            &self.cfg.sandbox,
+        ));
+        if let Some(d) = &disk {
+            super::disk::describe_rule(&mut sandbox, d);
+        }
+        PluginInfo {
+            id: r.manifest.id.clone(),
+            version: r.manifest.version.to_string(),
+            enabled: r.enabled,
+            origin: match r.origin {
+                Origin::Static => "static",
+                Origin::Installed => "installed",
+            },
+            needs_config: r.resolved.missing.clone(),
+            config: r.resolved.items.clone(),
+            asks: r.manifest.asks(),
+            ungranted: settings::ungranted(&r.manifest, &op),
+            config_file_problems: settings::check_file(&r.manifest, &op.config),
+            sandbox,
+            disk,
+            signer: match (r.origin, inner.file.signers.get(&r.manifest.id)) {
+                (Origin::Static, _) => "not a package (from the configuration)".to_owned(),
+                (Origin::Installed, Some(k)) => toolhost_package::statement::describe_stored(k),
+                (Origin::Installed, None) => "unsigned".to_owned(),
+            },
+            source: inner.file.sources.get(&r.manifest.id).cloned(),
+            held: inner.file.held.get(&r.manifest.id).map(Into::into),
+        }
     }
 
     /// Stops every plugin (daemon shutdown), then unmounts their data

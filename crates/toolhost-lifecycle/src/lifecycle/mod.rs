@@ -36,7 +36,7 @@ mod records;
 mod reload;
 mod start;
 
-pub use self::core::{HeldInfo, Lifecycle, LifecycleConfig, LifecycleError, PluginInfo};
+pub use self::core::{HeldInfo, Lifecycle, LifecycleConfig, LifecycleError, PluginInfo, Standing};
 pub use self::disk::{DISK_CHECK, DiskInfo};
 pub use self::held::{Reviewed, UpgradeOptions, Upgraded};
 pub use self::placed::{PlacedPlugin, PlacedState, Placement, PlacementStatus};
