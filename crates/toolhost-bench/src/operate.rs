@@ -136,6 +136,39 @@ async fn metrics(base: &str, daemon: u32) -> Result<Cost> {
     })
 }
 
+/// `toolhost status --format json`, again and again from the moment the
+/// admin socket answers until every plugin is ready: how many runs, and
+/// the slowest.
+async fn status_during_start(toolhost: &Path, admin: &Path) -> Result<(u32, Duration)> {
+    let (toolhost, admin) = (toolhost.to_path_buf(), admin.to_path_buf());
+    tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + Duration::from_secs(600);
+        let (mut runs, mut slowest) = (0u32, Duration::ZERO);
+        while Instant::now() < deadline {
+            let started = Instant::now();
+            let out = Command::new(&toolhost)
+                .args(["status", "--format", "json", "--admin"])
+                .arg(&admin)
+                .output()?;
+            let took = started.elapsed();
+            if !out.status.success() {
+                // Not answering yet.
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+            runs += 1;
+            slowest = slowest.max(took);
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            let plugins = v["plugins"].as_array().map_or(&[][..], Vec::as_slice);
+            if !plugins.is_empty() && plugins.iter().all(|p| p["state"] == "ready") {
+                break;
+            }
+        }
+        Ok((runs, slowest))
+    })
+    .await?
+}
+
 /// One table for `n` plugins.
 pub async fn report(n: usize) -> Result<()> {
     let testplug = crate::systems::exe_dir().join("testplug");
@@ -148,8 +181,16 @@ pub async fn report(n: usize) -> Result<()> {
     let dirs = (0..n)
         .map(|i| plugin(&dir, &format!("p{i:04}"), &testplug))
         .collect::<Result<Vec<_>>>()?;
-    let (daemon, admin) = crate::plugins::start_all_ready(&toolhost, &dir, &dirs).await?;
+    // `status` while the thousand start: the moment an operator looks.
+    let socket = dir.join("state/admin.sock");
+    let during = status_during_start(&toolhost, &socket);
+    let (started, during) = tokio::join!(
+        crate::plugins::start_all_ready(&toolhost, &dir, &dirs),
+        during
+    );
+    let (daemon, admin) = started?;
     let pid = daemon.pid();
+    let (runs, slowest) = during?;
     let middle = format!("p{:04}", n / 2);
     let commands: [(&str, Vec<&str>); 8] = [
         ("status", vec!["status"]),
@@ -180,6 +221,10 @@ pub async fn report(n: usize) -> Result<()> {
         "{n} plugins, {} tools; `toolhost` is {}\n",
         n * TOOLS.len(),
         toolhost.display()
+    );
+    println!(
+        "`toolhost status --format json` while they started: {runs} runs, the slowest {:.0} ms\n",
+        slowest.as_secs_f64() * 1000.0
     );
     println!("| request | bytes | daemon CPU per call | wall per call |");
     println!("|---|---|---|---|");

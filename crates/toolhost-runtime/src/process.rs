@@ -369,6 +369,9 @@ pub(crate) async fn start(spec: &PluginSpec, leaders: &Leaders) -> Result<Runnin
     let spawning = crate::leaders::SPAWNING
         .read()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // On this worker thread, never a blocking-pool one (`spawn_blocking`,
+    // `block_in_place`): the child's parent-death signal follows the thread
+    // that forked it, and a pool thread exits when idle, killing it.
     let spawned = command(spec, &sockets, &temp, &sandbox).spawn();
     let confinement = sandbox.into_confinement();
     let mut child = spawned.map_err(|source| StartError::Spawn {

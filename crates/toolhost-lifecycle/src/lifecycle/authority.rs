@@ -19,48 +19,56 @@ impl Lifecycle {
         if self.cfg.managed || self.closing.load(std::sync::atomic::Ordering::Acquire) {
             return self.store.current().revision();
         }
-        let mut inner = self.lock();
-        for r in inner.records.values_mut() {
-            if r.handle
-                .as_ref()
-                .is_some_and(|h| h.state().phase == Phase::Ready)
-            {
-                r.listable = true;
+        let _one_at_a_time = self
+            .publishing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (snapshot, key, revision, generation) = {
+            let mut inner = self.lock();
+            for r in inner.records.values_mut() {
+                if r.handle.as_ref().is_some_and(|h| h.phase() == Phase::Ready) {
+                    r.listable = true;
+                }
             }
-        }
-        let listed: Vec<&Manifest> = inner
-            .records
-            .values()
-            .filter(|r| {
-                r.enabled
-                    && r.listable
-                    && r.handle
-                        .as_ref()
-                        .is_some_and(|h| !matches!(h.state().phase, Phase::Failed | Phase::Stopped))
-            })
-            .map(|r| &r.manifest)
-            .collect();
-        let key: Vec<(String, String)> = listed
-            .iter()
-            .map(|m| (m.id.clone(), m.version.to_string()))
-            .collect();
-        self.store
-            .set_absent(absences(&self.cfg.prefix, inner.records.values(), &key));
-        if inner.listed.as_ref() == Some(&key) {
-            return inner.revision;
-        }
-        let revision = inner.revision + 1;
-        let snapshot =
-            Snapshot::from_manifests(&self.cfg.prefix, inner.generation.clone(), revision, listed);
+            let listed: Vec<&Manifest> = inner
+                .records
+                .values()
+                .filter(|r| {
+                    r.enabled
+                        && r.listable
+                        && r.handle
+                            .as_ref()
+                            .is_some_and(|h| !matches!(h.phase(), Phase::Failed | Phase::Stopped))
+                })
+                .map(|r| &r.manifest)
+                .collect();
+            let key: Vec<(String, String)> = listed
+                .iter()
+                .map(|m| (m.id.clone(), m.version.to_string()))
+                .collect();
+            self.store
+                .set_absent(absences(&self.cfg.prefix, inner.records.values(), &key));
+            if inner.listed.as_ref() == Some(&key) {
+                return inner.revision;
+            }
+            let revision = inner.revision + 1;
+            let generation = inner.generation.clone();
+            let snapshot =
+                Snapshot::from_manifests(&self.cfg.prefix, generation.clone(), revision, listed);
+            (snapshot, key, revision, generation)
+        };
+        // Outside the lock: `status` and `plugins list` go on answering
+        // while thousands of tools compile.
         let r = self.store.offer(snapshot);
         if matches!(r.outcome, Outcome::Accepted | Outcome::Unchanged) {
-            tracing::info!(generation = %inner.generation, revision, plugins = key.len(), "catalog revision");
+            tracing::info!(generation = %generation, revision, plugins = key.len(), "catalog revision");
         } else {
             tracing::error!(outcome = r.outcome.as_str(), reasons = ?r.reasons, "the embedded catalog was refused");
         }
         for d in &r.defects {
             tracing::error!(tool = %d.tool, reason = %d.reason, "tool withheld");
         }
+        let mut inner = self.lock();
         inner.revision = revision;
         inner.listed = Some(key);
         revision
@@ -124,7 +132,18 @@ fn absences<'a>(
 pub(super) async fn run(lc: Arc<Lifecycle>, mut rx: mpsc::UnboundedReceiver<()>) {
     while rx.recv().await.is_some() {
         while rx.try_recv().is_ok() {}
-        lc.publish();
+        // Compiling a large catalog takes a while: on a blocking thread,
+        // not on a worker that calls and the admin API are waiting for.
+        // (Never `block_in_place`: it can retire a worker thread, and a
+        // plugin forked from that thread dies with it, by its
+        // parent-death signal.)
+        let publishing = Arc::clone(&lc);
+        if tokio::task::spawn_blocking(move || publishing.publish())
+            .await
+            .is_err()
+        {
+            tracing::error!("publishing the catalog failed; the next change publishes again");
+        }
     }
 }
 

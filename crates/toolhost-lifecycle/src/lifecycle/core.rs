@@ -259,6 +259,10 @@ pub struct Lifecycle {
     pub(super) installed: Arc<ArcSwap<Installed>>,
     /// One operation at a time.
     pub(super) ops: tokio::sync::Mutex<()>,
+    /// One publication at a time: a revision is built under `inner`'s
+    /// lock and offered to the store (the costly part, compiling every
+    /// tool) outside it, so listings never wait for a catalog's compile.
+    pub(super) publishing: Mutex<()>,
     pub(super) inner: Mutex<Inner>,
     pub(super) recompute: mpsc::UnboundedSender<()>,
     pub(super) stored: Stored,

@@ -113,6 +113,7 @@ impl Lifecycle {
             plugins,
             installed,
             ops: tokio::sync::Mutex::new(()),
+            publishing: Mutex::new(()),
             recompute: tx,
             stored: Stored::new(&lc_state_dir),
             disk: Mutex::new(super::disk::DiskBook::default()),
