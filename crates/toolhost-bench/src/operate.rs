@@ -172,8 +172,7 @@ async fn status_during_start(toolhost: &Path, admin: &Path) -> Result<(u32, Dura
 /// One table for `n` plugins.
 pub async fn report(n: usize) -> Result<()> {
     let testplug = crate::systems::exe_dir().join("testplug");
-    let toolhost = std::env::var_os("BENCH_TOOLHOST")
-        .map_or_else(|| crate::systems::exe_dir().join("toolhost"), PathBuf::from);
+    let toolhost = crate::systems::toolhost_exe();
     if !testplug.is_file() || !toolhost.is_file() {
         bail!("testplug or toolhost is not built (cargo build --workspace --bins)");
     }

@@ -52,6 +52,12 @@ pub(crate) fn exe_dir() -> PathBuf {
         .unwrap_or_default()
 }
 
+/// The daemon under test: this build's, or the one `BENCH_TOOLHOST`
+/// names (an older build, for a before and after from the same harness).
+pub(crate) fn toolhost_exe() -> PathBuf {
+    std::env::var_os("BENCH_TOOLHOST").map_or_else(|| exe_dir().join("toolhost"), PathBuf::from)
+}
+
 pub(crate) fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -237,7 +243,7 @@ pub(crate) fn spawn_toolhost_for(
 /// Starts toolhost on `config` (HTTP on a free port), its scratch
 /// directory `dir`, and waits for its serving line.
 pub(crate) fn spawn_config(dir: PathBuf, config: &Path) -> Result<Spawned> {
-    spawn_config_with(&exe_dir().join("toolhost"), dir, config)
+    spawn_config_with(&toolhost_exe(), dir, config)
 }
 
 /// [`spawn_config`] with the `toolhost` binary at `toolhost`.

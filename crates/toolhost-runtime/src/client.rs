@@ -12,7 +12,6 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
-use toolhost_proto::plugin::plugin_client::PluginClient as Grpc;
 use toolhost_proto::plugin::{AgentToolRequest, AgentToolResponse};
 use toolhost_proto::plugin_v2::plugin_client::PluginClient as GrpcV2;
 use toolhost_proto::plugin_v2::{HostEvent, PluginEvent, host_event};
@@ -24,8 +23,9 @@ use toolhost_proto::plugin_v2::{HostEvent, PluginEvent, host_event};
 pub struct PluginClient {
     plugin: Arc<str>,
     pid: u32,
-    grpc: Grpc<Channel>,
-    /// The same channel, for protocol 2.
+    /// Protocol 1's calls: unary, straight over HTTP/2 (`crate::unary`).
+    direct: Arc<crate::unary::DirectLink>,
+    /// Protocol 2's streams, `Describe`.
     grpc_v2: GrpcV2<Channel>,
     /// The plugin protocol version the process speaks (1 or 2).
     protocol: u32,
@@ -241,13 +241,14 @@ impl PluginClient {
         plugin: Arc<str>,
         pid: u32,
         channel: Channel,
+        socket: std::path::PathBuf,
         gone: CancellationToken,
         call_token: &str,
     ) -> Self {
         Self {
             plugin,
             pid,
-            grpc: Grpc::new(channel.clone()),
+            direct: Arc::new(crate::unary::DirectLink::new(socket, gone.clone())),
             grpc_v2: GrpcV2::new(channel),
             protocol: 1,
             gone,
@@ -349,35 +350,46 @@ impl PluginClient {
             "kandev.plugin.v1.Plugin",
             "InvokeAgentTool",
         );
-        let mut req = tonic::Request::new(request);
-        req.set_timeout(deadline);
-        self.present_token(&mut req);
-        span.inject(req.metadata_mut());
-        let mut grpc = self
-            .grpc
-            .clone()
-            .max_decoding_message_size(max_answer_bytes);
-        tokio::select! {
+        let mut metadata = tonic::metadata::MetadataMap::new();
+        if let Some(t) = &self.call_token {
+            metadata.insert(toolhost_proto::contract::CALL_TOKEN_METADATA, t.clone());
+        }
+        span.inject(&mut metadata);
+        let call = self.direct.call(
+            "/kandev.plugin.v1.Plugin/InvokeAgentTool",
+            metadata.into_headers(),
+            &request,
+            deadline,
+            max_answer_bytes,
+        );
+        let answer = tokio::select! {
             biased;
             () = self.gone.cancelled() => {
                 span.fail("plugin_unavailable");
-                Err(self.unavailable("the plugin process stopped"))
+                return Err(self.unavailable("the plugin process stopped"));
             }
-            r = tokio::time::timeout(deadline, grpc.invoke_agent_tool(req)) => match r {
-                Err(_) => {
-                    span.fail("timeout");
-                    Err(InvokeError::Timeout(deadline))
-                }
-                Ok(Ok(resp)) => {
+            r = call => r,
+        };
+        let status = match answer {
+            Ok(bytes) => match <AgentToolResponse as prost::Message>::decode(bytes) {
+                Ok(answer) => {
                     span.status(tonic::Code::Ok);
-                    Ok(resp.into_inner())
+                    return Ok(answer);
                 }
-                Ok(Err(status)) => {
-                    span.status(status.code());
-                    Err(self.classify(&status, deadline, max_answer_bytes))
-                }
+                Err(e) => tonic::Status::internal(format!("the answer could not be decoded: {e}")),
             },
-        }
+            Err(crate::unary::Failure::Timeout) => {
+                span.fail("timeout");
+                return Err(InvokeError::Timeout(deadline));
+            }
+            Err(crate::unary::Failure::TooLarge) => {
+                span.status(tonic::Code::OutOfRange);
+                return Err(InvokeError::TooLarge(max_answer_bytes));
+            }
+            Err(crate::unary::Failure::Status(status)) => status,
+        };
+        span.status(status.code());
+        Err(self.classify(&status, deadline, max_answer_bytes))
     }
 
     /// The CLIENT span of one call to this plugin (a no-op when telemetry

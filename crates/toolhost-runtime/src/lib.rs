@@ -23,8 +23,9 @@
 //!    with the plugin id, escaped and rate-limited.
 //! 3. **Ready**: a [`PluginClient`] is published in the plugin's state;
 //!    health is probed periodically. Protocol 1 calls are one unary
-//!    `InvokeAgentTool`; protocol 2 calls are one stream each
-//!    ([`CallStream`]).
+//!    `InvokeAgentTool`, sent straight over HTTP/2 on a connection of
+//!    their own (`unary`, made at the first call); protocol 2 calls are
+//!    one stream each ([`CallStream`]).
 //! 4. **Trouble**: an exit, or three failed probes in a row, stops the process
 //!    group, fails every call in flight at once, and restarts after an
 //!    exponential backoff with full jitter. Too many restarts in a window and
@@ -57,6 +58,7 @@ pub mod sockets;
 mod spec;
 mod supervisor;
 mod temp;
+mod unary;
 
 pub use client::{
     CallSlot, CallSlots, CallStream, DEFAULT_MAX_ANSWER_BYTES, Described, InvokeError,

@@ -167,6 +167,8 @@ pub(crate) struct Running {
     pub child: Child,
     pub pid: u32,
     pub channel: Channel,
+    /// The socket it serves on (protocol 1's calls connect again).
+    pub socket: std::path::PathBuf,
     /// What every call to this process presents (`contract::CALL_TOKEN_KEY`).
     pub call_token: String,
     /// Removed when the process is done with (this is dropped).
@@ -383,10 +385,11 @@ pub(crate) async fn start(spec: &PluginSpec, leaders: &Leaders) -> Result<Runnin
     drop(spawning);
     let stderr = crate::logs::Tail::default();
     match handshake_and_connect(spec, &sockets, &temp, &mut child, deadline, &stderr).await {
-        Ok(channel) => Ok(Running {
+        Ok((channel, socket)) => Ok(Running {
             child,
             pid,
             channel,
+            socket,
             call_token,
             _sockets: sockets,
             jail: confinement.jail,
@@ -424,7 +427,7 @@ async fn handshake_and_connect(
     child: &mut Child,
     deadline: Instant,
     tail: &crate::logs::Tail,
-) -> Result<Channel, StartError> {
+) -> Result<(Channel, std::path::PathBuf), StartError> {
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(StartError::ExitedEarly("no stdout/stderr pipes".to_owned()));
     };
@@ -486,7 +489,7 @@ async fn handshake_and_connect(
         r = wait_healthy(channel.clone(), deadline, spec.startup_timeout) => r?,
         status = child.wait() => return Err(StartError::ExitedDuringStart(describe(status))),
     }
-    Ok(channel)
+    Ok((channel, hs.socket))
 }
 
 /// A gRPC channel over the Unix socket. The URI is required by the API and

@@ -497,6 +497,7 @@ impl Supervisor {
             Arc::from(self.spec.id.as_str()),
             running.pid,
             running.channel.clone(),
+            running.socket.clone(),
             gone.clone(),
             &running.call_token,
         )
