@@ -55,6 +55,7 @@ mod logs;
 mod process;
 mod registry;
 pub mod sockets;
+mod spawner;
 mod spec;
 mod supervisor;
 mod temp;

@@ -368,21 +368,16 @@ pub(crate) async fn start(spec: &PluginSpec, leaders: &Leaders) -> Result<Runnin
     )
     .map_err(StartError::Sandbox)?;
     let deadline = Instant::now() + spec.startup_timeout;
-    let spawning = crate::leaders::SPAWNING
-        .read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    // On this worker thread, never a blocking-pool one (`spawn_blocking`,
-    // `block_in_place`): the child's parent-death signal follows the thread
-    // that forked it, and a pool thread exits when idle, killing it.
-    let spawned = command(spec, &sockets, &temp, &sandbox).spawn();
+    // On the daemon's spawner thread, never a blocking-pool one: the
+    // child's parent-death signal follows the thread that forked it, and a
+    // pool thread exits when idle, killing it (`spawner.rs`).
+    let spawned =
+        crate::spawner::spawn(command(spec, &sockets, &temp, &sandbox), leaders.clone()).await;
     let confinement = sandbox.into_confinement();
-    let mut child = spawned.map_err(|source| StartError::Spawn {
+    let (mut child, pid, leader) = spawned.map_err(|source| StartError::Spawn {
         command: spec.command.display().to_string(),
         source,
     })?;
-    let pid = child.id().unwrap_or(0);
-    let leader = leaders.enter(pid);
-    drop(spawning);
     let stderr = crate::logs::Tail::default();
     match handshake_and_connect(spec, &sockets, &temp, &mut child, deadline, &stderr).await {
         Ok((channel, socket)) => Ok(Running {

@@ -29,6 +29,7 @@ use arc_swap::ArcSwapOption;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -63,8 +64,10 @@ pub(crate) struct DirectLink {
 #[derive(Debug)]
 struct Connection {
     send: h2::client::SendRequest<Bytes>,
-    /// Cancelled when the connection's task has ended.
-    closed: CancellationToken,
+    /// Set when the connection's task has ended. An atomic, not a
+    /// cancellation token: every call reads it, and a token's read takes
+    /// a lock that the calls in flight would contend for.
+    closed: Arc<AtomicBool>,
 }
 
 impl DirectLink {
@@ -108,13 +111,13 @@ impl DirectLink {
     /// The live connection's sender, connecting when there is none.
     async fn sender(&self) -> Result<h2::client::SendRequest<Bytes>, Failure> {
         if let Some(c) = self.current.load().as_ref()
-            && !c.closed.is_cancelled()
+            && !c.closed.load(Ordering::Acquire)
         {
             return Ok(c.send.clone());
         }
         let _one_at_a_time = self.connecting.lock().await;
         if let Some(c) = self.current.load().as_ref()
-            && !c.closed.is_cancelled()
+            && !c.closed.load(Ordering::Acquire)
         {
             return Ok(c.send.clone());
         }
@@ -146,14 +149,14 @@ impl DirectLink {
             .handshake::<_, Bytes>(io)
             .await
             .map_err(transport)?;
-        let closed = CancellationToken::new();
-        let (gone, ended) = (self.gone.clone(), closed.clone());
+        let closed = Arc::new(AtomicBool::new(false));
+        let (gone, ended) = (self.gone.clone(), Arc::clone(&closed));
         tokio::spawn(async move {
             tokio::select! {
                 _ = driver => {}
                 () = gone.cancelled() => {}
             }
-            ended.cancel();
+            ended.store(true, Ordering::Release);
         });
         Ok(Connection { send, closed })
     }
@@ -491,7 +494,7 @@ mod tests {
             .await
             .expect("first");
         let first = link.current.load_full().expect("connected");
-        first.closed.cancel();
+        first.closed.store(true, Ordering::Release);
         call_within(&link, Duration::from_secs(5))
             .await
             .expect("a closed connection is replaced");
