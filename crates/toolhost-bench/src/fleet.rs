@@ -255,7 +255,7 @@ pub(crate) fn start_daemon(
             d.join("state").display().to_string()
         ),
     )?;
-    let mut child = Command::new(exe_dir().join("toolhost"))
+    let mut child = Command::new(crate::systems::toolhost_exe())
         .args(["serve", "--config"])
         .arg(&file)
         .args(["--http", "127.0.0.1:0"])

@@ -34,6 +34,10 @@
 //! `--oauth N` (toolhost's CPU per call with a static token, a JWT and
 //! a JWT whose plugin gets an exchanged token, only), and `--profile SECONDS [--json [--through-rmcp]]` (one toolhost under
 //! load, its pid printed, for `perf record -p`).
+//!
+//! `BENCH_TOOLHOST=/path/to/toolhost` runs any mode against another
+//! daemon build (the harness, floor and plugins stay this build's): a
+//! before and after from one harness.
 
 #![forbid(unsafe_code)]
 

@@ -74,7 +74,7 @@ fn publish(dir: &Path, registry: &str, id: &str) -> Result<String> {
     }
     std::fs::write(p.join("plugin.toml"), toml)?;
     let archive = dir.join(format!("{id}.tar.gz"));
-    let toolhost = exe_dir().join("toolhost");
+    let toolhost = crate::systems::toolhost_exe();
     let packed = Command::new(&toolhost)
         .arg("pack")
         .arg(&p)

@@ -96,7 +96,7 @@ pub async fn report(counts: &[usize]) -> Result<()> {
             .collect::<Result<_>>()?;
         let started = Instant::now();
         let (mut daemon, _admin) =
-            start_all_ready(&crate::systems::exe_dir().join("toolhost"), &dir, &dirs).await?;
+            start_all_ready(&crate::systems::toolhost_exe(), &dir, &dirs).await?;
         let to_ready = started.elapsed();
         let pid = daemon.pid();
         let rss = procs::rss_kib(pid);

@@ -110,7 +110,7 @@ pub async fn report(quick: bool) -> Result<()> {
             procs::sandbox_section(&root, crate::systems::exe_dir().parent().unwrap_or(&root)),
         ),
     )?;
-    let mut child = Command::new(crate::systems::exe_dir().join("toolhost"))
+    let mut child = Command::new(crate::systems::toolhost_exe())
         .args(["serve", "--http", "127.0.0.1:0", "--config"])
         .arg(&config)
         .env("TOKIO_WORKER_THREADS", crate::systems::WORKERS)
