@@ -362,14 +362,11 @@ impl PluginClient {
             deadline,
             max_answer_bytes,
         );
-        let answer = tokio::select! {
-            biased;
-            () = self.gone.cancelled() => {
-                span.fail("plugin_unavailable");
-                return Err(self.unavailable("the plugin process stopped"));
-            }
-            r = call => r,
-        };
+        // No race against `gone` here, unlike protocol 2's stream: the
+        // link's connection ends when the process stops, which fails the
+        // call at once, and a wait on the token would take its lock on
+        // every poll of every call in flight (BENCHMARKS.md).
+        let answer = call.await;
         let status = match answer {
             Ok(bytes) => match <AgentToolResponse as prost::Message>::decode(bytes) {
                 Ok(answer) => {
@@ -388,6 +385,10 @@ impl PluginClient {
             }
             Err(crate::unary::Failure::Status(status)) => status,
         };
+        if self.gone.is_cancelled() {
+            span.fail("plugin_unavailable");
+            return Err(self.unavailable("the plugin process stopped"));
+        }
         span.status(status.code());
         Err(self.classify(&status, deadline, max_answer_bytes))
     }

@@ -151,10 +151,16 @@ impl DirectLink {
             .map_err(transport)?;
         let closed = Arc::new(AtomicBool::new(false));
         let (gone, ended) = (self.gone.clone(), Arc::clone(&closed));
+        // The connection's task runs alone, woken by its socket; a second
+        // task ends it when the process stops. One task racing both would
+        // poll the "gone" token (a lock shared by every call to this
+        // plugin) at each of the connection's wake-ups.
+        let driver = tokio::spawn(driver);
         tokio::spawn(async move {
+            let abort = driver.abort_handle();
             tokio::select! {
                 _ = driver => {}
-                () = gone.cancelled() => {}
+                () = gone.cancelled() => abort.abort(),
             }
             ended.store(true, Ordering::Release);
         });
@@ -501,6 +507,28 @@ mod tests {
         let second = link.current.load_full().expect("connected");
         assert!(!Arc::ptr_eq(&first, &second));
         drop(dir);
+    }
+
+    #[tokio::test]
+    async fn a_call_in_flight_fails_at_once_when_the_process_is_gone() {
+        let (_dir, link) = plugin(Answer::Silent).await;
+        let link = Arc::new(link);
+        let gone = link.gone.clone();
+        let waiting = {
+            let link = Arc::clone(&link);
+            tokio::spawn(async move { call_within(&link, Duration::from_secs(600)).await })
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while link.current.load().is_none() {
+            assert!(std::time::Instant::now() < deadline, "never connected");
+            tokio::task::yield_now().await;
+        }
+        gone.cancel();
+        let r = tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .expect("failed at once, not at its deadline")
+            .expect("joined");
+        assert!(matches!(r, Err(Failure::Status(_))), "{r:?}");
     }
 
     #[tokio::test]
