@@ -93,15 +93,31 @@ pub(crate) struct Conn {
     pub(crate) idle_since_ms: AtomicU64,
     /// Closes the connection at once (eviction at the cap).
     pub(crate) evict: CancellationToken,
+    /// Set with `evict`, and read without its lock by the admission.
+    evicted: std::sync::atomic::AtomicBool,
 }
 
-/// The open connections of one listener.
+/// How many evicted connections may still be closing on top of the cap.
+///
+/// An evicted connection keeps its descriptor until its task runs and
+/// drops it; under a flood on a busy machine the accept loop can outrun
+/// those tasks. Counting them until they close, and letting at most this
+/// many be in flight, bounds a listener's descriptors at the cap plus
+/// this, inside the reserve the daemon keeps for plugin restarts
+/// (`[limits] reserved_fds`, 128 by default).
+pub(crate) const EVICTIONS_IN_FLIGHT: usize = 8;
+
+/// The open connections of one listener: every connection whose
+/// descriptor is open, evicted ones included until they close.
 #[derive(Debug)]
 pub(crate) struct Registry {
     pub(crate) epoch: Instant,
     next_id: AtomicU64,
     open: Mutex<HashMap<u64, Arc<Conn>>>,
     pub(crate) max: usize,
+    /// Told each time a connection closes (a permit is kept when no one
+    /// waits, so no close is missed).
+    closed: tokio::sync::Notify,
 }
 
 impl Registry {
@@ -111,26 +127,46 @@ impl Registry {
             next_id: AtomicU64::new(1),
             open: Mutex::new(HashMap::new()),
             max: max.max(1),
+            closed: tokio::sync::Notify::new(),
         })
+    }
+
+    /// Waits until a newcomer would not take the listener past its cap and
+    /// the evictions in flight ([`EVICTIONS_IN_FLIGHT`]). An accept loop
+    /// calls it before `accept`, so that the connection waits in the
+    /// backlog (holding no descriptor of the daemon's) rather than being
+    /// refused while evicted connections close.
+    pub(crate) async fn room(&self) {
+        while self.len() >= self.max + EVICTIONS_IN_FLIGHT {
+            self.closed.notified().await;
+        }
     }
 
     pub(crate) fn now_ms(&self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    /// Admits a connection, evicting the longest-idle one at the cap.
-    /// `None`: every connection is busy, so the newcomer is refused.
+    /// Admits a connection, evicting the longest-idle one at the cap. An
+    /// evicted connection counts until it has closed (its task removes
+    /// it). `None`: every live connection is busy, or
+    /// [`EVICTIONS_IN_FLIGHT`] evicted ones are still closing, so the
+    /// newcomer is refused.
     pub(crate) fn admit(&self) -> Option<(u64, Arc<Conn>)> {
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        if open.len() >= self.max {
-            let victim = open
-                .iter()
-                .filter(|(_, c)| c.busy.load(Ordering::SeqCst) == 0)
-                .min_by_key(|(_, c)| c.idle_since_ms.load(Ordering::SeqCst))
-                .map(|(id, _)| *id)?;
-            if let Some(c) = open.remove(&victim) {
-                c.evict.cancel();
+        let closing = open
+            .values()
+            .filter(|c| c.evicted.load(Ordering::SeqCst))
+            .count();
+        if open.len() - closing >= self.max {
+            if closing >= EVICTIONS_IN_FLIGHT {
+                return None;
             }
+            let victim = open
+                .values()
+                .filter(|c| c.busy.load(Ordering::SeqCst) == 0 && !c.evicted.load(Ordering::SeqCst))
+                .min_by_key(|c| c.idle_since_ms.load(Ordering::SeqCst))?;
+            victim.evicted.store(true, Ordering::SeqCst);
+            victim.evict.cancel();
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let conn = Arc::new(Conn {
@@ -138,6 +174,7 @@ impl Registry {
             started: AtomicU64::new(0),
             idle_since_ms: AtomicU64::new(self.now_ms()),
             evict: CancellationToken::new(),
+            evicted: std::sync::atomic::AtomicBool::new(false),
         });
         open.insert(id, Arc::clone(&conn));
         Some((id, conn))
@@ -148,6 +185,7 @@ impl Registry {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&id);
+        self.closed.notify_one();
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -368,7 +406,49 @@ mod tests {
         let _c = admit(&r);
         assert!(b.evict.is_cancelled(), "the longest idle goes first");
         assert!(!a.evict.is_cancelled());
-        assert_eq!(r.len(), 2);
+        assert_eq!(r.len(), 3, "the evicted one counts until it closes");
+    }
+
+    #[test]
+    fn evicted_connections_still_closing_are_bounded() {
+        let r = Registry::new(1);
+        let mut evicted = Vec::new();
+        let first = r.admit().expect("room");
+        evicted.push(first);
+        for _ in 0..EVICTIONS_IN_FLIGHT {
+            evicted.push(r.admit().expect("evicts the idle one"));
+        }
+        assert_eq!(r.len(), 1 + EVICTIONS_IN_FLIGHT);
+        assert!(
+            r.admit().is_none(),
+            "no more descriptors while {EVICTIONS_IN_FLIGHT} evicted ones are closing"
+        );
+        let (id, _) = evicted.remove(0);
+        r.remove(id);
+        assert!(r.admit().is_some(), "a close makes room again");
+    }
+
+    #[tokio::test]
+    async fn an_accept_loop_waits_for_room_while_evictions_close() {
+        let r = Registry::new(1);
+        let mut ids = Vec::new();
+        for _ in 0..=EVICTIONS_IN_FLIGHT {
+            ids.push(r.admit().expect("admitted").0);
+        }
+        let waiting = {
+            let r = Arc::clone(&r);
+            tokio::spawn(async move { r.room().await })
+        };
+        tokio::task::yield_now().await;
+        assert!(
+            !waiting.is_finished(),
+            "no room at the cap plus the evictions"
+        );
+        r.remove(ids[0]);
+        tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .expect("a close makes room")
+            .expect("joined");
     }
 
     #[test]

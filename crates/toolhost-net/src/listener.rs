@@ -264,9 +264,15 @@ pub async fn serve_http(
     let mut refused: u64 = 0;
     let mut accept_errors = AcceptErrors::default();
     loop {
+        // Evicted connections hold their descriptors until their tasks
+        // close them: past the cap and those in flight, a newcomer waits
+        // in the backlog rather than taking one more.
         let accepted = tokio::select! {
             () = shutdown.cancelled() => break,
-            a = listener.accept() => a,
+            a = async {
+                registry.room().await;
+                listener.accept().await
+            } => a,
         };
         let tcp = match accepted {
             Ok((tcp, _)) => tcp,
