@@ -64,6 +64,10 @@ fn queue() -> Option<&'static Mutex<mpsc::Sender<Job>>> {
 ///
 /// If the caller stops waiting, the child is dropped with its place among
 /// the leaders; the command's `kill_on_drop` kills it and tokio reaps it.
+/// A caller gone before its fork has run may also have dropped the
+/// sandbox the command refers to (the Landlock ruleset's descriptor):
+/// then the confinement fails in the child and so does its exec. A child
+/// never runs without its sandbox.
 pub(crate) async fn spawn(
     command: Command,
     leaders: Leaders,
