@@ -6,7 +6,8 @@
 //!
 //! The Rust example is packed with cheap release settings into a target
 //! directory of its own (`target/pack-test`), so the test does not rebuild
-//! the workspace's release artifacts.
+//! the workspace's release artifacts; its dependencies are built where the
+//! SDK tests' Rust plugin finds them (`cheap_plugin_build`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests say what they expect
 
@@ -14,7 +15,8 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toolhost_e2e::{
-    Daemon, Scratch, TOKEN, agent, bin, call_tool, cli_at, eventually, workspace_root,
+    Daemon, Scratch, TOKEN, agent, bin, call_tool, cheap_plugin_build, cli_at, eventually,
+    workspace_root,
 };
 
 /// Packs `example` into `out`; the archive's path.
@@ -28,11 +30,8 @@ fn pack(example: &str, out: &Path) -> PathBuf {
         .env(
             "CARGO_TARGET_DIR",
             workspace_root().join("target/pack-test"),
-        )
-        .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "0")
-        .env("CARGO_PROFILE_RELEASE_LTO", "false")
-        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16")
-        .env("CARGO_PROFILE_RELEASE_DEBUG", "false");
+        );
+    cheap_plugin_build(&mut cmd);
     let done = cmd.output().unwrap();
     assert!(
         done.status.success(),

@@ -153,10 +153,12 @@ fn build(dir: &Path, lang: &str) {
     }
     run_in(
         dir,
-        std::process::Command::new("sh")
-            .args(["-c", step])
-            .env_remove("CARGO_TARGET_DIR")
-            .env("PIP_DISABLE_PIP_VERSION_CHECK", "1"),
+        toolhost_e2e::cheap_plugin_build(
+            std::process::Command::new("sh")
+                .args(["-c", step])
+                .env_remove("CARGO_TARGET_DIR")
+                .env("PIP_DISABLE_PIP_VERSION_CHECK", "1"),
+        ),
     );
 }
 
@@ -178,10 +180,12 @@ fn test_with_harness(dir: &Path) {
     );
     run_in(
         dir,
-        std::process::Command::new("sh")
-            .args(["-c", step])
-            .env("PATH", path)
-            .env("PIP_DISABLE_PIP_VERSION_CHECK", "1"),
+        toolhost_e2e::cheap_plugin_build(
+            std::process::Command::new("sh")
+                .args(["-c", step])
+                .env("PATH", path)
+                .env("PIP_DISABLE_PIP_VERSION_CHECK", "1"),
+        ),
     );
 }
 
@@ -189,9 +193,11 @@ fn test_with_harness(dir: &Path) {
 fn pack(dir: &Path, id: &str, version: &str) -> PathBuf {
     let out = run_in(
         dir,
-        std::process::Command::new(bin("toolhost"))
-            .args(["pack", "."])
-            .env_remove("CARGO_TARGET_DIR"),
+        toolhost_e2e::cheap_plugin_build(
+            std::process::Command::new(bin("toolhost"))
+                .args(["pack", "."])
+                .env_remove("CARGO_TARGET_DIR"),
+        ),
     );
     let archive = dir.join(format!("{id}-{version}.tar.gz"));
     assert!(
@@ -445,7 +451,7 @@ async fn dev_token(dev: &Daemon) -> String {
 async fn dev_rebuilds_a_rust_plugin(root: &Path, dir: &Path, tool: &str, secret: &Path) {
     let dev_state = root.join("dev-state-rust");
     let set = format!("api_token=@{}", secret.display());
-    let dev = Daemon::start(
+    let dev = Daemon::start_with(
         root,
         "",
         &[
@@ -456,6 +462,10 @@ async fn dev_rebuilds_a_rust_plugin(root: &Path, dir: &Path, tool: &str, secret:
             "--state-dir",
             &dev_state.display().to_string(),
         ],
+        "info,toolhost::audit=trace",
+        |command| {
+            toolhost_e2e::cheap_plugin_build(command);
+        },
     );
     let token = dev_token(&dev).await;
     let hello = |who: &'static str| {

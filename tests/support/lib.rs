@@ -38,6 +38,26 @@ pub fn bin_dir() -> PathBuf {
         .unwrap_or_else(|| workspace_root().join("target/debug"))
 }
 
+/// Makes `command` (or the `cargo build --release` it runs, which inherits
+/// its environment) build a Rust plugin cheaply: no optimisation, no LTO,
+/// no debug info, and its dependencies' intermediate files in one build
+/// directory every such test shares (`target/plugin-build`), so tokio,
+/// tonic and the rest compile once per checkout, not once per plugin.
+/// The final binaries still go where the plugin's README says (its own
+/// `target/release/`), which is all the sandbox and `toolhost pack` see.
+pub fn cheap_plugin_build(command: &mut std::process::Command) -> &mut std::process::Command {
+    command
+        .env(
+            "CARGO_BUILD_BUILD_DIR",
+            workspace_root().join("target/plugin-build"),
+        )
+        .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "0")
+        .env("CARGO_PROFILE_RELEASE_LTO", "false")
+        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16")
+        .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
+        .env("CARGO_PROFILE_RELEASE_STRIP", "true")
+}
+
 /// The path of a workspace binary, panicking with the fix if it is not built.
 #[must_use]
 pub fn bin(name: &str) -> PathBuf {
