@@ -575,3 +575,121 @@ async fn every_lifecycle_operation_under_load_fails_no_call_of_another_plugin() 
         &failed[..failed.len().min(3)]
     );
 }
+
+/// The races a live upgrade must not lose. A call reads the catalog (still
+/// naming 1.0.0), then its thread is descheduled before it takes hold of
+/// the plugin's process; meanwhile the upgrade publishes 2.0.0 and drains
+/// 1.0.0. Here the call is held at exactly that point (resolved, not yet
+/// admitted) while the upgrade runs: the drain must wait for its catalog
+/// reading, and the call, admitted after the switch, must be neither
+/// refused ("list the tools again": the declaration did not change) nor
+/// sent to a process that is stopping; it goes to 2.0.0, which serves the
+/// same declaration now. A call that already holds 1.0.0's process (with
+/// no place among its calls in flight yet) keeps it until it is done.
+/// In-process, with the daemon's own lifecycle, store, registry and
+/// pipeline, and real plugin processes.
+#[tokio::test]
+async fn a_call_that_read_the_catalog_before_an_upgrade_is_neither_refused_nor_lost() {
+    use toolhost_catalog::Store;
+    use toolhost_lifecycle::{Lifecycle, LifecycleConfig};
+    use toolhost_pipeline::{Binding, CallMode, Limits, Pipeline, PluginPort, Resolution, Silent};
+    use toolhost_runtime::Plugins;
+
+    let root = Scratch::new("upgrade-race");
+    let v1 = kit(root.path(), "v1", "kit", "1.0.0", "normal", 20);
+    let v2 = kit(root.path(), "v2", "kit", "2.0.0", "normal", 20);
+    let store = Arc::new(Store::new("kandev"));
+    let plugins = Arc::new(Plugins::new());
+    let cfg = LifecycleConfig {
+        prefix: "kandev".into(),
+        state_dir: root.path().join("state"),
+        static_paths: Vec::new(),
+        supervisor: toolhost_runtime::SupervisorConfig::default(),
+        managed: false,
+        drain_timeout: WAIT,
+        archive_limits: toolhost_package::archive::ArchiveLimits::default(),
+        trust: toolhost_package::statement::TrustPolicy::default(),
+        contracts: toolhost_lifecycle::contract::ContractPolicy::default(),
+        operators: BTreeMap::new(),
+        sandbox: toolhost_lifecycle::settings::SandboxConfig::default(),
+        registry: toolhost_lifecycle::RegistryConfig::default(),
+    };
+    let (lc, problems) = Lifecycle::open(cfg, Arc::clone(&store), Arc::clone(&plugins)).unwrap();
+    assert!(problems.is_empty(), "{problems:?}");
+    lc.install(&v1, &BTreeMap::new()).await.unwrap();
+    let pipeline = Pipeline::new(Arc::clone(&store), plugins.clone(), Limits::default());
+    let binding = Binding::new("chat", "task-1", "session-1", None);
+    let tool = "kandev_kit_echo";
+    let version_of = |s: &Store| {
+        s.current()
+            .get(tool)
+            .map(|e| e.descriptor.plugin_version.clone())
+    };
+
+    let Resolution::Found(found) = pipeline.resolve(&binding, tool) else {
+        panic!("{tool} is not served");
+    };
+    assert_eq!(found.entry().descriptor.plugin_version, "1.0.0");
+    let upgrade = tokio::spawn({
+        let (lc, v2) = (Arc::clone(&lc), v2.clone());
+        async move { lc.upgrade(&v2, &BTreeMap::new()).await }
+    });
+    eventually(WAIT, "the catalog to name 2.0.0", async || {
+        (version_of(&store).as_deref() == Some("2.0.0")).then_some(())
+    })
+    .await;
+    // Switched, and draining: the process the call read is kept for it.
+    assert!(
+        plugins.client("kit", "1.0.0").is_ok(),
+        "1.0.0 was stopped under a call that read it"
+    );
+    assert!(
+        !upgrade.is_finished(),
+        "the drain did not wait for the call"
+    );
+    // A call that holds the old process but has no place among its calls
+    // in flight yet keeps it too.
+    let held = PluginPort::ready(&*plugins, "kit", "1.0.0").unwrap();
+    let old = plugins.client("kit", "1.0.0").unwrap();
+    assert_eq!((old.in_flight(), old.busy()), (0, 1));
+
+    let stage = pipeline
+        .admit(
+            &binding,
+            &found,
+            Some(json!({ "msg": "hi", "n": 1 })),
+            &Silent,
+            tokio_util::sync::CancellationToken::new(),
+            CallMode::Direct,
+        )
+        .await;
+    let in_flight = |v: &str| plugins.client("kit", v).map(|c| c.in_flight()).ok();
+    assert!(matches!(stage, toolhost_pipeline::Stage::Ready(_)));
+    assert_eq!(
+        (in_flight("1.0.0"), in_flight("2.0.0")),
+        (Some(0), Some(1)),
+        "the call was not admitted on the version serving it now"
+    );
+    let result = stage.run_to_end(None).await;
+    assert!(!result.is_error, "{}", result.text());
+    drop(found);
+    assert!(
+        !upgrade.is_finished(),
+        "the drain did not wait for the hold"
+    );
+    let slot = held.try_reserve(8).unwrap();
+    let request = toolhost_proto::plugin::AgentToolRequest {
+        invocation_id: "held-1".into(),
+        name: "echo".into(),
+        arguments: Some(toolhost_proto::json::struct_from_json(
+            json!({ "msg": "hi", "n": 1 }).as_object().unwrap(),
+        )),
+        context: None,
+    };
+    let answer = held.invoke(slot, request, WAIT, 1 << 20).await;
+    assert!(answer.is_ok_and(|a| !a.is_error), "the held call failed");
+    drop((held, old));
+    upgrade.await.unwrap().unwrap();
+    assert!(plugins.client("kit", "1.0.0").is_err(), "1.0.0 still runs");
+    lc.shutdown().await;
+}

@@ -26,7 +26,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use toolhost_catalog::Entry;
 use toolhost_pipeline::{
-    Answer, Binding, CallMode, CallResult, ErrorCode, Question, Resolution, Unanswered,
+    Answer, Binding, CallMode, CallResult, ErrorCode, Found, Question, Resolution, Unanswered,
     UnknownTool, arguments_digest,
 };
 
@@ -150,17 +150,17 @@ impl CallHost {
             let answer = builtin.answer(&request.binding, &request.name, request.arguments);
             return Hosted::Done(Ok(answer));
         }
-        let entry = match self.pipeline.resolve(&request.binding, &request.name) {
-            Resolution::Found(entry) => entry,
+        let found = match self.pipeline.resolve(&request.binding, &request.name) {
+            Resolution::Found(found) => found,
             Resolution::Answered(answer) => return Hosted::Done(answer),
         };
-        match self.mode(&entry, request.tasks) {
+        match self.mode(found.entry(), request.tasks) {
             Mode::NeedsTasks => Hosted::NeedsTasks,
-            Mode::Task(lifetime) => self.start_task(request, entry, lifetime, stop).await,
+            Mode::Task(lifetime) => self.start_task(request, found, lifetime, stop).await,
             Mode::Direct => {
                 let (owner, tool) = (request.owner, request.name.clone());
                 let arguments = arguments_digest(&request.arguments.as_ref());
-                let running = self.start(request, entry, None);
+                let running = self.start(request, found, None);
                 self.drive_call(running, (owner, tool, arguments), to, stop)
                     .await
             }
@@ -227,7 +227,7 @@ impl CallHost {
 
     /// Starts the pipeline's call, not yet driven: admission, then (for a
     /// task) the task made from `plan`'s place, then the rest of the call.
-    fn start(&self, request: CallRequest, entry: Arc<Entry>, plan: Option<TaskPlan>) -> Running {
+    fn start(&self, request: CallRequest, found: Found, plan: Option<TaskPlan>) -> Running {
         let (relay, events) = Relay::new(request.wants, plan.is_some());
         let cancel = CancellationToken::new();
         let (mode, longest) = match &plan {
@@ -249,7 +249,7 @@ impl CallHost {
             let admission = pipeline
                 .admit(
                     &binding,
-                    &entry,
+                    &found,
                     arguments,
                     &relay,
                     call_cancel.clone(),
@@ -350,7 +350,7 @@ impl CallHost {
     async fn start_task(
         &self,
         request: CallRequest,
-        entry: Arc<Entry>,
+        found: Found,
         lifetime: Duration,
         stop: Stop<'_>,
     ) -> Hosted {
@@ -368,7 +368,7 @@ impl CallHost {
         let tool = request.name.clone();
         // Revoking the binding that made the task cancels it.
         let revoked = request.binding.revocation();
-        let mut running = self.start(request, entry, Some(plan));
+        let mut running = self.start(request, found, Some(plan));
         let Some(mut admitted) = running.admitted.take() else {
             return Hosted::Done(Ok(lost()));
         };

@@ -13,11 +13,11 @@
 use serde_json::Value;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use toolhost_catalog::Entry;
-use toolhost_pipeline::{Binding, CallMode, CallResult, Caller, Pipeline, Resolution, Stage};
+use toolhost_pipeline::{
+    Binding, CallMode, CallResult, Caller, Found, Pipeline, Resolution, Stage,
+};
 
 /// A boxed future that borrows for `'a`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -51,7 +51,7 @@ pub trait CallPipeline: Send + Sync + 'static {
     fn admit<'a>(
         &'a self,
         binding: &'a Binding,
-        entry: &'a Arc<Entry>,
+        found: &'a Found,
         arguments: Option<Value>,
         caller: &'a dyn Caller,
         cancel: CancellationToken,
@@ -70,14 +70,14 @@ impl CallPipeline for Pipeline {
     fn admit<'a>(
         &'a self,
         binding: &'a Binding,
-        entry: &'a Arc<Entry>,
+        found: &'a Found,
         arguments: Option<Value>,
         caller: &'a dyn Caller,
         cancel: CancellationToken,
         mode: CallMode,
     ) -> BoxFuture<'a, Admission<'a>> {
         Box::pin(async move {
-            match Pipeline::admit(self, binding, entry, arguments, caller, cancel, mode).await {
+            match Pipeline::admit(self, binding, found, arguments, caller, cancel, mode).await {
                 Stage::Done(r) => Admission::Done(r),
                 stage => Admission::Admitted(Box::new(stage)),
             }

@@ -118,5 +118,31 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// What a call pays to read the catalog: the plain lock-free load, and the
+/// load inside a counted reading (the grace period an upgrade's drain
+/// waits out), alone and with the other core reading too.
+fn reading(c: &mut Criterion) {
+    let store = std::sync::Arc::new(Store::new("kandev"));
+    assert_eq!(store.offer(snapshot(1)).outcome, Outcome::Accepted);
+    let mut g = c.benchmark_group("catalog_read");
+    g.bench_function("current", |b| b.iter(|| store.current()));
+    g.bench_function("read_for_call", |b| b.iter(|| store.read_for_call()));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let other = std::thread::spawn({
+        let (store, stop) = (std::sync::Arc::clone(&store), std::sync::Arc::clone(&stop));
+        move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                drop(store.read_for_call());
+            }
+        }
+    });
+    g.bench_function("read_for_call_contended", |b| {
+        b.iter(|| store.read_for_call());
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = other.join();
+    g.finish();
+}
+
+criterion_group!(benches, bench, reading);
 criterion_main!(benches);

@@ -154,8 +154,18 @@ impl PartialEq for Descriptor {
         if self.fingerprint.is_sealed() && o.fingerprint.is_sealed() {
             return self.fingerprint == o.fingerprint;
         }
+        self.plugin_version == o.plugin_version && self.same_contract_as(o)
+    }
+}
+
+impl Descriptor {
+    /// Whether `o` declares this tool exactly as `self` does, whatever
+    /// version of the plugin serves it: an upgrade that changed nothing a
+    /// call is checked or run under. A call that read the tool just before
+    /// such an upgrade may finish on the version it read.
+    #[must_use]
+    pub fn same_contract_as(&self, o: &Self) -> bool {
         self.plugin_id == o.plugin_id
-            && self.plugin_version == o.plugin_version
             && self.local_name == o.local_name
             && self.exposed_name == o.exposed_name
             && self.title == o.title

@@ -27,6 +27,7 @@
 
 mod catalog;
 mod descriptor;
+mod grace;
 mod installed;
 mod json;
 mod schema;
@@ -34,6 +35,7 @@ mod store;
 
 pub use catalog::{Catalog, Defect, Entry, NameChanges};
 pub use descriptor::{CallPolicy, CallRate, Descriptor, Fingerprint, MAX_RATE_BURST, Snapshot};
+pub use grace::{Epoch, Grace, Reading};
 pub use installed::{HELD_FOR_THE_OPERATOR, Installed};
 pub use schema::{Schema, canonical_digest};
 pub use store::{

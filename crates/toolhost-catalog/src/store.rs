@@ -14,6 +14,7 @@
 
 use crate::catalog::{Body, ByFingerprint, Catalog, Defect, Entries, Entry};
 use crate::descriptor::{Descriptor, Snapshot};
+use crate::grace::{Grace, Reading};
 use crate::installed::Installed;
 use crate::schema::Schema;
 use arc_swap::ArcSwap;
@@ -237,6 +238,8 @@ pub struct Store {
     /// How many tools the catalog grew and shrank by, summed over its
     /// changes since [`Store::take_size_churn`] was last called.
     churn: std::sync::atomic::AtomicU64,
+    /// Who may still act on a replaced version (see [`Grace`]).
+    grace: Arc<Grace>,
 }
 
 /// Frees what an offer leaves behind (the incoming copies of descriptors
@@ -310,6 +313,7 @@ impl Store {
             changes: watch::channel(0).0,
             reaper: Reaper::new(),
             churn: std::sync::atomic::AtomicU64::new(0),
+            grace: Arc::default(),
         }
     }
 
@@ -330,6 +334,24 @@ impl Store {
             .iter()
             .any(|s| s == surface)
             .then(|| a.why.clone())
+    }
+
+    /// The current catalog, read by a call: the reading stays counted
+    /// until the call ends it ([`Reading::end`]) once it holds what it
+    /// needs, so that a version replaced meanwhile is not retired under it
+    /// ([`Store::grace`]).
+    #[must_use]
+    pub fn read_for_call(&self) -> (Reading, Arc<Catalog>) {
+        let reading = self.grace.begin();
+        (reading, self.current.load_full())
+    }
+
+    /// The grace periods of this store's readings: after publishing a
+    /// catalog that replaces a version, [`Grace::advance`] and wait while
+    /// readings of the old one are open.
+    #[must_use]
+    pub fn grace(&self) -> &Grace {
+        &self.grace
     }
 
     /// The current catalog. Lock-free; hold the `Arc` as long as needed.

@@ -41,7 +41,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use toolhost_base::log_safe;
-use toolhost_catalog::{Entry, Store};
+use toolhost_catalog::{Entry, Reading, Store};
 use toolhost_proto::json::{json_from_struct, struct_from_json};
 use toolhost_proto::plugin::{AgentToolContext, AgentToolRequest, AgentToolResponse, Credential};
 use toolhost_runtime::{CallSlot, InvokeError, PluginUnavailable};
@@ -49,11 +49,35 @@ use toolhost_telemetry::Step as Traced;
 use toolhost_validate::{Checked, ToolPolicy, Violation, check_arguments};
 use tracing::Instrument as _;
 
+/// A tool [`Pipeline::resolve`] found, and the catalog reading it came
+/// from, open until the call holds its plugin process: an upgrade that
+/// replaced the tool's plugin meanwhile waits for that before it stops
+/// the old process (`toolhost_catalog::Grace`).
+#[derive(Debug)]
+pub struct Found {
+    entry: Arc<Entry>,
+    reading: Reading,
+}
+
+impl Found {
+    /// `entry`, read from the catalog during `reading`.
+    #[must_use]
+    pub fn new(entry: Arc<Entry>, reading: Reading) -> Self {
+        Self { entry, reading }
+    }
+
+    /// The tool's entry in the catalog it was resolved in.
+    #[must_use]
+    pub fn entry(&self) -> &Arc<Entry> {
+        &self.entry
+    }
+}
+
 /// What [`Pipeline::resolve`] found for a name.
 #[derive(Debug)]
 pub enum Resolution {
     /// A tool of the session's surface, served now.
-    Found(Arc<Entry>),
+    Found(Found),
     /// No such tool for this session: the call's whole answer, audited.
     Answered(Result<CallResult, UnknownTool>),
 }
@@ -216,9 +240,9 @@ impl Pipeline {
         cancel: CancellationToken,
     ) -> Result<CallResult, UnknownTool> {
         match self.resolve(binding, name) {
-            Resolution::Found(entry) => {
+            Resolution::Found(found) => {
                 let stage = self
-                    .admit(binding, &entry, arguments, caller, cancel, CallMode::Direct)
+                    .admit(binding, &found, arguments, caller, cancel, CallMode::Direct)
                     .await;
                 Ok(stage.run_to_end(None).await)
             }
@@ -232,11 +256,11 @@ impl Pipeline {
     /// now, is unavailable for a reason the agent is told; any other name
     /// is unknown (and nothing about other surfaces shows).
     pub fn resolve(&self, binding: &Binding, name: &str) -> Resolution {
-        let catalog = self.store.current();
+        let (reading, catalog) = self.store.read_for_call();
         if let Some(entry) = catalog.resolve(&binding.surface, name) {
-            return Resolution::Found(Arc::clone(entry));
+            return Resolution::Found(Found::new(Arc::clone(entry), reading));
         }
-        drop(catalog);
+        drop((reading, catalog));
         let why = self.store.why_absent(&binding.surface, name);
         let outcome = if why.is_some() {
             "tool_unavailable"
@@ -277,7 +301,7 @@ impl Pipeline {
     pub async fn admit<'a>(
         &'a self,
         binding: &'a Binding,
-        entry: &'a Arc<Entry>,
+        found: &'a Found,
         arguments: Option<Value>,
         caller: &'a dyn Caller,
         cancel: CancellationToken,
@@ -294,12 +318,15 @@ impl Pipeline {
                 None,
             ));
         };
+        let entry = &found.entry;
         let d = &entry.descriptor;
         let span = tracing::info_span!("tools/call", invocation_id = %invocation_id, tool = %d.exposed_name, plugin = %d.plugin_id);
         let mut call = Call {
             pipeline: self,
             binding,
             entry,
+            reading: Some(&found.reading),
+            serving: None,
             invocation_id,
             caller,
             cancel,
@@ -491,11 +518,12 @@ impl std::fmt::Debug for Approve<'_> {
     }
 }
 
-/// What asking needs: the call's checked arguments and plugin, and the
-/// policy's question.
+/// What asking needs: the call's checked arguments and deadline, and the
+/// policy's question. It holds no plugin process meanwhile: an
+/// upgrade's drain does not wait for a person, and once approved the call
+/// takes the client of the version serving the tool then.
 struct Waiting {
     checked: Checked,
-    client: Box<dyn PluginLink>,
     deadline: Duration,
     asking: Box<dyn Asking>,
 }
@@ -564,6 +592,13 @@ pub(crate) struct Call<'a> {
     pub(crate) pipeline: &'a Pipeline,
     binding: &'a Binding,
     pub(crate) entry: &'a Arc<Entry>,
+    /// The catalog reading `entry` came from, ended once the call holds
+    /// its plugin process (or will not).
+    reading: Option<&'a Reading>,
+    /// The plugin version serving the tool when authorization found it
+    /// served by another than `entry` names, with the same declaration
+    /// (an upgrade that changed nothing else).
+    serving: Option<String>,
     invocation_id: String,
     pub(crate) caller: &'a dyn Caller,
     pub(crate) cancel: CancellationToken,
@@ -639,7 +674,7 @@ impl Call<'_> {
                 .policy
                 .decide(&facts, backend_asks.as_deref(), self.caller.can_ask())
         };
-        self.decided(decision, checked, client, deadline)
+        self.decided(decision, checked, Some(client), deadline)
     }
 
     /// What the policy reads of this call.
@@ -655,22 +690,33 @@ impl Call<'_> {
 
     /// Acts on the policy's decision: a place taken, the call refused, or
     /// a question to put.
+    ///
+    /// `client` is the plugin's, taken before the decision; `None` after a
+    /// question, when the call held none while it waited.
     fn decided(
         &mut self,
         decision: Decision,
         checked: Checked,
-        client: Box<dyn PluginLink>,
+        client: Option<Box<dyn PluginLink>>,
         deadline: Duration,
     ) -> Step<Admitted> {
         match decision {
             Decision::Allow(note) => {
                 let asked = note.by.is_some();
                 self.approval = note;
-                if asked {
-                    // A person (or the operator) took time: the tool and
-                    // the binding are checked again against the state now.
-                    self.still_authorized("it was being approved")?;
-                }
+                let client = match client {
+                    Some(c) if !asked => c,
+                    held => {
+                        // A person (or the operator) took time: the tool
+                        // and the binding are checked again against the
+                        // state now, and the plugin taken as it is now.
+                        let switched = self.still_authorized("it was being approved")?;
+                        match held {
+                            Some(c) if !switched => c,
+                            _ => self.ready_now()?,
+                        }
+                    }
+                };
                 let slot = self.reserve(&*client)?;
                 Ok(Admitted::Ready(Dispatchable {
                     checked,
@@ -683,12 +729,14 @@ impl Call<'_> {
                 self.approval = note;
                 Err(CallFailure::new(code, message))
             }
-            Decision::Ask(asking) => Ok(Admitted::Ask(Waiting {
-                checked,
-                client,
-                deadline,
-                asking,
-            })),
+            Decision::Ask(asking) => {
+                drop(client);
+                Ok(Admitted::Ask(Waiting {
+                    checked,
+                    deadline,
+                    asking,
+                }))
+            }
         }
     }
 
@@ -707,7 +755,6 @@ impl Call<'_> {
     async fn approve(&mut self, waiting: Waiting) -> Step<Admitted> {
         let Waiting {
             checked,
-            client,
             deadline,
             asking,
         } = waiting;
@@ -730,7 +777,7 @@ impl Call<'_> {
             Asked::CannotAsk
         };
         let decision = asking.answered(asked);
-        self.decided(decision, checked, client, deadline)
+        self.decided(decision, checked, None, deadline)
     }
 
     /// Before anything else: refused once if the tool's contract is not
@@ -815,7 +862,7 @@ impl Call<'_> {
     fn authorize(&mut self) -> Step<()> {
         let d = &self.entry.descriptor;
         let now = self.pipeline.store.current();
-        if !self.still_declared(&now) {
+        let Some(serving) = self.declared_now(&now) else {
             return Err(CallFailure::new(
                 ErrorCode::ToolUnavailable,
                 format!(
@@ -823,7 +870,8 @@ impl Call<'_> {
                     d.exposed_name
                 ),
             ));
-        }
+        };
+        self.serving = serving;
         self.authorized_at = Some((now.generation().to_owned(), now.revision()));
         drop(now);
         if !self.binding.is_active() {
@@ -841,10 +889,38 @@ impl Call<'_> {
         Ok(())
     }
 
-    fn still_declared(&self, now: &toolhost_catalog::Catalog) -> bool {
+    /// Whether the tool is declared now as the call read it (`None`: it
+    /// is not), and by which plugin version it is served now when an
+    /// upgrade that changed nothing else replaced the one read
+    /// (`Some(Some(version))`). Such an upgrade is no change to the call:
+    /// it is authorized against the same declaration and goes to the
+    /// process serving it now.
+    fn declared_now(&self, now: &toolhost_catalog::Catalog) -> Option<Option<String>> {
         let d = &self.entry.descriptor;
-        now.get(&d.exposed_name)
-            .is_some_and(|cur| Arc::ptr_eq(cur, self.entry) || cur.descriptor == *d)
+        let cur = now.get(&d.exposed_name)?;
+        if Arc::ptr_eq(cur, self.entry) || cur.descriptor == *d {
+            return Some(None);
+        }
+        cur.descriptor
+            .same_contract_as(d)
+            .then(|| Some(cur.descriptor.plugin_version.clone()))
+    }
+
+    /// The plugin version the call goes to: the one it resolved, unless
+    /// authorization found the same declaration served by another.
+    fn version_to_call(&self) -> &str {
+        self.serving
+            .as_deref()
+            .unwrap_or(&self.entry.descriptor.plugin_version)
+    }
+
+    /// The client of the version to call, ready now (no waiting).
+    fn ready_now(&self) -> Step<Box<dyn PluginLink>> {
+        let d = &self.entry.descriptor;
+        self.pipeline
+            .plugins
+            .ready(&d.plugin_id, self.version_to_call())
+            .map_err(|e| CallFailure::new(ErrorCode::PluginUnavailable, e.to_string()))
     }
 
     /// Step 5, the plugin: ready now, or waited for while it starts, within
@@ -854,17 +930,26 @@ impl Call<'_> {
         let d = &self.entry.descriptor;
         let p = self.pipeline;
         let deadline = self.mode.deadline(d, p.limits.max_timeout);
-        if let Ok(c) = p.plugins.ready(&d.plugin_id, &d.plugin_version) {
+        let ready = p.plugins.ready(&d.plugin_id, self.version_to_call());
+        // The call holds its process now (the link counts it busy), or
+        // waits for one as any call would: either way the catalog version
+        // it read need not be kept for it any longer.
+        if let Some(r) = self.reading.take() {
+            r.end();
+        }
+        if let Ok(c) = ready {
             return Ok((c, deadline));
         }
         let waiting = Instant::now();
         // Only a wait takes time worth a span: a ready plugin costs none.
         let step = Traced::start("toolhost.plugin_wait");
         let waited = step
-            .within(
-                p.plugins
-                    .ready_within(&d.plugin_id, &d.plugin_version, deadline, &self.cancel),
-            )
+            .within(p.plugins.ready_within(
+                &d.plugin_id,
+                self.version_to_call(),
+                deadline,
+                &self.cancel,
+            ))
             .await;
         if let Err(e) = &waited {
             step.fail(match e {
@@ -888,7 +973,11 @@ impl Call<'_> {
                 ));
             }
         };
-        self.still_authorized("its plugin was starting")?;
+        let client = if self.still_authorized("its plugin was starting")? {
+            self.ready_now()?
+        } else {
+            client
+        };
         Ok((client, deadline.saturating_sub(waiting.elapsed())))
     }
 
@@ -919,24 +1008,30 @@ impl Call<'_> {
     }
 
     /// The tool is still declared as it was and the binding still active
-    /// and allowed, now; `while_what` says what took the time.
-    fn still_authorized(&mut self, while_what: &str) -> Step<()> {
+    /// and allowed, now; `while_what` says what took the time. `true` when
+    /// the version to call changed meanwhile (an upgrade that changed
+    /// nothing else): the caller takes that version's client.
+    fn still_authorized(&mut self, while_what: &str) -> Step<bool> {
         let d = &self.entry.descriptor;
         let now = self.pipeline.store.current();
-        if !self.still_declared(&now)
-            || !self.binding.is_active()
-            || !d.on_surface(&self.binding.surface)
-        {
-            return Err(CallFailure::new(
-                ErrorCode::ToolUnavailable,
-                format!(
-                    "{} was withdrawn or changed while {while_what}; list the tools again",
-                    d.exposed_name
-                ),
-            ));
-        }
+        let serving = match self.declared_now(&now) {
+            Some(serving) if self.binding.is_active() && d.on_surface(&self.binding.surface) => {
+                serving
+            }
+            _ => {
+                return Err(CallFailure::new(
+                    ErrorCode::ToolUnavailable,
+                    format!(
+                        "{} was withdrawn or changed while {while_what}; list the tools again",
+                        d.exposed_name
+                    ),
+                ));
+            }
+        };
+        let switched = serving.as_deref().unwrap_or(&d.plugin_version) != self.version_to_call();
+        self.serving = serving;
         self.authorized_at = Some((now.generation().to_owned(), now.revision()));
-        Ok(())
+        Ok(switched)
     }
 
     /// A place among the plugin's calls in flight: exact under any

@@ -59,7 +59,7 @@ mod testing;
 
 pub use authorize::{Authorizer, AuthorizerAddress, AuthorizerSetupError, Denied, Verdict};
 pub use binding::{Binding, BindingState, Principal};
-pub use call::{Approve, CallMode, Limits, Pipeline, Ready, Resolution, Stage, UnknownTool};
+pub use call::{Approve, CallMode, Found, Limits, Pipeline, Ready, Resolution, Stage, UnknownTool};
 pub use caller::{
     Answer, AnswerAction, AskFuture, Caller, LogLevel, LogMessage, Progress, Question, Silent,
     Unanswered,

@@ -94,8 +94,7 @@ pub trait EventStream: Send {
 
 impl PluginPort for Plugins {
     fn ready(&self, id: &str, version: &str) -> Result<Box<dyn PluginLink>, PluginUnavailable> {
-        self.client(id, version)
-            .map(|c| Box::new(c) as Box<dyn PluginLink>)
+        self.client(id, version).map(Held::boxed)
     }
 
     fn ready_within<'a>(
@@ -108,22 +107,41 @@ impl PluginPort for Plugins {
         Box::pin(async move {
             self.client_within(id, version, wait, cancel)
                 .await
-                .map(|c| Box::new(c) as Box<dyn PluginLink>)
+                .map(Held::boxed)
         })
     }
 }
 
-impl PluginLink for PluginClient {
+/// A client as a call holds it: from the moment the call has it until the
+/// call ends, the process counts the call as busy
+/// ([`PluginClient::busy`]), so a drain waits for a call that has its
+/// client but no place among the calls in flight yet.
+struct Held {
+    client: PluginClient,
+    _hold: CallSlot,
+}
+
+impl Held {
+    fn boxed(client: PluginClient) -> Box<dyn PluginLink> {
+        let hold = client.hold();
+        Box::new(Self {
+            client,
+            _hold: hold,
+        })
+    }
+}
+
+impl PluginLink for Held {
     fn protocol(&self) -> u32 {
-        PluginClient::protocol(self)
+        self.client.protocol()
     }
 
     fn audiences(&self) -> &[String] {
-        PluginClient::audiences(self)
+        self.client.audiences()
     }
 
     fn try_reserve(&self, max: usize) -> Option<CallSlot> {
-        PluginClient::try_reserve(self, max)
+        self.client.try_reserve(max)
     }
 
     fn invoke(
@@ -133,7 +151,10 @@ impl PluginLink for PluginClient {
         deadline: Duration,
         max_answer_bytes: usize,
     ) -> BoxFuture<'_, Result<AgentToolResponse, InvokeError>> {
-        Box::pin(self.invoke_in(slot, request, deadline, max_answer_bytes))
+        Box::pin(
+            self.client
+                .invoke_in(slot, request, deadline, max_answer_bytes),
+        )
     }
 
     fn open_stream(
@@ -144,7 +165,8 @@ impl PluginLink for PluginClient {
         max_event_bytes: usize,
     ) -> BoxFuture<'_, Result<Box<dyn EventStream>, InvokeError>> {
         Box::pin(async move {
-            PluginClient::open_stream(self, slot, start, deadline, max_event_bytes)
+            self.client
+                .open_stream(slot, start, deadline, max_event_bytes)
                 .await
                 .map(|s| Box::new(s) as Box<dyn EventStream>)
         })

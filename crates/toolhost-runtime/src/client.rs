@@ -6,9 +6,8 @@
 //! one way, the plugin's progress, logs, questions and result the other.
 //! Either way a call is one attempt: nothing here retries.
 
+use crate::slots::{CallSlot, CallSlots};
 use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
-use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
@@ -33,6 +32,9 @@ pub struct PluginClient {
     gone: CancellationToken,
     /// Calls in flight on this process (shared by every clone).
     in_flight: CallSlots,
+    /// Calls that hold this handle before (or while) they take a place
+    /// among the calls in flight: a drain waits for them too.
+    held: CallSlots,
     /// The token this process answers calls with (none when it cannot be
     /// a header value, which a process's own token always can).
     call_token: Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>,
@@ -154,53 +156,6 @@ impl Described {
     }
 }
 
-/// The calls in flight on one plugin process, counted so that a cap on
-/// them is exact: the check and the count are one atomic step. Cheap to
-/// clone; clones share the count.
-#[derive(Clone, Debug, Default)]
-pub struct CallSlots(Arc<AtomicUsize>);
-
-impl CallSlots {
-    /// Reserves a place if fewer than `max` are taken.
-    #[must_use]
-    pub fn try_reserve(&self, max: usize) -> Option<CallSlot> {
-        let n = &self.0;
-        let mut current = n.load(SeqCst);
-        loop {
-            if current >= max {
-                return None;
-            }
-            match n.compare_exchange_weak(current, current + 1, SeqCst, SeqCst) {
-                Ok(_) => return Some(CallSlot(Arc::clone(n))),
-                Err(now) => current = now,
-            }
-        }
-    }
-
-    /// Takes a place whatever the count.
-    fn take(&self) -> CallSlot {
-        self.0.fetch_add(1, SeqCst);
-        CallSlot(Arc::clone(&self.0))
-    }
-
-    /// Places taken now.
-    #[must_use]
-    pub fn taken(&self) -> usize {
-        self.0.load(SeqCst)
-    }
-}
-
-/// A reserved place among a plugin's calls in flight
-/// ([`CallSlots::try_reserve`]); freed when dropped.
-#[derive(Debug)]
-pub struct CallSlot(Arc<AtomicUsize>);
-
-impl Drop for CallSlot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, SeqCst);
-    }
-}
-
 /// tonic's own default limit on a decoded message.
 pub const DEFAULT_MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
 
@@ -253,6 +208,7 @@ impl PluginClient {
             protocol: 1,
             gone,
             in_flight: CallSlots::default(),
+            held: CallSlots::default(),
             call_token: call_token.parse().ok(),
             audiences: Arc::from(Vec::new()),
         }
@@ -289,6 +245,22 @@ impl PluginClient {
     #[must_use]
     pub fn in_flight(&self) -> usize {
         self.in_flight.taken()
+    }
+
+    /// Marks a call as holding this handle until the returned slot is
+    /// dropped, whether or not it has a place among the calls in flight
+    /// yet (it may still be waiting for an approval): [`Self::busy`]
+    /// counts it, so a drain does not stop the process under it.
+    #[must_use]
+    pub fn hold(&self) -> CallSlot {
+        self.held.take()
+    }
+
+    /// Calls in flight plus calls holding this handle: a process is idle,
+    /// and may be stopped without failing a call, only at zero.
+    #[must_use]
+    pub fn busy(&self) -> usize {
+        self.in_flight.taken() + self.held.taken()
     }
 
     /// The plugin id.
@@ -639,46 +611,6 @@ impl CallStream {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_cap_on_calls_in_flight_is_exact_and_a_finished_call_frees_its_place() {
-        let slots = CallSlots::default();
-        let a = slots.try_reserve(2).expect("first");
-        let b = slots.try_reserve(2).expect("second");
-        assert!(slots.try_reserve(2).is_none(), "never past the cap");
-        assert_eq!(slots.taken(), 2);
-        drop(a);
-        assert_eq!(slots.taken(), 1);
-        let _c = slots.try_reserve(2).expect("a freed place is taken again");
-        drop(b);
-        assert!(slots.try_reserve(0).is_none(), "a cap of 0 takes nothing");
-    }
-
-    #[test]
-    fn racing_reservations_never_overshoot() {
-        let slots = CallSlots::default();
-        let max = 7;
-        let kept: Vec<CallSlot> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..8)
-                .map(|_| {
-                    let slots = slots.clone();
-                    scope.spawn(move || {
-                        (0..100)
-                            .filter_map(|_| slots.try_reserve(max))
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().unwrap_or_default())
-                .collect()
-        });
-        assert_eq!(kept.len(), max, "exactly the cap, whatever the race");
-        assert_eq!(slots.taken(), max);
-        drop(kept);
-        assert_eq!(slots.taken(), 0);
-    }
 
     #[test]
     fn the_difference_between_declared_and_implemented_goes_both_ways() {

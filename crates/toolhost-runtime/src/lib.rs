@@ -54,6 +54,7 @@ mod leaders;
 mod logs;
 mod process;
 mod registry;
+mod slots;
 pub mod sockets;
 mod spawner;
 mod spec;
@@ -62,13 +63,14 @@ mod temp;
 mod unary;
 
 pub use client::{
-    CallSlot, CallSlots, CallStream, DEFAULT_MAX_ANSWER_BYTES, Described, InvokeError,
-    MAX_SHAPE_SCHEMA_BYTES, MAX_SHAPES_BYTES, PluginClient, ToolShape, shapes_of,
+    CallStream, DEFAULT_MAX_ANSWER_BYTES, Described, InvokeError, MAX_SHAPE_SCHEMA_BYTES,
+    MAX_SHAPES_BYTES, PluginClient, ToolShape, shapes_of,
 };
 pub use leaders::Leaders;
 
 pub use process::StartError;
 pub use registry::{PluginUnavailable, Plugins};
+pub use slots::{CallSlot, CallSlots};
 pub use sockets::{remove_run_dir, remove_stale_run_dirs};
 pub use spec::{Delivered, PluginSpec};
 pub use supervisor::{CRASH_LOOP, Phase, PluginHandle, PluginState, SupervisorConfig, supervise};

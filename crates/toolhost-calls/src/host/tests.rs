@@ -50,7 +50,10 @@ fn text(s: &str) -> CallResult {
 impl CallPipeline for Fake {
     fn resolve(&self, binding: &Binding, name: &str) -> Resolution {
         match self.store.current().resolve(&binding.surface, name) {
-            Some(entry) => Resolution::Found(Arc::clone(entry)),
+            Some(entry) => {
+                let (reading, _) = self.store.read_for_call();
+                Resolution::Found(Found::new(Arc::clone(entry), reading))
+            }
             None => Resolution::Answered(Err(UnknownTool(name.to_owned()))),
         }
     }
@@ -58,7 +61,7 @@ impl CallPipeline for Fake {
     fn admit<'a>(
         &'a self,
         _binding: &'a Binding,
-        _entry: &'a Arc<Entry>,
+        _found: &'a Found,
         _arguments: Option<Value>,
         caller: &'a dyn Caller,
         cancel: CancellationToken,

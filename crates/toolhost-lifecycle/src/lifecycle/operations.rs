@@ -762,11 +762,25 @@ impl Lifecycle {
     }
 
     /// Lets the calls already on `old` finish (up to the drain timeout),
-    /// then stops it.
+    /// then stops it. Call it after publishing the catalog that no longer
+    /// names `old`.
+    ///
+    /// "Already on `old`" includes calls that read the catalog before that
+    /// publish and have not yet taken hold of `old`'s process: the drain
+    /// first waits out their grace period (each ends it once it holds the
+    /// process, which then counts it busy), then waits while the process
+    /// is busy. Without the first wait, a call whose thread was descheduled
+    /// between reading the catalog and holding the process would be sent
+    /// to a process already stopping.
     pub(super) async fn drain_and_stop(&self, old: &PluginHandle) {
+        let deadline = tokio::time::Instant::now() + self.cfg.drain_timeout;
+        let grace = self.store.grace();
+        let before = grace.advance();
+        while grace.readers_since(before) > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
         if let Some(client) = old.client() {
-            let deadline = tokio::time::Instant::now() + self.cfg.drain_timeout;
-            while client.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+            while client.busy() > 0 && tokio::time::Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }

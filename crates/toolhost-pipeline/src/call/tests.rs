@@ -24,6 +24,8 @@ struct Fake {
     /// In order: `ready`, `wait`, `reserve`, `invoke <deadline ms>`.
     log: Mutex<Vec<String>>,
     requests: Mutex<Vec<AgentToolRequest>>,
+    /// The plugin version each `ready` asked for, in order.
+    versions: Mutex<Vec<String>>,
     /// What `ready` says (`None`: ready now).
     unavailable: Mutex<Option<PluginUnavailable>>,
     /// Opened by the test while the plugin is "starting".
@@ -65,8 +67,9 @@ impl Fake {
 struct Link(Arc<Fake>);
 
 impl PluginPort for Arc<Fake> {
-    fn ready(&self, _id: &str, _version: &str) -> Result<Box<dyn PluginLink>, PluginUnavailable> {
+    fn ready(&self, _id: &str, version: &str) -> Result<Box<dyn PluginLink>, PluginUnavailable> {
         self.note("ready");
+        self.versions.lock().unwrap().push(version.to_owned());
         match self.unavailable.lock().unwrap().clone() {
             None => Ok(Box::new(Link(Arc::clone(self)))),
             Some(e) => Err(e),
@@ -311,11 +314,13 @@ async fn authorization_reads_the_catalog_as_it_is_now() {
     let p = pipeline_with(&fake, vec![add_note(1000), other_tool()], Limits::default());
     let listed = p.store().current().get(NAME).cloned().expect("listed");
     let binding = chat();
-    let step = |p: &Pipeline| -> Step<Option<CatalogVersion>> {
+    let step = |p: &Pipeline, version: &str| -> Step<Option<CatalogVersion>> {
         let mut c = Call {
             pipeline: p,
             binding: &binding,
             entry: &listed,
+            reading: None,
+            serving: None,
             invocation_id: "id".to_owned(),
             caller: &Silent,
             cancel: CancellationToken::new(),
@@ -330,21 +335,65 @@ async fn authorization_reads_the_catalog_as_it_is_now() {
             // Not a call that ran: nothing to audit when it is dropped.
             audited: true,
         };
-        c.authorize().map(|()| c.authorized_at.clone())
+        c.authorize()
+            .map(|()| c.authorized_at.clone())
+            .inspect(|_| assert_eq!(c.version_to_call(), version))
     };
     // A revision that leaves the tool as it was: authorized against it.
     offer(p.store(), 2, vec![add_note(1000)]);
-    assert_eq!(step(&p).ok().flatten(), Some(("g1".to_owned(), 2)));
+    assert_eq!(step(&p, "1.0.0").ok().flatten(), Some(("g1".to_owned(), 2)));
+    // One that changes only the plugin's version (an upgrade of code):
+    // the same declaration, authorized, and served by the new version.
+    let upgraded = Descriptor {
+        plugin_version: "1.1.0".into(),
+        ..add_note(1000)
+    };
+    offer(p.store(), 3, vec![upgraded]);
+    assert_eq!(step(&p, "1.1.0").ok().flatten(), Some(("g1".to_owned(), 3)));
     // A revision that changes its declaration: refused, though the call
     // resolved against the old one.
-    offer(p.store(), 3, vec![add_note(2000)]);
-    let refused = step(&p).err().map(|CallFailure(r)| r.outcome());
+    offer(p.store(), 4, vec![add_note(2000)]);
+    let refused = step(&p, "1.0.0").err().map(|CallFailure(r)| r.outcome());
     assert_eq!(refused, Some("tool_unavailable"));
     // And one that withdraws it.
-    offer(p.store(), 4, vec![other_tool()]);
-    let refused = step(&p).err().map(|CallFailure(r)| r.outcome());
+    offer(p.store(), 5, vec![other_tool()]);
+    let refused = step(&p, "1.0.0").err().map(|CallFailure(r)| r.outcome());
     assert_eq!(refused, Some("tool_unavailable"));
     assert!(fake.log().is_empty());
+}
+
+#[tokio::test]
+async fn a_call_resolved_before_an_upgrade_of_code_only_goes_to_the_new_version() {
+    let fake = Fake::new();
+    let p = pipeline(&fake);
+    let binding = chat();
+    let Resolution::Found(found) = p.resolve(&binding, NAME) else {
+        panic!("{NAME} resolves");
+    };
+    // The catalog is read, and the reading stays open: a drain that
+    // advanced now would wait for this call.
+    let epoch = p.store().grace().advance();
+    assert_eq!(p.store().grace().readers_since(epoch), 1);
+    let upgraded = Descriptor {
+        plugin_version: "1.1.0".into(),
+        ..add_note(1000)
+    };
+    offer(p.store(), 2, vec![upgraded]);
+    let stage = p
+        .admit(
+            &binding,
+            &found,
+            Some(json!({ "text": "hi" })),
+            &Silent,
+            CancellationToken::new(),
+            CallMode::Direct,
+        )
+        .await;
+    // Admitted: it holds its plugin, so the reading has ended.
+    assert_eq!(p.store().grace().readers_since(epoch), 0);
+    let r = stage.run_to_end(None).await;
+    assert_eq!(code(&r), "ok", "{}", r.text());
+    assert_eq!(*fake.versions.lock().unwrap(), ["1.1.0"]);
 }
 
 #[tokio::test]
@@ -850,4 +899,105 @@ async fn report_mode_names_the_ignored_arguments_beside_the_result() {
     let args =
         toolhost_proto::json::json_from_struct(requests[0].arguments.as_ref().expect("arguments"));
     assert!(!args.contains_key("colour"));
+}
+
+/// A policy that asks about every call, and allows it once answered.
+#[derive(Debug)]
+struct AlwaysAsk;
+
+struct AskOnce;
+
+impl Asking for AskOnce {
+    fn question(&self) -> crate::caller::Question {
+        crate::caller::Question {
+            message: "Run it?".into(),
+            requested_schema: Map::new(),
+        }
+    }
+
+    fn answered(self: Box<Self>, asked: crate::policy::Asked) -> Decision {
+        match asked {
+            crate::policy::Asked::Answered(..) => Decision::Allow(ApprovalNote {
+                by: Some("user"),
+                arguments_digest: None,
+            }),
+            _ => Decision::Refuse(
+                Refusal::new(ErrorCode::NotAuthorized, "not approved"),
+                ApprovalNote::default(),
+            ),
+        }
+    }
+}
+
+impl Policy for AlwaysAsk {
+    fn screen(&self, _call: &CallFacts<'_>) -> Result<(), Refusal> {
+        Ok(())
+    }
+
+    fn decide(&self, _call: &CallFacts<'_>, _backend: Option<&str>, _can_ask: bool) -> Decision {
+        Decision::Ask(Box::new(AskOnce))
+    }
+}
+
+/// A person who answers once the test lets them.
+struct Person(Arc<Notify>);
+
+impl Caller for Person {
+    fn wants_progress(&self) -> bool {
+        false
+    }
+    fn log_level(&self) -> Option<crate::caller::LogLevel> {
+        None
+    }
+    fn can_ask(&self) -> bool {
+        true
+    }
+    fn progress(&self, _update: crate::caller::Progress) {}
+    fn log(&self, _message: crate::caller::LogMessage) {}
+    fn ask(&self, _question: crate::caller::Question) -> crate::caller::AskFuture<'_> {
+        Box::pin(async move {
+            self.0.notified().await;
+            Ok(crate::caller::Answer {
+                action: crate::caller::AnswerAction::Accept,
+                content: None,
+            })
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_call_waiting_for_a_person_holds_no_plugin_and_runs_on_the_version_serving_it_then() {
+    let fake = Fake::new();
+    let p = Arc::new(pipeline(&fake).with_policy(Arc::new(AlwaysAsk)));
+    let answer = Arc::new(Notify::new());
+    let pending = tokio::spawn({
+        let (p, answer) = (Arc::clone(&p), Arc::clone(&answer));
+        async move {
+            let person = Person(answer);
+            p.call_for(
+                &chat(),
+                NAME,
+                Some(json!({ "text": "hi" })),
+                &person,
+                CancellationToken::new(),
+            )
+            .await
+            .expect("the tool resolves")
+        }
+    });
+    until("the plugin was found ready before the question", || {
+        fake.log().contains(&"ready".into())
+    })
+    .await;
+    // While the person thinks, the plugin is upgraded (code only).
+    let upgraded = Descriptor {
+        plugin_version: "1.1.0".into(),
+        ..add_note(1000)
+    };
+    offer(p.store(), 2, vec![upgraded]);
+    answer.notify_one();
+    let r = pending.await.expect("the call ends");
+    assert_eq!(code(&r), "ok", "{}", r.text());
+    assert_eq!(*fake.versions.lock().unwrap(), ["1.0.0", "1.1.0"]);
+    assert_eq!(fake.invocations(), 1);
 }
