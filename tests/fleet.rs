@@ -313,7 +313,9 @@ async fn a_permission_the_daemon_lacks_while_following_is_named_where_operators_
     std::fs::write(&password, "d1pass\n").unwrap();
     let cfg = TestConfig::new(root.path(), std::slice::from_ref(&tp))
         .extra(&format!(
-            "[backend.nats]\nurl = \"{url}\"\ndaemon = \"d1\"\nheartbeat_s = 1\nuser = \"d1\"\npassword_file = {:?}\n",
+            // Heartbeats of 3 s: a refusal stays named for ten of them,
+            // time enough for a loaded machine's CLI to read it.
+            "[backend.nats]\nurl = \"{url}\"\ndaemon = \"d1\"\nheartbeat_s = 3\nuser = \"d1\"\npassword_file = {:?}\n",
             password.display().to_string()
         ))
         .build();

@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
 use toolhost_e2e::{
-    AgentClient, Daemon, Scratch, TOKEN, TestConfig, agent, call_tool, events, eventually,
-    http_request, outcome_code, process_alive, testplug_dir,
+    AUDIT_LOG_FILTER, AgentClient, Daemon, Scratch, TOKEN, TestConfig, agent, call_tool, events,
+    eventually, http_request, outcome_code, process_alive, testplug_dir,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -59,7 +59,7 @@ async fn tp_daemon_with(
         root,
         &config(root, &tp, extra_http, extra),
         &[],
-        "info,toolhost::audit=trace",
+        AUDIT_LOG_FILTER,
         setup,
     );
     d.wait_metric("toolhost_plugin_state{plugin=\"tp\",state=\"ready\"}", 1.0)

@@ -12,7 +12,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 use toolhost_e2e::asker::{Asker, ERAS, Reply, call as call_params, connect, params, texts};
 use toolhost_e2e::sdk::sdk_plugin;
-use toolhost_e2e::{Daemon, Scratch, TestConfig, bin, events, eventually, workspace_root};
+use toolhost_e2e::{
+    AUDIT_LOG_FILTER, Daemon, Scratch, TestConfig, bin, events, eventually, workspace_root,
+};
 
 /// One call of `name` with `args`.
 async fn call(
@@ -462,7 +464,7 @@ async fn dev_rebuilds_a_rust_plugin(root: &Path, dir: &Path, tool: &str, secret:
             "--state-dir",
             &dev_state.display().to_string(),
         ],
-        "info,toolhost::audit=trace",
+        AUDIT_LOG_FILTER,
         |command| {
             toolhost_e2e::cheap_plugin_build(command);
         },

@@ -443,12 +443,16 @@ pub struct Daemon {
 /// The token the helpers configure.
 pub const TOKEN: &str = "test-token-0123456789";
 
+/// The daemon's log filter in [`Daemon::start`]: its own lines at info,
+/// and every audit event (tests read them to see what a call did).
+pub const AUDIT_LOG_FILTER: &str = "info,toolhost::audit=trace";
+
 impl Daemon {
     /// Writes `config` to `dir/toolhost.toml` and starts `toolhost serve
     /// --config ... --http 127.0.0.1:0 EXTRA...`, waiting until it serves.
     #[must_use]
     pub fn start(dir: &Path, config: &str, extra: &[&str]) -> Self {
-        Self::start_logging(dir, config, extra, "info,toolhost::audit=trace")
+        Self::start_logging(dir, config, extra, AUDIT_LOG_FILTER)
     }
 
     /// As [`Daemon::start`], with `RUST_LOG` set to `filter`.

@@ -17,6 +17,11 @@ struct Inner {
     since: Instant,
     /// Catalog values offered, by outcome, for the metrics.
     outcomes: Vec<(String, u64)>,
+    /// A permission the engine refused, named as the last error across
+    /// reconnects: a reconnect succeeds, and the refusal comes back only
+    /// when the same thing is tried again, so clearing it on connect would
+    /// hide a standing misconfiguration most of the time.
+    refusal: Option<String>,
 }
 
 /// The link's state, shared between the fleet task that writes it and the
@@ -44,6 +49,7 @@ impl FleetLink {
                 },
                 since: Instant::now(),
                 outcomes: Vec::new(),
+                refusal: None,
             }),
         }
     }
@@ -63,7 +69,7 @@ impl FleetLink {
                 i.view.connected = connected;
                 i.since = Instant::now();
                 if connected {
-                    i.view.last_error.clear();
+                    i.view.last_error = i.refusal.clone().unwrap_or_default();
                 } else {
                     i.view.reconnects += 1;
                 }
@@ -75,6 +81,23 @@ impl FleetLink {
     pub fn set_error(&self, error: &str) {
         let text = toolhost_base::log_safe(error, MAX_ERROR_CHARS).into_owned();
         self.with(|i| i.view.last_error = text);
+    }
+
+    /// A permission the engine refused (`None`: the source has followed
+    /// long enough without one to stop naming it). Kept as the last error
+    /// until then, whatever reconnects in between.
+    pub fn set_refused(&self, refusal: Option<&str>) {
+        let text = refusal.map(|r| toolhost_base::log_safe(r, MAX_ERROR_CHARS).into_owned());
+        self.with(|i| {
+            match &text {
+                Some(t) => t.clone_into(&mut i.view.last_error),
+                None if i.refusal.as_ref() == Some(&i.view.last_error) => {
+                    i.view.last_error.clear();
+                }
+                None => {}
+            }
+            i.refusal = text;
+        });
     }
 
     /// A catalog value was offered, with this outcome.
@@ -177,5 +200,26 @@ mod tests {
         assert!(m.contains("toolhost_fleet_catalog_values_total{outcome=\"accepted\"} 2"));
         assert!(m.contains("toolhost_fleet_connected 0"));
         assert!(!m.contains("secret"));
+    }
+
+    #[test]
+    fn a_refusal_stays_named_across_reconnects_until_the_source_clears_it() {
+        let l = FleetLink::new("nats://nats.internal:4222", "toolhost_g", "d1");
+        l.set_connected(true);
+        l.set_refused(Some(
+            "refused: Permissions Violation for Publish to $JS.FC.x",
+        ));
+        l.set_connected(false);
+        l.set_error("refused: Permissions Violation for Publish to $JS.FC.x");
+        // The next session connects at once: the refusal is still named.
+        l.set_connected(true);
+        assert!(l.view().last_error.contains("$JS.FC"), "{:?}", l.view());
+        // A later, other error is not hidden by clearing the refusal.
+        l.set_connected(false);
+        l.set_error("connection reset");
+        l.set_refused(None);
+        assert_eq!(l.view().last_error, "connection reset");
+        l.set_connected(true);
+        assert_eq!(l.view().last_error, "");
     }
 }

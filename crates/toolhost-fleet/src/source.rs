@@ -350,6 +350,7 @@ async fn session(
                 // ends and the link says NOT CONNECTED with the refusal.
                 let Some(what) = refusals.take() else { continue };
                 *refused = Some((what.clone(), Instant::now()));
+                link.set_refused(Some(&FleetError::Refused(what.clone()).to_string()));
                 entry.refused = Some(what.clone());
                 let _ = write_status(&kv, cfg, state, &mut entry).await;
                 return Err(FleetError::Refused(what));
@@ -357,6 +358,7 @@ async fn session(
             _ = beat.tick() => {
                 if refused.as_ref().is_some_and(|(_, at)| at.elapsed() > cfg.heartbeat * 10) {
                     *refused = None;
+                    link.set_refused(None);
                     entry.refused = None;
                 }
                 write_status(&kv, cfg, state, &mut entry).await.map_err(|e| refused_or(&refusals, e))?;
