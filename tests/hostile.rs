@@ -646,7 +646,17 @@ async fn a_slow_header_connection_is_closed_at_the_header_timeout() {
 #[tokio::test]
 async fn an_unknown_key_burst_gets_bounded_answers_and_memory_comes_back() {
     let root = Scratch::new("amplify");
-    let d = tp_daemon(root.path(), "", "").await;
+    // Generous connection timeouts: this test is about what a burst of
+    // large bodies costs, and sixteen 700 KB requests from a debug client
+    // on a starved machine can take longer than the 10 s a new connection
+    // has to send its headers (with a CPU hog beside the suite one burst
+    // request failed as a transport error, most likely so).
+    let d = tp_daemon(
+        root.path(),
+        "header_timeout_ms = 120000\nbody_timeout_ms = 120000",
+        "",
+    )
+    .await;
     let c = agent(&d.url, TOKEN).await;
     let r = call(&c, "kandev_tp_echo", json!({ "msg": "m", "n": 1 })).await;
     assert_eq!(code(&r), "ok");
