@@ -76,6 +76,25 @@ pub async fn connect_unix(
         .await
 }
 
+/// As [`connect_unix`], with the connection made by `open` each time tonic
+/// (re)connects: for a socket that must be opened with checks of its own
+/// rather than by path (the runtime's plugin sockets).
+pub async fn connect_unix_with<F, Fut>(
+    endpoint: Endpoint,
+    open: F,
+) -> Result<Channel, tonic::transport::Error>
+where
+    F: Fn() -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = std::io::Result<tokio::net::UnixStream>> + Send + 'static,
+{
+    endpoint
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let open = open.clone();
+            async move { Ok::<_, std::io::Error>(TokioIo::new(open().await?)) }
+        }))
+        .await
+}
+
 /// As [`connect_unix`], connecting on first use.
 #[must_use]
 pub fn connect_unix_lazy(endpoint: Endpoint, path: PathBuf) -> Channel {

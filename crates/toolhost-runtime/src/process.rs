@@ -463,12 +463,15 @@ async fn handshake_and_connect(
             answered: hs.protocol,
         });
     }
-    if !sockets.contains(&hs.socket) && !crate::temp::within(temp, &hs.socket) {
+    let pinned = (sockets.contains(&hs.socket) || crate::temp::within(temp, &hs.socket))
+        .then(|| crate::sockets::pin(&hs.socket))
+        .flatten();
+    let Some(socket) = pinned else {
         return Err(StartError::ForeignSocket {
             socket: crate::logs::printable(&hs.socket.display().to_string(), 256),
             dir: sockets.path().display().to_string(),
         });
-    }
+    };
     tokio::spawn(crate::logs::forward(
         spec.id.clone(),
         "stdout",
@@ -477,14 +480,14 @@ async fn handshake_and_connect(
     ));
 
     let channel = tokio::select! {
-        r = connect(&hs.socket, deadline) => r?,
+        r = connect(&socket, deadline) => r?,
         status = child.wait() => return Err(StartError::ExitedDuringStart(describe(status))),
     };
     tokio::select! {
         r = wait_healthy(channel.clone(), deadline, spec.startup_timeout) => r?,
         status = child.wait() => return Err(StartError::ExitedDuringStart(describe(status))),
     }
-    Ok((channel, hs.socket))
+    Ok((channel, socket))
 }
 
 /// A gRPC channel over the Unix socket. The URI is required by the API and
@@ -504,15 +507,24 @@ pub(crate) async fn connect(
         .http2_max_concurrent_reset_streams(4096);
     let mut pause = Duration::from_millis(2);
     loop {
-        // A symlink could lead to another plugin's socket.
-        let attempt = if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink())
-        {
-            Err("the socket is a symlink".to_owned())
-        } else {
-            toolhost_proto::contract::connect_unix(endpoint.clone(), path.clone())
-                .await
-                .map_err(|e| e.to_string())
-        };
+        // Each (re)connection checks that the path still leads to the
+        // pinned socket (a symlink could lead to another plugin's).
+        let pinned = path.clone();
+        let attempt = toolhost_proto::contract::connect_unix_with(endpoint.clone(), move || {
+            let pinned = pinned.clone();
+            async move { crate::sockets::connect_pinned(&pinned).await }
+        })
+        .await
+        .map_err(|e| {
+            // tonic's own message is "transport error"; the cause is below.
+            let mut detail = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                detail = format!("{detail}: {s}");
+                source = s.source();
+            }
+            detail
+        });
         match attempt {
             Ok(ch) => return Ok(ch),
             Err(e) if Instant::now() + pause >= deadline => {

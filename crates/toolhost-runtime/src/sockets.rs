@@ -11,6 +11,17 @@
 //! (the SDKs do, and so does Python's `tempfile`) lands in it without
 //! knowing. Its handshake must name a socket inside that directory: a
 //! plugin cannot point toolhost at another plugin's socket.
+//!
+//! The directory is the plugin's to write in, so a check of the path made
+//! once, at the handshake, does not hold later: the plugin can swap its
+//! socket, or a directory on the way to it, for a symlink to another
+//! plugin's socket at any moment, and toolhost connects again (a protocol-1
+//! call's link, a health check's reconnect). So every connection goes
+//! through [`connect_pinned`]: the handshake's socket is pinned to its
+//! resolved path once ([`pin`]), and each connect opens the path without
+//! following a final symlink, checks that the descriptor is a socket whose
+//! resolved path is still the pinned one, and connects through that
+//! descriptor (`/proc/self/fd/N`), so what was checked is what is reached.
 
 use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};
 use std::path::{Component, Path, PathBuf};
@@ -113,6 +124,48 @@ impl SocketDir {
     }
 }
 
+/// The handshake's socket as the path it resolves to now (its parent
+/// resolved through any symlinks, its own name kept): what every later
+/// connection must still reach. `None` for a path without a file name.
+pub(crate) fn pin(socket: &Path) -> Option<PathBuf> {
+    let name = socket.file_name()?;
+    let parent = std::fs::canonicalize(socket.parent()?).ok()?;
+    Some(parent.join(name))
+}
+
+/// Connects to the socket at `pinned` (from [`pin`]) only if the path still
+/// leads to it without a symlink anywhere on the way: see the module's
+/// docs. The error says which check failed, never more than the path.
+pub(crate) async fn connect_pinned(pinned: &Path) -> std::io::Result<tokio::net::UnixStream> {
+    use rustix::fs::{FileType, Mode, OFlags};
+    use std::os::fd::AsRawFd as _;
+    let fd = rustix::fs::open(
+        pinned,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let kind = FileType::from_raw_mode(rustix::fs::fstat(&fd)?.st_mode);
+    if kind != FileType::Socket {
+        let what = if kind == FileType::Symlink {
+            "the socket is a symlink"
+        } else {
+            "the socket's path is not a socket"
+        };
+        return Err(std::io::Error::other(what));
+    }
+    // The descriptor's own path, as the kernel resolved it: a symlinked
+    // directory on the way shows here as a different path.
+    let through = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+    if std::fs::read_link(&through)? != pinned {
+        return Err(std::io::Error::other(
+            "the socket's path leads elsewhere now (a symlink on the way)",
+        ));
+    }
+    let stream = tokio::net::UnixStream::connect(&through).await;
+    drop(fd);
+    stream
+}
+
 impl Drop for SocketDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
@@ -140,5 +193,71 @@ mod tests {
         assert!(!dir.contains(&other.path().join("plugin.sock")));
         drop(dir);
         assert!(!path.exists());
+    }
+
+    /// A plugin's directory with `sub/plugin.sock` listening, and another
+    /// plugin's directory with its own socket: the target of each attack.
+    fn two_plugins() -> (
+        tempfile::TempDir,
+        tempfile::TempDir,
+        tokio::net::UnixListener,
+        tokio::net::UnixListener,
+    ) {
+        let (Ok(mine), Ok(theirs)) = (tempfile::tempdir(), tempfile::tempdir()) else {
+            panic!("temporary directories");
+        };
+        std::fs::create_dir(mine.path().join("sub")).expect("sub");
+        std::fs::create_dir(theirs.path().join("sub")).expect("sub");
+        let own =
+            tokio::net::UnixListener::bind(mine.path().join("sub/plugin.sock")).expect("bind own");
+        let other = tokio::net::UnixListener::bind(theirs.path().join("sub/plugin.sock"))
+            .expect("bind other");
+        (mine, theirs, own, other)
+    }
+
+    #[tokio::test]
+    async fn a_pinned_socket_connects_while_its_path_is_what_was_pinned() {
+        let (mine, _theirs, own, _other) = two_plugins();
+        let pinned = pin(&mine.path().join("sub/plugin.sock")).expect("pin");
+        connect_pinned(&pinned).await.expect("connects");
+        own.accept()
+            .await
+            .expect("the connection reached the plugin's own socket");
+    }
+
+    #[tokio::test]
+    async fn a_socket_swapped_for_a_symlink_after_the_handshake_is_refused() {
+        let (mine, theirs, _own, _other) = two_plugins();
+        let socket = mine.path().join("sub/plugin.sock");
+        let pinned = pin(&socket).expect("pin");
+        std::fs::remove_file(&socket).expect("remove");
+        std::os::unix::fs::symlink(theirs.path().join("sub/plugin.sock"), &socket).expect("link");
+        let e = connect_pinned(&pinned).await.expect_err("refused");
+        assert_eq!(e.to_string(), "the socket is a symlink");
+    }
+
+    #[tokio::test]
+    async fn a_directory_on_the_way_swapped_for_a_symlink_is_refused() {
+        let (mine, theirs, _own, other) = two_plugins();
+        let pinned = pin(&mine.path().join("sub/plugin.sock")).expect("pin");
+        std::fs::rename(mine.path().join("sub"), mine.path().join("old")).expect("rename");
+        std::os::unix::fs::symlink(theirs.path().join("sub"), mine.path().join("sub"))
+            .expect("link");
+        let e = connect_pinned(&pinned).await.expect_err("refused");
+        assert!(e.to_string().contains("leads elsewhere"), "{e}");
+        // Nothing reached the other plugin.
+        let reached = tokio::time::timeout(std::time::Duration::ZERO, other.accept()).await;
+        assert!(reached.is_err(), "the other plugin was connected to");
+    }
+
+    #[tokio::test]
+    async fn a_path_that_is_not_a_socket_is_refused() {
+        let (mine, _theirs, _own, _other) = two_plugins();
+        let socket = mine.path().join("sub/plugin.sock");
+        let pinned = pin(&socket).expect("pin");
+        std::fs::remove_file(&socket).expect("remove");
+        std::fs::write(&socket, b"not a socket").expect("write");
+        let e = connect_pinned(&pinned).await.expect_err("refused");
+        assert!(e.to_string().contains("not a socket"), "{e}");
     }
 }

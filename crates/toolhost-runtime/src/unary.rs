@@ -128,13 +128,11 @@ impl DirectLink {
     }
 
     async fn connect(&self) -> Result<Connection, Failure> {
-        // A symlink could lead to another plugin's socket.
-        if std::fs::symlink_metadata(&self.socket).is_ok_and(|m| m.file_type().is_symlink()) {
-            return Err(unavailable("the socket is a symlink"));
-        }
-        let io = tokio::net::UnixStream::connect(&self.socket)
+        // The path must still lead to the socket the handshake named (a
+        // symlink could lead to another plugin's): see `sockets`.
+        let io = crate::sockets::connect_pinned(&self.socket)
             .await
-            .map_err(|e| unavailable(&format!("connect: {}", e.kind())))?;
+            .map_err(|e| unavailable(&format!("connect: {e}")))?;
         let (send, driver) = h2::client::Builder::new()
             // tonic's (hyper's) windows, so large answers flow as before.
             .initial_window_size(2 * 1024 * 1024)
