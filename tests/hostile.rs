@@ -1226,6 +1226,49 @@ async fn a_plugin_sees_no_daemon_secret_and_no_inherited_descriptor() {
     drop(file);
 }
 
+/// The connections the plugin accepted and holds, as its `env` tool
+/// reports them.
+async fn accepted_by_plugin(c: &AgentClient) -> Option<u64> {
+    let r = call(c, "kandev_tp_env", json!({})).await;
+    let Ok(r) = r else { panic!("{r:?}") };
+    r.structured_content
+        .as_ref()
+        .and_then(|s| s.get("accepted"))
+        .and_then(Value::as_u64)
+}
+
+#[tokio::test]
+async fn a_protocol_1_plugin_costs_the_daemon_one_connection_for_calls_and_health_checks() {
+    let root = Scratch::new("one-connection");
+    // Probes every 50 ms, so many run while the calls below are made.
+    let d = tp_daemon(
+        root.path(),
+        "",
+        "health_interval_ms = 50\nhealth_timeout_ms = 5000\n",
+    )
+    .await;
+    let c = agent(&d.url, TOKEN).await;
+    // The connection the start checked health on closes once the plugin
+    // serves (the plugin sees that a moment later): then one connection,
+    // which its calls and probes share.
+    eventually(WAIT, "the plugin holds one connection", async || {
+        (accepted_by_plugin(&c).await == Some(1)).then_some(())
+    })
+    .await;
+    // Calls for at least ten probe intervals: no probe opens another.
+    let since = std::time::Instant::now();
+    let mut calls = 0;
+    while calls < 20 || since.elapsed() < Duration::from_millis(500) {
+        assert_eq!(
+            accepted_by_plugin(&c).await,
+            Some(1),
+            "a second connection was opened"
+        );
+        calls += 1;
+    }
+    let _ = c.cancel().await;
+}
+
 #[tokio::test]
 async fn plugin_floods_and_control_characters_never_reach_the_log_raw() {
     let root = Scratch::new("log-hygiene");

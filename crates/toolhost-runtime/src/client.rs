@@ -24,8 +24,10 @@ pub struct PluginClient {
     pid: u32,
     /// Protocol 1's calls: unary, straight over HTTP/2 (`crate::unary`).
     direct: Arc<crate::unary::DirectLink>,
-    /// Protocol 2's streams, `Describe`.
-    grpc_v2: GrpcV2<Channel>,
+    /// Protocol 2's streams, `Describe` and health probes; none for
+    /// protocol 1, whose calls and probes share the direct link's one
+    /// connection (a second would cost the daemon a descriptor per plugin).
+    channel: Option<Channel>,
     /// The plugin protocol version the process speaks (1 or 2).
     protocol: u32,
     /// Cancelled when the process this handle talks to has stopped.
@@ -192,20 +194,23 @@ pub enum InvokeError {
 }
 
 impl PluginClient {
+    /// The handle of a process speaking plugin protocol `protocol`, whose
+    /// start connected `channel` (kept for protocol 2, dropped for 1).
     pub(crate) fn new(
         plugin: Arc<str>,
         pid: u32,
-        channel: Channel,
+        channel: Option<Channel>,
         socket: std::path::PathBuf,
         gone: CancellationToken,
         call_token: &str,
+        protocol: u32,
     ) -> Self {
         Self {
             plugin,
             pid,
             direct: Arc::new(crate::unary::DirectLink::new(socket, gone.clone())),
-            grpc_v2: GrpcV2::new(channel),
-            protocol: 1,
+            channel: channel.filter(|_| protocol == 2),
+            protocol,
             gone,
             in_flight: CallSlots::default(),
             held: CallSlots::default(),
@@ -225,13 +230,6 @@ impl PluginClient {
     #[must_use]
     pub fn audiences(&self) -> &[String] {
         &self.audiences
-    }
-
-    /// The handle of a process that speaks plugin protocol `version`.
-    #[must_use]
-    pub(crate) fn speaking(mut self, version: u32) -> Self {
-        self.protocol = version;
-        self
     }
 
     /// The plugin protocol version the process speaks: 2 means calls go
@@ -425,10 +423,10 @@ impl PluginClient {
         req.set_timeout(deadline);
         self.present_token(&mut req);
         span.inject(req.metadata_mut());
-        let mut grpc = self
-            .grpc_v2
-            .clone()
-            .max_decoding_message_size(max_event_bytes);
+        let Some(channel) = self.channel.clone() else {
+            return Err(self.unavailable("the plugin speaks protocol 1, which has no streams"));
+        };
+        let mut grpc = GrpcV2::new(channel).max_decoding_message_size(max_event_bytes);
         let opened = tokio::select! {
             biased;
             () = self.gone.cancelled() => {
@@ -458,6 +456,14 @@ impl PluginClient {
         }
     }
 
+    /// One health probe of the process, bounded by `timeout`.
+    pub(crate) async fn probe_health(&self, timeout: Duration) -> crate::health::Probed {
+        match &self.channel {
+            Some(channel) => crate::health::probe(channel, timeout).await,
+            None => crate::health::probe_direct(&self.direct, timeout).await,
+        }
+    }
+
     /// What the process says its code implements (protocol 2's
     /// `Describe`), within `timeout`. `None` when it does not say: a
     /// protocol-1 plugin, an SDK without `Describe`, or no answer in time.
@@ -471,7 +477,7 @@ impl PluginClient {
         let mut req = tonic::Request::new(toolhost_proto::plugin_v2::DescribeRequest {});
         req.set_timeout(timeout);
         self.present_token(&mut req);
-        let mut grpc = self.grpc_v2.clone();
+        let mut grpc = GrpcV2::new(self.channel.clone()?);
         let answer = tokio::time::timeout(timeout, grpc.describe(req))
             .await
             .ok()?

@@ -166,7 +166,10 @@ impl Failed {
 pub(crate) struct Running {
     pub child: Child,
     pub pid: u32,
-    pub channel: Channel,
+    /// The channel the start checked health on; taken by the process's
+    /// client (which drops it for protocol 1, whose calls and probes share
+    /// one connection of their own).
+    pub channel: Option<Channel>,
     /// The socket it serves on (protocol 1's calls connect again).
     pub socket: std::path::PathBuf,
     /// What every call to this process presents (`contract::CALL_TOKEN_KEY`).
@@ -383,7 +386,7 @@ pub(crate) async fn start(spec: &PluginSpec, leaders: &Leaders) -> Result<Runnin
         Ok((channel, socket)) => Ok(Running {
             child,
             pid,
-            channel,
+            channel: Some(channel),
             socket,
             call_token,
             _sockets: sockets,

@@ -496,12 +496,12 @@ impl Supervisor {
         let client = PluginClient::new(
             Arc::from(self.spec.id.as_str()),
             running.pid,
-            running.channel.clone(),
+            running.channel.take(),
             running.socket.clone(),
             gone.clone(),
             &running.call_token,
+            self.spec.protocol,
         )
-        .speaking(self.spec.protocol)
         .with_audiences(&self.spec.audiences);
         let described = self.describe(&client).await;
         let disk = running.disk.clone();
@@ -510,6 +510,8 @@ impl Supervisor {
             s.disk = disk;
             s.failures = 0;
         });
+        // The probes go the way the process's calls do (see `health`).
+        let prober = client.clone();
         self.publish(Phase::Ready, Some(running.pid), Some(client), None);
         tracing::info!(plugin = %self.spec.id, pid = running.pid, "plugin ready");
 
@@ -528,8 +530,8 @@ impl Supervisor {
                     break Ended::Crashed(format!("plugin {} exited ({how}){said}", self.spec.id));
                 }
                 _ = ticker.tick(), if probing.is_none() => {
-                    let (channel, timeout) = (running.channel.clone(), self.config.health_timeout);
-                    probing = Some(Box::pin(async move { crate::health::probe(&channel, timeout).await }));
+                    let (client, timeout) = (prober.clone(), self.config.health_timeout);
+                    probing = Some(Box::pin(async move { client.probe_health(timeout).await }));
                 }
                 probed = pending_or(&mut probing) => {
                     probing = None;

@@ -20,10 +20,12 @@
 //! own parser, so that every failure reaches [`Failure::Status`] with the
 //! code tonic would have given it.
 //!
-//! The connection is made on the first call and made again after it breaks
-//! (a call that saw it break fails as unavailable: nothing is retried). It
-//! is the plugin's second connection: health checks, `Describe` and
-//! protocol 2's streams keep tonic's.
+//! The connection is made on the first call (or health probe) and made
+//! again after it breaks (a call that saw it break fails as unavailable:
+//! nothing is retried). It is a protocol-1 plugin's only connection once it
+//! serves: its health probes use it too (`health::probe_direct`), and the
+//! tonic channel its start used is dropped. Protocol 2's streams,
+//! `Describe` and probes keep tonic's channel, and no direct link is made.
 
 use arc_swap::ArcSwapOption;
 use bytes::{Buf, BufMut, Bytes, BytesMut};

@@ -14,7 +14,8 @@
 //! mid-call; `count` says how many calls it has seen; `big` answers `bytes`
 //! bytes of text; `bad_output` answers structured content of the wrong shape;
 //! `flood` prints `lines` lines on stdout and stderr (some very long);
-//! `env` answers its environment and its open descriptors; `config` answers
+//! `env` answers its environment, its open descriptors and how many
+//! connections it accepted and holds (`accepted`); `config` answers
 //! the configuration items named in `names` (secrets as fingerprints).
 //!
 //! Sandbox probes, each answering what happened (never file content):
@@ -266,8 +267,32 @@ async fn env(call: ToolCall) -> Result<ToolOutput, ToolError> {
         .unwrap_or_default();
     let mut out = Map::new();
     out.insert("vars".into(), Value::Object(vars));
+    out.insert("accepted".into(), json!(accepted_connections(&fds)));
     out.insert("fds".into(), json!(fds));
     Ok(ToolOutput::structured(out))
+}
+
+/// How many connections this process accepted and holds open, among its
+/// descriptors `fds` (as `/proc/self/fd` links them): `/proc/net/unix` shows
+/// an accepted socket with its listener's path, connected (state 03). `None`
+/// when that table cannot be read.
+fn accepted_connections(fds: &[String]) -> Option<usize> {
+    let table = std::fs::read_to_string("/proc/net/unix").ok()?;
+    let mine: std::collections::HashSet<&str> = fds
+        .iter()
+        .filter_map(|f| f.strip_prefix("socket:[")?.strip_suffix(']'))
+        .collect();
+    Some(
+        table
+            .lines()
+            .skip(1)
+            .filter(|line| {
+                let cols: Vec<&str> = line.split_whitespace().collect();
+                // Num RefCount Protocol Flags Type St Inode Path
+                cols.len() >= 8 && cols[5] == "03" && mine.contains(cols[6])
+            })
+            .count(),
+    )
 }
 
 async fn media(call: ToolCall) -> Result<ToolOutput, ToolError> {
