@@ -124,6 +124,33 @@ impl Scratch {
     }
 }
 
+impl Drop for Scratch {
+    /// A daemon its test killed leaves the disk images it mounted for its
+    /// plugins (a daemon that stops unmounts them; one killed cannot), and
+    /// nothing will start again on this state to clean them: unmount what
+    /// is still mounted beneath the directory, deepest first, before it is
+    /// removed. Each mount ties up a loop device, of which a machine has
+    /// few.
+    fn drop(&mut self) {
+        let Ok(table) = std::fs::read_to_string("/proc/self/mountinfo") else {
+            return;
+        };
+        let root = self.0.path();
+        let mut beneath: Vec<&str> = table
+            .lines()
+            .filter_map(|line| line.split(' ').nth(4))
+            .filter(|point| Path::new(point).starts_with(root))
+            .collect();
+        beneath.sort_by_key(|point| std::cmp::Reverse(point.len()));
+        for point in beneath {
+            let _ = std::process::Command::new("umount")
+                .args(["--lazy", point])
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+    }
+}
+
 /// Polls `cond` until it returns `Some`, or panics with `what` after
 /// `timeout`. The poll interval starts at 1 ms and backs off to 50 ms.
 pub async fn eventually<T>(
