@@ -118,13 +118,45 @@ pub struct Harness {
 /// handlers (`ToolCall::data_dir()`), made if missing: the one place a
 /// handler may write, as under the daemon. A test that builds its plugin
 /// around a directory takes it from here, before the harness starts.
+///
+/// It outlives the test binary (nothing runs at a process's exit to remove
+/// it), so the first call also removes the directories that test binaries
+/// no longer running left.
 #[must_use]
 pub fn data_dir() -> std::path::PathBuf {
     let dir = crate::call::DATA_DIR.get_or_init(|| {
-        std::env::temp_dir().join(format!("toolhost-harness-{}", std::process::id()))
+        remove_ended_harness_dirs();
+        std::env::temp_dir().join(format!("{HARNESS_DIR_PREFIX}{}", std::process::id()))
     });
     let _ = std::fs::create_dir_all(dir);
     dir.clone()
+}
+
+const HARNESS_DIR_PREFIX: &str = "toolhost-harness-";
+
+/// Removes `$TMPDIR/toolhost-harness-<pid>` for each `<pid>` no longer
+/// running (Linux: no `/proc/<pid>`; elsewhere nothing is removed).
+fn remove_ended_harness_dirs() {
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(HARNESS_DIR_PREFIX))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 fn encoded(m: &impl prost::Message) -> String {
@@ -396,4 +428,33 @@ fn give_config(items: &[Value], given: &[(&str, &str)]) -> Result<(), HarnessErr
     let doc = json!({ "config": values, "secrets": secrets });
     crate::config::provide(crate::config::Config::from_json(&doc.to_string()));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_data_dirs_of_ended_test_binaries_are_removed_and_live_ones_kept() {
+        if !Path::new("/proc/self").exists() {
+            return;
+        }
+        let Some(ended) =
+            (4_000_000u32..4_100_000).find(|p| !Path::new(&format!("/proc/{p}")).exists())
+        else {
+            panic!("no free pid to stand for an ended process");
+        };
+        let temp = std::env::temp_dir();
+        let left = temp.join(format!("{HARNESS_DIR_PREFIX}{ended}"));
+        let live = temp.join(format!("{HARNESS_DIR_PREFIX}{}", std::process::id()));
+        for dir in [&left, &live] {
+            std::fs::create_dir_all(dir.join("inside")).expect("make");
+        }
+        remove_ended_harness_dirs();
+        assert!(!left.exists(), "an ended binary's directory stayed");
+        assert!(
+            live.join("inside").exists(),
+            "a live binary's directory went"
+        );
+    }
 }
