@@ -472,10 +472,19 @@ impl Supervisor {
     /// process is stopped and reaped before this returns.
     /// Asks a started process what its code implements, and logs where it
     /// and the manifest disagree.
+    ///
+    /// Where the shapes are kept (`serve --dev`, `check`, `pack`), the
+    /// answer decides whether code and manifest are compared at all, so it
+    /// gets as long as a start may take: a loaded machine must not skip
+    /// the comparison. A serving daemon only logs and shows it, and does
+    /// not hold a plugin back from serving for longer than a health probe.
     async fn describe(&self, client: &PluginClient) -> Option<crate::client::Described> {
-        let described = client
-            .describe(self.config.health_timeout, self.config.keep_shapes)
-            .await;
+        let timeout = if self.config.keep_shapes {
+            self.spec.startup_timeout.max(self.config.health_timeout)
+        } else {
+            self.config.health_timeout
+        };
+        let described = client.describe(timeout, self.config.keep_shapes).await;
         if let Some(d) = &described {
             let (unimplemented, undeclared) =
                 d.differences(self.spec.tools.iter().map(String::as_str));
