@@ -134,7 +134,9 @@ pub(crate) async fn run_handler(
 ) -> Result<ToolOutput, tonic::Status> {
     let deadline = call.deadline;
     let current = span.clone();
+    let running = RunningHandler::begin();
     let task = tokio::spawn(crate::trace::within(current, async move {
+        let _running = running;
         match deadline {
             Some(d) => {
                 tokio::select! {
@@ -169,6 +171,50 @@ pub(crate) async fn run_handler(
 /// its cancellation token) before it is dropped; and, once dropped, how
 /// long it may take to go before the plugin reports itself unhealthy.
 const HUNG_GRACE: Duration = Duration::from_secs(5);
+
+/// How long a plugin that is stopping waits for its handlers still running
+/// (each told of its cancellation when its call's connection went) to
+/// finish, before the process ends under them. Well inside toolhost's
+/// stop grace (5 s by default), after which it kills the process.
+const HANDLERS_GRACE: Duration = Duration::from_secs(1);
+
+/// Handlers running now, each on a task of its own.
+static RUNNING_HANDLERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// Woken when the last running handler ends.
+static HANDLERS_DONE: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+/// Counts one handler as running for as long as it lives: its task ends,
+/// or is aborted, or is dropped with the runtime.
+struct RunningHandler;
+
+impl RunningHandler {
+    fn begin() -> Self {
+        RUNNING_HANDLERS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Self
+    }
+}
+
+impl Drop for RunningHandler {
+    fn drop(&mut self) {
+        if RUNNING_HANDLERS.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+            HANDLERS_DONE.notify_waiters();
+        }
+    }
+}
+
+/// Completes when no handler is running.
+async fn handlers_done() {
+    loop {
+        let done = HANDLERS_DONE.notified();
+        tokio::pin!(done);
+        // Registered before the count is read, so an end in between wakes it.
+        done.as_mut().enable();
+        if RUNNING_HANDLERS.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            return;
+        }
+        done.await;
+    }
+}
 
 /// The health reporter, for a handler that hangs.
 static HEALTH: std::sync::OnceLock<tonic_health::server::HealthReporter> =
@@ -518,6 +564,11 @@ pub(crate) async fn serve(
         .add_service(streaming)
         .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown_signal())
         .await;
+    // Every connection has ended, so every call in flight was cancelled;
+    // its handler, on a task of its own, is told so and may clean up. The
+    // runtime would drop those tasks as the process returns from here,
+    // before they ran: let them finish first, for a moment.
+    let _ = tokio::time::timeout(HANDLERS_GRACE, handlers_done()).await;
     if let Some(e) = export {
         // The last spans go out before the process ends.
         let _ = tokio::task::spawn_blocking(move || e.shutdown()).await;
@@ -530,6 +581,37 @@ pub(crate) async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a stopping plugin does after its connections ended: the call
+    /// dropped with its connection (its token cancelled), then a wait for
+    /// the handlers, in which this one sees the cancellation and finishes.
+    #[tokio::test]
+    async fn a_stopping_plugin_lets_a_cancelled_handler_finish() {
+        let cleaned = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let started = Arc::new(tokio::sync::Notify::new());
+        let (seen, running) = (Arc::clone(&cleaned), Arc::clone(&started));
+        let handler: Handler = Arc::new(move |call: ToolCall| {
+            let (seen, running) = (Arc::clone(&seen), Arc::clone(&running));
+            Box::pin(async move {
+                running.notify_one();
+                call.cancelled().await;
+                seen.store(true, std::sync::atomic::Ordering::SeqCst);
+                Err(ToolError::new("cancelled"))
+            })
+        });
+        let token = CancellationToken::new();
+        let call = tool_call(AgentToolRequest::default(), None, token.clone(), None);
+        let in_flight = tokio::spawn(run_handler(handler, call, token.clone(), None));
+        started.notified().await;
+        // The connection went: the call's future is dropped, its guard
+        // cancels the token.
+        in_flight.abort();
+        token.cancel();
+        tokio::time::timeout(Duration::from_secs(10), handlers_done())
+            .await
+            .expect("the handlers finished");
+        assert!(cleaned.load(std::sync::atomic::Ordering::SeqCst));
+    }
 
     #[test]
     fn grpc_timeouts_parse() {
