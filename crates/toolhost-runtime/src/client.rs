@@ -460,6 +460,17 @@ impl PluginClient {
     pub(crate) async fn probe_health(&self, timeout: Duration) -> crate::health::Probed {
         match &self.channel {
             Some(channel) => crate::health::probe(channel, timeout).await,
+            // A probe shares the calls' connection: with every stream the
+            // plugin allows taken by calls, it would wait behind them and
+            // time out, and a busy plugin would be restarted as a silent
+            // one. Its calls end by their deadlines, so a later probe runs.
+            None if self
+                .direct
+                .max_streams()
+                .is_some_and(|max| self.in_flight.taken() >= max) =>
+            {
+                crate::health::Probed::Busy
+            }
             None => crate::health::probe_direct(&self.direct, timeout).await,
         }
     }
@@ -617,6 +628,42 @@ impl CallStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_protocol_1_plugin_whose_calls_take_every_stream_is_not_probed_behind_them() {
+        let server = crate::health::tests::health_server_allowing(Some(2)).await;
+        let client = PluginClient::new(
+            Arc::from("busy"),
+            0,
+            None,
+            server.socket.clone(),
+            CancellationToken::new(),
+            "token",
+            1,
+        );
+        let timeout = Duration::from_secs(10);
+        assert_eq!(
+            client.probe_health(timeout).await,
+            crate::health::Probed::Healthy
+        );
+        let one = client.in_flight.try_reserve(64);
+        assert_eq!(
+            client.probe_health(timeout).await,
+            crate::health::Probed::Healthy
+        );
+        let two = client.in_flight.try_reserve(64);
+        // Both streams the plugin allows are its calls': a probe would
+        // wait behind them.
+        assert_eq!(
+            client.probe_health(timeout).await,
+            crate::health::Probed::Busy
+        );
+        drop((one, two));
+        assert_eq!(
+            client.probe_health(timeout).await,
+            crate::health::Probed::Healthy
+        );
+    }
 
     #[test]
     fn the_difference_between_declared_and_implemented_goes_both_ways() {

@@ -4,7 +4,10 @@
 //!
 //! A protocol-1 plugin is probed over the connection its calls use (the
 //! direct link), so the daemon holds one connection per plugin, not two;
-//! a protocol-2 plugin over tonic's channel, which its streams use.
+//! a protocol-2 plugin over tonic's channel, which its streams use. A probe
+//! that would have to wait for a stream, because the plugin's calls hold
+//! every one it allows at once, is not made ([`Probed::Busy`]): it would
+//! time out behind them, and a busy plugin is not a silent one.
 
 use std::time::Duration;
 use tonic::transport::Channel;
@@ -25,6 +28,10 @@ pub(crate) enum Probed {
     /// No answer within the timeout, or an error: the process hangs, or a
     /// handler blocks the thread that would answer.
     Silent,
+    /// Not asked: a protocol-1 plugin's calls hold every stream it allows
+    /// on the connection the probe would use. Neither a failure nor a
+    /// success.
+    Busy,
 }
 
 /// One health probe, bounded by `timeout`.
@@ -67,7 +74,7 @@ pub(crate) async fn probe_direct(link: &crate::unary::DirectLink, timeout: Durat
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use bytes::{BufMut as _, Bytes, BytesMut};
     use std::sync::Arc;
@@ -77,14 +84,20 @@ mod tests {
     /// A plugin's health service over plain HTTP/2 on a Unix socket: each
     /// check is answered with `status`; `connections` counts what the
     /// daemon opened.
-    struct HealthServer {
+    pub(crate) struct HealthServer {
         _dir: tempfile::TempDir,
-        socket: std::path::PathBuf,
+        pub(crate) socket: std::path::PathBuf,
         status: Arc<AtomicI32>,
         connections: Arc<AtomicUsize>,
     }
 
     async fn health_server() -> HealthServer {
+        health_server_allowing(None).await
+    }
+
+    /// As `health_server`, allowing at most `max_streams` streams at once
+    /// on a connection when given.
+    pub(crate) async fn health_server_allowing(max_streams: Option<u32>) -> HealthServer {
         let dir = tempfile::tempdir().expect("temp dir");
         let socket = dir.path().join("plugin.sock");
         let listener = tokio::net::UnixListener::bind(&socket).expect("bind");
@@ -96,7 +109,11 @@ mod tests {
                 c.fetch_add(1, Ordering::SeqCst);
                 let s = Arc::clone(&s);
                 tokio::spawn(async move {
-                    let Ok(mut conn) = h2::server::handshake(io).await else {
+                    let mut builder = h2::server::Builder::new();
+                    if let Some(max) = max_streams {
+                        builder.max_concurrent_streams(max);
+                    }
+                    let Ok(mut conn) = builder.handshake(io).await else {
                         return;
                     };
                     while let Some(Ok((request, mut respond))) = conn.accept().await {

@@ -544,23 +544,13 @@ impl Supervisor {
                 }
                 probed = pending_or(&mut probing) => {
                     probing = None;
-                    if probed == crate::health::Probed::Healthy {
-                        failed_probes = 0;
-                    } else {
-                        failed_probes += 1;
-                        tracing::warn!(plugin = %self.spec.id, failed_probes, ?probed, "health probe failed");
-                        if failed_probes >= self.config.health_failures {
-                            // Why, in the plugin's own last words where it
-                            // gave any: an SDK says which handler is stuck.
-                            let how = match probed {
-                                crate::health::Probed::Unhealthy => "it reported itself unhealthy (an SDK does when a handler is stuck past its call)",
-                                _ => "it did not answer (it hangs, or a handler blocks the thread that would answer)",
-                            };
-                            let said = crate::logs::said(&running.stderr.last_lines(LAST_WORDS).await);
-                            break Ended::Crashed(format!(
-                                "plugin {} failed {failed_probes} health probes in a row: {how}{said}", self.spec.id
-                            ));
-                        }
+                    if let Some(how) = self.count_probe(probed, &mut failed_probes) {
+                        // Why, in the plugin's own last words where it
+                        // gave any: an SDK says which handler is stuck.
+                        let said = crate::logs::said(&running.stderr.last_lines(LAST_WORDS).await);
+                        break Ended::Crashed(format!(
+                            "plugin {} failed {failed_probes} health probes in a row: {how}{said}", self.spec.id
+                        ));
                     }
                 }
                 cmd = self.commands.recv() => match cmd {
@@ -578,6 +568,30 @@ impl Supervisor {
         };
         process::stop_running(&mut running, grace).await;
         ended
+    }
+
+    /// Counts one probe's outcome in `failed` (the failures in a row);
+    /// once they reach the limit, says how the plugin failed them.
+    fn count_probe(&self, probed: crate::health::Probed, failed: &mut u32) -> Option<&'static str> {
+        use crate::health::Probed;
+        match probed {
+            Probed::Busy => {
+                tracing::debug!(plugin = %self.spec.id, "health probe skipped: every stream the plugin allows is taken by calls");
+                None
+            }
+            Probed::Healthy => {
+                *failed = 0;
+                None
+            }
+            Probed::Unhealthy | Probed::Silent => {
+                *failed += 1;
+                tracing::warn!(plugin = %self.spec.id, failed_probes = *failed, ?probed, "health probe failed");
+                (*failed >= self.config.health_failures).then_some(match probed {
+                    Probed::Unhealthy => "it reported itself unhealthy (an SDK does when a handler is stuck past its call)",
+                    _ => "it did not answer (it hangs, or a handler blocks the thread that would answer)",
+                })
+            }
+        }
     }
 
     async fn wait_for_command(&mut self) -> Option<Command> {

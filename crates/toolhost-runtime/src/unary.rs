@@ -110,6 +110,17 @@ impl DirectLink {
         }
     }
 
+    /// How many streams the plugin lets the live connection open at once
+    /// (its HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`); `None` before a
+    /// connection is made or once it has closed.
+    pub(crate) fn max_streams(&self) -> Option<usize> {
+        self.current
+            .load()
+            .as_ref()
+            .filter(|c| !c.closed.load(Ordering::Acquire))
+            .map(|c| c.send.current_max_send_streams())
+    }
+
     /// The live connection's sender, connecting when there is none.
     async fn sender(&self) -> Result<h2::client::SendRequest<Bytes>, Failure> {
         if let Some(c) = self.current.load().as_ref()
