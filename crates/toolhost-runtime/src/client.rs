@@ -464,10 +464,12 @@ impl PluginClient {
             // plugin allows taken by calls, it would wait behind them and
             // time out, and a busy plugin would be restarted as a silent
             // one. Its calls end by their deadlines, so a later probe runs.
+            // A plugin that allows no stream at all can take no call
+            // either: it is probed, and its probe fails.
             None if self
                 .direct
                 .max_streams()
-                .is_some_and(|max| self.in_flight.taken() >= max) =>
+                .is_some_and(|max| max > 0 && self.in_flight.taken() >= max) =>
             {
                 crate::health::Probed::Busy
             }
@@ -663,6 +665,29 @@ mod tests {
             client.probe_health(timeout).await,
             crate::health::Probed::Healthy
         );
+    }
+
+    #[tokio::test]
+    async fn a_protocol_1_plugin_that_allows_no_stream_is_probed_and_fails() {
+        let server = crate::health::tests::health_server_allowing(Some(0)).await;
+        let client = PluginClient::new(
+            Arc::from("closed"),
+            0,
+            None,
+            server.socket.clone(),
+            CancellationToken::new(),
+            "token",
+            1,
+        );
+        let short = Duration::from_millis(300);
+        // The first probe connects (and learns the limit); every probe, the
+        // later ones knowing it, is made and fails.
+        for _ in 0..2 {
+            assert_eq!(
+                client.probe_health(short).await,
+                crate::health::Probed::Silent
+            );
+        }
     }
 
     #[test]
