@@ -631,18 +631,23 @@ impl CallStream {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn a_protocol_1_plugin_whose_calls_take_every_stream_is_not_probed_behind_them() {
-        let server = crate::health::tests::health_server_allowing(Some(2)).await;
-        let client = PluginClient::new(
-            Arc::from("busy"),
+    /// A protocol-1 client of the health server's plugin.
+    fn protocol_1_client(server: &crate::health::tests::HealthServer) -> PluginClient {
+        PluginClient::new(
+            Arc::from("probed"),
             0,
             None,
             server.socket.clone(),
             CancellationToken::new(),
             "token",
             1,
-        );
+        )
+    }
+
+    #[tokio::test]
+    async fn a_protocol_1_plugin_whose_calls_take_every_stream_is_not_probed_behind_them() {
+        let server = crate::health::tests::health_server_allowing(Some(2)).await;
+        let client = protocol_1_client(&server);
         let timeout = Duration::from_secs(10);
         assert_eq!(
             client.probe_health(timeout).await,
@@ -670,15 +675,7 @@ mod tests {
     #[tokio::test]
     async fn a_protocol_1_plugin_that_allows_no_stream_is_probed_and_fails() {
         let server = crate::health::tests::health_server_allowing(Some(0)).await;
-        let client = PluginClient::new(
-            Arc::from("closed"),
-            0,
-            None,
-            server.socket.clone(),
-            CancellationToken::new(),
-            "token",
-            1,
-        );
+        let client = protocol_1_client(&server);
         let short = Duration::from_millis(300);
         // The first probe connects (and learns the limit); every probe, the
         // later ones knowing it, is made and fails.

@@ -466,9 +466,11 @@ async fn handshake_and_connect(
             answered: hs.protocol,
         });
     }
-    let pinned = (sockets.contains(&hs.socket) || crate::temp::within(temp, &hs.socket))
-        .then(|| crate::sockets::pin(&hs.socket))
-        .flatten();
+    // Pinned first, then checked: the path resolved once is the one
+    // checked and the one every connection must still reach (resolving it
+    // again for the pin could follow a symlink swapped in after the check).
+    let pinned = crate::sockets::pin(&hs.socket)
+        .filter(|p| sockets.contains(p) || crate::temp::within(temp, p));
     let Some(socket) = pinned else {
         return Err(StartError::ForeignSocket {
             socket: crate::logs::printable(&hs.socket.display().to_string(), 256),
