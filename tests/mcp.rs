@@ -489,6 +489,24 @@ async fn http_requires_a_known_token_and_a_local_host() {
         http_request(&d.base(), "GET", "/metrics", &[], "").await.0,
         401
     );
+    // Every path but the open probes is behind the gate: without a token
+    // nothing says which exist; with one, an unknown path is 404 and a
+    // path beneath `/mcp` is `/mcp`'s.
+    for path in ["/nothing-here", "/mcp/", "/mcp/sub", "/MCP"] {
+        let (status, _) = http_request(&d.base(), "POST", path, &[accept, json], body).await;
+        assert_eq!(status, 401, "{path} without a token");
+    }
+    let with_token = [accept, json, ("Authorization", auth.as_str())];
+    assert_eq!(
+        http_request(&d.base(), "POST", "/nothing-here", &with_token, body)
+            .await
+            .0,
+        404
+    );
+    for path in ["/mcp/", "/mcp/sub"] {
+        let (status, _) = http_request(&d.base(), "POST", path, &with_token, body).await;
+        assert_eq!(status, 200, "{path} with a token");
+    }
 }
 
 /// A plugin that gives up: its tools are withdrawn, clients of both eras

@@ -200,51 +200,106 @@ pub fn http_router(hub: Arc<Hub>, tokens: Arc<TokenTable>, options: HttpOptions)
         tokens: Arc::clone(&tokens),
         max_body_bytes: options.max_body_bytes,
     });
-    let mut mcp =
-        axum::Router::new()
-            .fallback_service(service)
-            .layer(axum::middleware::from_fn_with_state(
-                admission,
-                crate::admission::admit_listens,
-            ));
-    // Under the session owners' layer: it hands on only the caller's own
-    // sessions, and counts their activity.
-    if let Some(calls) = calls_on_sessions {
-        mcp = mcp.layer(axum::middleware::from_fn_with_state(calls, session_calls));
-    }
-    let mut mcp = mcp.layer(axum::middleware::from_fn_with_state(sessions, own_sessions));
-    if options.stateless_json && options.direct_calls {
-        mcp = mcp.layer(axum::middleware::from_fn_with_state(direct, plain_calls));
-    }
     let gate = Arc::new(Gate {
         tokens,
         oauth: options.oauth,
         hub: Arc::clone(&ready_hub),
         max_body_bytes: options.max_body_bytes,
     });
+    let plain_calls_direct = (options.stateless_json && options.direct_calls).then_some(direct);
+    let mcp = mcp_stack(
+        Arc::clone(&gate),
+        plain_calls_direct,
+        sessions,
+        calls_on_sessions,
+        admission,
+        service,
+    );
     with_gate_and_probes(mcp, options.metrics, gate, ready_hub)
 }
 
-/// `/mcp` and `/metrics` behind the token gate, `/healthz` and `/readyz`
-/// open.
-fn with_gate_and_probes(
-    mcp: axum::Router,
+/// `/mcp`'s stack, composed by type, outermost first: the token gate, then
+/// (stateless) the direct plain calls, the session owners' layer, (on
+/// sessions) the direct session calls under it, which hands on only the
+/// caller's own sessions and counts their activity, and the listens'
+/// admission over rmcp. As layers of an `axum::Router` (and a nested one),
+/// every layer boxed its route again and the nest rewrote the URI: about
+/// 15 allocations a request (BENCHMARKS.md).
+fn mcp_stack(
+    gate: Arc<Gate>,
+    plain: Option<Arc<Direct>>,
+    sessions: Arc<Sessions>,
+    calls_on_sessions: Option<Arc<SessionCalls>>,
+    admission: Arc<crate::admission::ListenAdmission>,
+    service: Shared,
+) -> impl tower::Service<
+    Request,
+    Response = Response,
+    Error = std::convert::Infallible,
+    Future: Send + 'static,
+> + Clone
++ Send
++ Sync
++ 'static {
+    tower::ServiceBuilder::new()
+        .layer(axum::middleware::from_fn_with_state(gate, require_token))
+        .option_layer(plain.map(|direct| axum::middleware::from_fn_with_state(direct, plain_calls)))
+        .layer(axum::middleware::from_fn_with_state(sessions, own_sessions))
+        .option_layer(
+            calls_on_sessions
+                .map(|calls| axum::middleware::from_fn_with_state(calls, session_calls)),
+        )
+        .layer(axum::middleware::from_fn_with_state(
+            admission,
+            crate::admission::admit_listens,
+        ))
+        .service(service)
+}
+
+/// `/mcp` (its stack has the token gate) and `/metrics` behind the token
+/// gate, `/healthz` and `/readyz` open.
+fn with_gate_and_probes<M>(
+    mcp: M,
     metrics: Option<Metrics>,
     gate: Arc<Gate>,
     ready_hub: Arc<Hub>,
-) -> axum::Router {
+) -> axum::Router
+where
+    M: tower::Service<Request, Response = Response, Error = std::convert::Infallible>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    M::Future: Send + 'static,
+{
     let metadata = gate.oauth.as_ref().map(|o| o.metadata());
-    let mut gated = axum::Router::new().nest_service("/mcp", mcp);
+    // `/mcp` and anything beneath it, as a nested service would be (rmcp
+    // reads only the request's host, not its path).
+    // Any other path is behind the gate too: without a token it is 401,
+    // as `/mcp` is, so a caller without one learns nothing of the paths.
+    let unknown = tower::ServiceBuilder::new()
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&gate),
+            require_token,
+        ))
+        .service_fn(|_: Request| async {
+            Ok::<_, std::convert::Infallible>(StatusCode::NOT_FOUND.into_response())
+        });
+    let mut gated = axum::Router::new()
+        .route_service("/mcp", mcp.clone())
+        .route_service("/mcp/", mcp.clone())
+        .route_service("/mcp/{*rest}", mcp)
+        .fallback_service(unknown);
     if let Some(render) = metrics {
         gated = gated.route(
             "/metrics",
             axum::routing::get(move || {
                 let text = render();
                 async move { ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text) }
-            }),
+            })
+            .layer(axum::middleware::from_fn_with_state(gate, require_token)),
         );
     }
-    let gated = gated.layer(axum::middleware::from_fn_with_state(gate, require_token));
     let mut open = axum::Router::new()
         .route("/healthz", axum::routing::get(|| async { "ok\n" }))
         .route(

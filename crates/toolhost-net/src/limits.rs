@@ -91,7 +91,10 @@ pub(crate) struct Conn {
     /// When the connection last went idle (or last read a byte), in ms
     /// since the registry's epoch.
     pub(crate) idle_since_ms: AtomicU64,
-    /// Closes the connection at once (eviction at the cap).
+    /// Closes the connection at once (eviction at the cap); a child of the
+    /// listener's shutdown token, so one token per connection says "stop"
+    /// and a connection's task, woken at every read and write, polls its
+    /// own uncontended token rather than one shared by every connection.
     pub(crate) evict: CancellationToken,
     /// Set with `evict`, and read without its lock by the admission.
     evicted: std::sync::atomic::AtomicBool,
@@ -118,16 +121,25 @@ pub(crate) struct Registry {
     /// Told each time a connection closes (a permit is kept when no one
     /// waits, so no close is missed).
     closed: tokio::sync::Notify,
+    /// Each connection's `evict` token is a child of this one.
+    shutdown: CancellationToken,
 }
 
 impl Registry {
     pub(crate) fn new(max: usize) -> Arc<Self> {
+        Self::under(max, &CancellationToken::new())
+    }
+
+    /// A registry whose connections' `evict` tokens are cancelled with
+    /// `shutdown` too.
+    pub(crate) fn under(max: usize, shutdown: &CancellationToken) -> Arc<Self> {
         Arc::new(Self {
             epoch: Instant::now(),
             next_id: AtomicU64::new(1),
             open: Mutex::new(HashMap::new()),
             max: max.max(1),
             closed: tokio::sync::Notify::new(),
+            shutdown: shutdown.clone(),
         })
     }
 
@@ -173,7 +185,7 @@ impl Registry {
             busy: AtomicUsize::new(0),
             started: AtomicU64::new(0),
             idle_since_ms: AtomicU64::new(self.now_ms()),
-            evict: CancellationToken::new(),
+            evict: self.shutdown.child_token(),
             evicted: std::sync::atomic::AtomicBool::new(false),
         });
         open.insert(id, Arc::clone(&conn));

@@ -219,11 +219,14 @@ async fn serve_connection(
         let deadline = idle_deadline(&registry, &conn, &limits);
         tokio::select! {
             _ = connection.as_mut() => break,
-            // Dropping the connection closes it; it had nothing in progress.
-            () = conn.evict.cancelled() => break,
-            () = shutdown.cancelled() => {
-                connection.as_mut().graceful_shutdown();
-                let _ = tokio::time::timeout(Duration::from_secs(5), connection.as_mut()).await;
+            // Eviction or shutdown: `evict` is a child of the shutdown token.
+            () = conn.evict.cancelled() => {
+                if shutdown.is_cancelled() {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(Duration::from_secs(5), connection.as_mut()).await;
+                }
+                // Evicted, dropping the connection closes it; it had
+                // nothing in progress.
                 break;
             }
             () = tokio::time::sleep_until(deadline) => {
@@ -238,9 +241,11 @@ async fn serve_connection(
                     // have gone idle for a whole timeout.
                     tokio::select! {
                         _ = connection.as_mut() => break,
-                        () = shutdown.cancelled() => {
-                            connection.as_mut().graceful_shutdown();
-                            let _ = tokio::time::timeout(Duration::from_secs(5), connection.as_mut()).await;
+                        () = conn.evict.cancelled() => {
+                            if shutdown.is_cancelled() {
+                                connection.as_mut().graceful_shutdown();
+                                let _ = tokio::time::timeout(Duration::from_secs(5), connection.as_mut()).await;
+                            }
                             break;
                         }
                         () = tokio::time::sleep(limits.idle_timeout.min(limits.header_timeout)) => {}
@@ -260,7 +265,7 @@ pub async fn serve_http(
     limits: ConnectionLimits,
     shutdown: CancellationToken,
 ) {
-    let registry = Registry::new(limits.max_connections);
+    let registry = Registry::under(limits.max_connections, &shutdown);
     let mut refused: u64 = 0;
     let mut accept_errors = AcceptErrors::default();
     loop {
@@ -333,6 +338,26 @@ mod tests {
         let _busy = InProgress::begin(&r, &a);
         assert!(r.admit().is_none());
         assert!(!a.evict.is_cancelled());
+    }
+
+    #[test]
+    fn shutting_down_stops_every_connection_through_its_own_token() {
+        let shutdown = CancellationToken::new();
+        let r = Registry::under(2, &shutdown);
+        let (a, b) = (admit(&r), admit(&r));
+        assert!(!a.evict.is_cancelled() && !b.evict.is_cancelled());
+        shutdown.cancel();
+        assert!(a.evict.is_cancelled() && b.evict.is_cancelled());
+    }
+
+    #[test]
+    fn evicting_one_connection_leaves_the_others_and_the_listener_running() {
+        let shutdown = CancellationToken::new();
+        let r = Registry::under(1, &shutdown);
+        let a = admit(&r);
+        let b = admit(&r);
+        assert!(a.evict.is_cancelled());
+        assert!(!b.evict.is_cancelled() && !shutdown.is_cancelled());
     }
 
     #[test]

@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use toolhost_base::log_safe;
 use toolhost_catalog::{Entry, Reading, Store};
-use toolhost_proto::json::{json_from_struct, struct_from_json};
+use toolhost_proto::json::{json_from_struct_owned, struct_from_json};
 use toolhost_proto::plugin::{AgentToolContext, AgentToolRequest, AgentToolResponse, Credential};
 use toolhost_runtime::{CallSlot, InvokeError, PluginUnavailable};
 use toolhost_telemetry::Step as Traced;
@@ -825,8 +825,7 @@ impl Call<'_> {
                 content: vec![Block::text(r.text)],
                 structured: r
                     .structured_content
-                    .as_ref()
-                    .map(|s| Value::Object(json_from_struct(s))),
+                    .map(|s| Value::Object(json_from_struct_owned(s))),
                 is_error: r.is_error,
             }
         };
@@ -1186,11 +1185,7 @@ impl Call<'_> {
             .iter()
             .map(Block::size)
             .fold(0usize, usize::saturating_add)
-            .saturating_add(
-                structured
-                    .as_ref()
-                    .map_or(0, |s| serde_json::to_vec(s).map_or(usize::MAX, |b| b.len())),
-            );
+            .saturating_add(structured.as_ref().map_or(0, encoded_len));
         if size > limit {
             return Err(CallFailure::new(
                 ErrorCode::ResultTooLarge,
@@ -1292,6 +1287,26 @@ fn traced<T>(step: &Traced, r: Step<T>) -> Step<T> {
 /// a line.
 fn truncate(name: &str) -> String {
     log_safe(name, 128).into_owned()
+}
+
+/// The length of `value` as compact JSON, counted as it is written rather
+/// than written into a buffer: the size cap is checked on every result.
+fn encoded_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.saturating_add(bytes.len());
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        Err(_) => usize::MAX,
+    }
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ use crate::result::ErrorCode;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 use toolhost_base::Bucket;
-use toolhost_proto::json::{json_from_struct, struct_from_json};
+use toolhost_proto::json::{json_from_struct, json_from_struct_owned, struct_from_json};
 use toolhost_proto::plugin_v2::{self as wire, plugin_event::Event};
 use toolhost_runtime::CallSlot;
 use toolhost_validate::Checked;
@@ -274,8 +274,7 @@ impl Call<'_> {
             content,
             structured: r
                 .structured_content
-                .as_ref()
-                .map(|s| Value::Object(json_from_struct(s))),
+                .map(|s| Value::Object(json_from_struct_owned(s))),
             is_error: r.is_error,
         })
     }

@@ -58,6 +58,31 @@ pub fn json_from_value(v: &Value) -> Json {
     }
 }
 
+/// protobuf Struct -> JSON object, taking the Struct: its strings move
+/// into the JSON rather than being copied. A plugin's answer is decoded
+/// once and converted once, so this is the call path's form (measured: a
+/// result of 15 strings cost 15 allocations and copies more by reference).
+pub fn json_from_struct_owned(s: Struct) -> Map<String, Json> {
+    s.fields
+        .into_iter()
+        .map(|(k, v)| (k, json_from_value_owned(v)))
+        .collect()
+}
+
+/// protobuf Value -> JSON value, taking the Value; as [`json_from_value`].
+pub fn json_from_value_owned(v: Value) -> Json {
+    match v.kind {
+        None | Some(Kind::NullValue(_)) => Json::Null,
+        Some(Kind::BoolValue(b)) => Json::Bool(b),
+        Some(Kind::NumberValue(n)) => number(n),
+        Some(Kind::StringValue(s)) => Json::String(s),
+        Some(Kind::ListValue(l)) => {
+            Json::Array(l.values.into_iter().map(json_from_value_owned).collect())
+        }
+        Some(Kind::StructValue(s)) => Json::Object(json_from_struct_owned(s)),
+    }
+}
+
 fn number(n: f64) -> Json {
     if n.fract() == 0.0 && n.abs() <= EXACT_INT {
         // Exact: |n| <= 2^53 fits i64 without rounding.
@@ -105,6 +130,12 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn the_owned_conversion_gives_what_the_borrowed_one_does(v in arb_json()) {
+            let p = value_from_json(&v);
+            prop_assert_eq!(json_from_value_owned(p.clone()), json_from_value(&p));
+        }
+
         #[test]
         fn round_trip(v in arb_json()) {
             prop_assert_eq!(json_from_value(&value_from_json(&v)), v);

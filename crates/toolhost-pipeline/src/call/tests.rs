@@ -1001,3 +1001,15 @@ async fn a_call_waiting_for_a_person_holds_no_plugin_and_runs_on_the_version_ser
     assert_eq!(*fake.versions.lock().unwrap(), ["1.0.0", "1.1.0"]);
     assert_eq!(fake.invocations(), 1);
 }
+
+#[test]
+fn a_result_is_measured_as_the_json_it_would_be_written_as() {
+    for v in [
+        json!(null),
+        json!({}),
+        json!({ "a": [1, 2.5, "x\"y\u{1}"], "b": { "c": true, "é": null } }),
+        json!("x".repeat(10_000)),
+    ] {
+        assert_eq!(encoded_len(&v), serde_json::to_vec(&v).unwrap().len());
+    }
+}
