@@ -89,10 +89,18 @@ impl TokenTable {
     /// The binding of a token, if it has one.
     #[must_use]
     pub fn resolve(&self, token: &str) -> Option<Binding> {
+        self.resolve_digest(&digest(token))
+    }
+
+    /// The binding of the token whose SHA-256 is `digest`: for a caller
+    /// that keeps the digest too (the HTTP gate counts sessions by it), so
+    /// a token is hashed once per request.
+    #[must_use]
+    pub fn resolve_digest(&self, digest: &[u8; 32]) -> Option<Binding> {
         self.by_hash
             .read()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(&digest(token))
+            .get(digest)
             .cloned()
     }
 

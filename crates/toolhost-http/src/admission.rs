@@ -20,10 +20,10 @@
 //! request, or change a request it passes on.
 
 use crate::identity::{request_binding, request_owner};
+use crate::next::Next;
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{Method, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 use toolhost_calls::TokenTable;
@@ -53,9 +53,9 @@ fn listen_request_id(body: &[u8]) -> Option<serde_json::Value> {
 }
 
 pub(crate) async fn admit_listens(
-    State(admission): State<Arc<ListenAdmission>>,
+    admission: &ListenAdmission,
     request: Request,
-    next: Next,
+    next: impl Next,
 ) -> Response {
     if request.method() != Method::POST {
         return next.run(request).await;

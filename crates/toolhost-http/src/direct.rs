@@ -28,11 +28,11 @@
 //! the pipeline's), or answer any request whose shape it does not fully
 //! know.
 
-use crate::identity::request_binding;
+use crate::identity::take_binding;
+use crate::next::Next;
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body::Body as _;
 use rmcp::model::{RequestId, ServerJsonRpcMessage, ServerResult};
@@ -98,17 +98,13 @@ impl Direct {
 
 /// The middleware: a plain call is answered here; anything else goes on to
 /// rmcp as it came.
-pub(crate) async fn plain_calls(
-    State(direct): State<Arc<Direct>>,
-    request: Request,
-    next: Next,
-) -> Response {
+pub(crate) async fn plain_calls(direct: &Direct, request: Request, next: impl Next) -> Response {
     if request.headers().contains_key("mcp-session-id")
-        || !plain_headers(&direct, request.method(), request.uri(), request.headers())
+        || !plain_headers(direct, request.method(), request.uri(), request.headers())
     {
         return next.run(request).await;
     }
-    let (parts, bytes) = match read_body(&direct, request).await {
+    let (mut parts, bytes) = match read_body(direct, request).await {
         Ok(read) => read,
         Err(Ok(request)) => return next.run(request).await,
         Err(Err(refused)) => return refused,
@@ -116,8 +112,13 @@ pub(crate) async fn plain_calls(
     let plain = serde_json::from_slice::<PlainCall<'_>>(&bytes)
         .ok()
         .filter(|c| c.jsonrpc == "2.0" && c.method == "tools/call");
-    let binding = request_binding(&parts.headers, &parts.extensions, &direct.tokens);
-    let (Some(call), Some(binding)) = (plain, binding) else {
+    let Some(call) = plain else {
+        return next
+            .run(Request::from_parts(parts, Body::from(bytes)))
+            .await;
+    };
+    // Answered here from now on: nothing after this hands the request on.
+    let Some(binding) = take_binding(&parts.headers, &mut parts.extensions, &direct.tokens) else {
         return next
             .run(Request::from_parts(parts, Body::from(bytes)))
             .await;
@@ -131,7 +132,7 @@ pub(crate) async fn plain_calls(
         stop: &direct.shutdown,
         gone: gone.as_ref(),
     };
-    answer_plain(&direct, call, caller, &parts.headers).await
+    answer_plain(direct, call, caller, &parts.headers).await
 }
 
 /// The body of a request the direct path may answer, read whole: the

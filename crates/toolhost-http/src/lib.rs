@@ -15,6 +15,8 @@
 //! the same result bytes, for a fraction of the cost. So may a plain call
 //! on a 2025-era session whose client is owed nothing but the result
 //! (`session_calls`): one JSON body instead of the session's SSE stream.
+//! The order of these layers is written once, in `stack`, where they are
+//! composed into one future per request.
 //!
 //! The connections themselves (accept loop, caps, timeouts) are
 //! `toolhost-net`'s; what a request means in MCP is `toolhost-mcp`'s.
@@ -26,12 +28,15 @@
 
 mod admission;
 mod direct;
+mod gate;
 mod identity;
+mod next;
 mod oauth;
 mod router;
 mod session_calls;
 mod sessions;
+mod stack;
 
 pub use direct::answered as direct_calls_answered;
 pub use oauth::{BindingRule, FieldSource, OAuthGate};
-pub use router::{HttpOptions, Metrics, http_router};
+pub use router::{HttpApp, HttpOptions, Metrics, http_router};

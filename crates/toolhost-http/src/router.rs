@@ -1,21 +1,20 @@
 //! Streamable HTTP at `/mcp`: bearer tokens, the DNS-rebinding guards, and
 //! rmcp's `StreamableHttpService`.
 
-use crate::direct::{Direct, plain_calls};
-use crate::identity::bearer_token;
+use crate::direct::Direct;
+use crate::gate::{Gate, gate_only};
 use crate::oauth::OAuthGate;
-use crate::session_calls::{SessionCalls, session_calls};
-use crate::sessions::{Sessions, own_sessions};
-use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
+use crate::session_calls::SessionCalls;
+use crate::sessions::Sessions;
+use crate::stack::{Layers, Mcp};
+use axum::extract::Request;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use toolhost_calls::TokenTable;
-use toolhost_mcp::Authorized;
 use toolhost_mcp::Hub;
 use toolhost_mcp::{Handler, Identity};
 
@@ -98,57 +97,53 @@ impl Default for HttpOptions {
     }
 }
 
-/// What the gate knows: the static tokens, and the OAuth side if any.
-struct Gate {
-    tokens: Arc<TokenTable>,
-    oauth: Option<Arc<OAuthGate>>,
-    hub: Arc<Hub>,
-    max_body_bytes: usize,
+/// The HTTP app: `/mcp` (token gate, then rmcp's streamable HTTP service),
+/// `/metrics` (token gate), `/healthz` and `/readyz` (open), the resource's
+/// OAuth metadata (open), and 401 or 404 for anything else.
+#[derive(Clone)]
+pub struct HttpApp {
+    /// `/mcp` and every path beneath it.
+    mcp: Mcp,
+    /// Every other path.
+    rest: axum::Router,
 }
 
-async fn require_token(
-    State(gate): State<Arc<Gate>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    let token = bearer_token(request.headers());
-    if let Some((binding, owner)) = token.and_then(|t| {
-        gate.tokens
-            .resolve(t)
-            .map(|b| (b, toolhost_calls::callers::digest(t)))
-    }) {
-        request
-            .extensions_mut()
-            .insert(Authorized { binding, owner });
-        return next.run(request).await;
+impl HttpApp {
+    /// Whether `path` is `/mcp`'s: `/mcp` itself, or beneath it. Matched on
+    /// the raw path, as axum's router matches, so `/%6Dcp` is not `/mcp`.
+    fn is_mcp(path: &str) -> bool {
+        path.strip_prefix("/mcp")
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
     }
-    if let Some(oauth) = &gate.oauth {
-        let token = token.map(str::to_owned);
-        return match oauth
-            .admit(token.as_deref(), request, &gate.hub, gate.max_body_bytes)
-            .await
-        {
-            Ok((authorized, mut request)) => {
-                request.extensions_mut().insert(authorized);
-                next.run(request).await
-            }
-            Err(answer) => answer,
-        };
-    }
-    let mut r = (
-        StatusCode::UNAUTHORIZED,
-        [(header::CONTENT_TYPE, "application/json")],
-        r#"{"error":"unauthorized","message":"send Authorization: Bearer <token> with a token toolhost knows"}"#,
-    )
-        .into_response();
-    r.headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    r
 }
 
-/// The router: `/mcp` (token gate, then rmcp's streamable HTTP service),
-/// `/metrics` (token gate) and `/healthz` (open: it says only "ok").
-pub fn http_router(hub: Arc<Hub>, tokens: Arc<TokenTable>, options: HttpOptions) -> axum::Router {
+/// `/mcp`, nearly every request, goes straight to its stack: through
+/// axum's router it cost five allocations a request (the route's boxed
+/// service cloned, its future boxed twice, the URL parameters), for a
+/// match this one comparison makes.
+impl tower::Service<Request> for HttpApp {
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future =
+        std::pin::Pin<Box<dyn std::future::Future<Output = Result<Response, Self::Error>> + Send>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        if Self::is_mcp(request.uri().path()) {
+            return tower::Service::call(&mut self.mcp, request);
+        }
+        Box::pin(tower::ServiceExt::oneshot(self.rest.clone(), request))
+    }
+}
+
+/// The HTTP app (see [`HttpApp`]) over `hub`, with `tokens` at its gate.
+pub fn http_router(hub: Arc<Hub>, tokens: Arc<TokenTable>, options: HttpOptions) -> HttpApp {
     let hub_for_metrics = Arc::clone(&hub);
     let ready_hub = Arc::clone(&hub);
     let allowed_hosts = options.allowed_hosts.clone();
@@ -185,7 +180,7 @@ pub fn http_router(hub: Arc<Hub>, tokens: Arc<TokenTable>, options: HttpOptions)
     ));
     let calls_on_sessions = (!options.stateless_json && options.direct_calls)
         .then(|| Arc::new(SessionCalls::new(Arc::clone(&direct), Arc::clone(&manager))));
-    let service = Shared(Arc::new(StreamableHttpService::new(
+    let rmcp = StreamableHttpService::new(
         move || {
             Ok(toolhost_mcp::Traced::new(
                 Handler::new(Arc::clone(&hub), identity.clone()),
@@ -194,7 +189,7 @@ pub fn http_router(hub: Arc<Hub>, tokens: Arc<TokenTable>, options: HttpOptions)
         },
         Arc::new(toolhost_mcp::UnmarkedSessions(manager)),
         config,
-    )));
+    );
     let admission = Arc::new(crate::admission::ListenAdmission {
         hub: Arc::clone(&hub_for_metrics),
         tokens: Arc::clone(&tokens),
@@ -206,90 +201,39 @@ pub fn http_router(hub: Arc<Hub>, tokens: Arc<TokenTable>, options: HttpOptions)
         hub: Arc::clone(&ready_hub),
         max_body_bytes: options.max_body_bytes,
     });
-    let plain_calls_direct = (options.stateless_json && options.direct_calls).then_some(direct);
-    let mcp = mcp_stack(
-        Arc::clone(&gate),
-        plain_calls_direct,
+    let mcp = Mcp(Arc::new(Layers {
+        gate: Arc::clone(&gate),
+        plain: (options.stateless_json && options.direct_calls).then_some(direct),
         sessions,
         calls_on_sessions,
         admission,
-        service,
-    );
+        rmcp,
+    }));
     with_gate_and_probes(mcp, options.metrics, gate, ready_hub)
 }
 
-/// `/mcp`'s stack, composed by type, outermost first: the token gate, then
-/// (stateless) the direct plain calls, the session owners' layer, (on
-/// sessions) the direct session calls under it, which hands on only the
-/// caller's own sessions and counts their activity, and the listens'
-/// admission over rmcp. As layers of an `axum::Router` (and a nested one),
-/// every layer boxed its route again and the nest rewrote the URI: about
-/// 15 allocations a request (BENCHMARKS.md).
-fn mcp_stack(
-    gate: Arc<Gate>,
-    plain: Option<Arc<Direct>>,
-    sessions: Arc<Sessions>,
-    calls_on_sessions: Option<Arc<SessionCalls>>,
-    admission: Arc<crate::admission::ListenAdmission>,
-    service: Shared,
-) -> impl tower::Service<
-    Request,
-    Response = Response,
-    Error = std::convert::Infallible,
-    Future: Send + 'static,
-> + Clone
-+ Send
-+ Sync
-+ 'static {
-    tower::ServiceBuilder::new()
-        .layer(axum::middleware::from_fn_with_state(gate, require_token))
-        .option_layer(plain.map(|direct| axum::middleware::from_fn_with_state(direct, plain_calls)))
-        .layer(axum::middleware::from_fn_with_state(sessions, own_sessions))
-        .option_layer(
-            calls_on_sessions
-                .map(|calls| axum::middleware::from_fn_with_state(calls, session_calls)),
-        )
-        .layer(axum::middleware::from_fn_with_state(
-            admission,
-            crate::admission::admit_listens,
-        ))
-        .service(service)
-}
-
-/// `/mcp` (its stack has the token gate) and `/metrics` behind the token
-/// gate, `/healthz` and `/readyz` open.
-fn with_gate_and_probes<M>(
-    mcp: M,
+/// `/mcp` (its stack has the token gate, and it is `/mcp` and anything
+/// beneath it, as a nested service would be: rmcp reads only the request's
+/// host, not its path), `/metrics` behind the token gate, `/healthz` and
+/// `/readyz` open.
+fn with_gate_and_probes(
+    mcp: Mcp,
     metrics: Option<Metrics>,
     gate: Arc<Gate>,
     ready_hub: Arc<Hub>,
-) -> axum::Router
-where
-    M: tower::Service<Request, Response = Response, Error = std::convert::Infallible>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    M::Future: Send + 'static,
-{
+) -> HttpApp {
     let metadata = gate.oauth.as_ref().map(|o| o.metadata());
-    // `/mcp` and anything beneath it, as a nested service would be (rmcp
-    // reads only the request's host, not its path).
     // Any other path is behind the gate too: without a token it is 401,
     // as `/mcp` is, so a caller without one learns nothing of the paths.
     let unknown = tower::ServiceBuilder::new()
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&gate),
-            require_token,
+            gate_only,
         ))
         .service_fn(|_: Request| async {
             Ok::<_, std::convert::Infallible>(StatusCode::NOT_FOUND.into_response())
         });
-    let mut gated = axum::Router::new()
-        .route_service("/mcp", mcp.clone())
-        .route_service("/mcp/", mcp.clone())
-        .route_service("/mcp/{*rest}", mcp)
-        .fallback_service(unknown);
+    let mut gated = axum::Router::new().fallback_service(unknown);
     if let Some(render) = metrics {
         gated = gated.route(
             "/metrics",
@@ -297,7 +241,7 @@ where
                 let text = render();
                 async move { ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text) }
             })
-            .layer(axum::middleware::from_fn_with_state(gate, require_token)),
+            .layer(axum::middleware::from_fn_with_state(gate, gate_only)),
         );
     }
     let mut open = axum::Router::new()
@@ -332,36 +276,9 @@ where
             );
         }
     }
-    open.merge(gated)
-}
-
-/// rmcp's service behind an `Arc`. axum clones a route's whole service
-/// stack for every request, and rmcp's service clones its configuration
-/// (the allowed hosts and origins, as owned strings) with it: profiled at
-/// about 1% of toolhost's CPU per call, on every path, the direct one
-/// included. Cloning this is one reference count.
-#[derive(Clone)]
-struct Shared(Arc<StreamableHttpService<toolhost_mcp::Traced, toolhost_mcp::UnmarkedSessions>>);
-
-impl tower::Service<Request> for Shared {
-    type Response = http::Response<
-        http_body_util::combinators::BoxBody<axum::body::Bytes, std::convert::Infallible>,
-    >;
-    type Error = std::convert::Infallible;
-    type Future = std::pin::Pin<
-        Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
-    >;
-
-    fn poll_ready(
-        &mut self,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Self::Error>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: Request) -> Self::Future {
-        let service = Arc::clone(&self.0);
-        Box::pin(async move { Ok(service.handle(request).await) })
+    HttpApp {
+        mcp,
+        rest: open.merge(gated),
     }
 }
 
@@ -372,5 +289,22 @@ async fn readyz(hub: Arc<Hub>) -> impl IntoResponse {
         (StatusCode::SERVICE_UNAVAILABLE, "no catalog yet\n")
     } else {
         (StatusCode::OK, "ready\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HttpApp;
+
+    #[test]
+    fn mcp_is_its_path_and_what_is_beneath_it_and_nothing_else() {
+        for path in ["/mcp", "/mcp/", "/mcp/sub", "/mcp/a/b"] {
+            assert!(HttpApp::is_mcp(path), "{path}");
+        }
+        for path in [
+            "/", "/mcpx", "/mc", "/MCP", "//mcp", "/%6Dcp", "/metrics", "",
+        ] {
+            assert!(!HttpApp::is_mcp(path), "{path}");
+        }
     }
 }

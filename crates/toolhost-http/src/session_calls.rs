@@ -32,12 +32,12 @@
 //! fully know.
 
 use crate::direct::{Caller, Direct, PlainCall, answer_plain, plain_headers, read_body};
-use crate::identity::request_binding;
+use crate::identity::take_binding;
+use crate::next::Next;
 use crate::sessions::OwnedSession;
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::HeaderMap;
-use axum::middleware::Next;
 use axum::response::Response;
 use rmcp::model::{NumberOrString, RequestId};
 use rmcp::transport::streamable_http_server::SessionManager as _;
@@ -150,9 +150,9 @@ impl Drop for Running<'_> {
 /// The middleware: a plain call on the caller's own settled session is
 /// answered here; anything else goes on to rmcp as it came.
 pub(crate) async fn session_calls(
-    State(calls): State<Arc<SessionCalls>>,
+    calls: &SessionCalls,
     request: Request,
-    next: Next,
+    next: impl Next,
 ) -> Response {
     let Some(session) = request.extensions().get::<OwnedSession>().cloned() else {
         return next.run(request).await;
@@ -163,7 +163,7 @@ pub(crate) async fn session_calls(
     {
         return next.run(request).await;
     }
-    let (parts, bytes) = match read_body(direct, request).await {
+    let (mut parts, bytes) = match read_body(direct, request).await {
         Ok(read) => read,
         Err(Ok(request)) => return next.run(request).await,
         Err(Err(refused)) => return refused,
@@ -172,12 +172,17 @@ pub(crate) async fn session_calls(
         .ok()
         .filter(|c| c.jsonrpc == "2.0" && c.method == "tools/call");
     if let Some(call) = plain
-        && answers_here(&calls, &session.facts, &session.id).await
-        && let Some(binding) = request_binding(&parts.headers, &parts.extensions, &direct.tokens)
+        && answers_here(calls, &session.facts, &session.id).await
     {
         let stop = session.ended.child_token();
         let key = (Arc::clone(&session.id), Id::from(&call.id));
-        if let Some(_running) = calls.running.start(key, &stop) {
+        // The binding is taken (not copied) only once the call is this
+        // layer's to answer: a call whose id is already running goes on
+        // to rmcp with the gate's verdict where it was.
+        if let Some(_running) = calls.running.start(key, &stop)
+            && let Some(binding) =
+                take_binding(&parts.headers, &mut parts.extensions, &direct.tokens)
+        {
             let gone = parts.extensions.get::<ClientGone>().map(|g| g.0.clone());
             let caller = Caller {
                 binding,

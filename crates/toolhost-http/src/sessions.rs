@@ -14,10 +14,10 @@
 //! idle, so a long tool call is not cut off.
 
 use crate::identity::request_owner;
+use crate::next::Next;
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{Method, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::SessionManager as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -177,9 +177,9 @@ fn not_found() -> Response {
 /// Middleware on `/mcp`, after the token gate: refuses foreign sessions,
 /// records new ones, counts activity.
 pub(crate) async fn own_sessions(
-    State(sessions): State<Arc<Sessions>>,
+    sessions: &Arc<Sessions>,
     mut request: Request,
-    next: Next,
+    next: impl Next,
 ) -> Response {
     let owner = request_owner(request.headers(), request.extensions());
     let session = request

@@ -21,4 +21,4 @@ pub mod limits;
 mod listener;
 
 pub use limits::{ConnectionLimits, limited};
-pub use listener::{ClientGone, Guarded, requests_read, serve_http, take_large_request};
+pub use listener::{App, ClientGone, Guarded, requests_read, serve_http, take_large_request};

@@ -133,9 +133,39 @@ fn plain(status: http::StatusCode, text: &'static str) -> http::Response<Body> {
     r
 }
 
-/// One request: read the body within its limits, then the router.
+/// What the listener serves: a service from a request (its body already
+/// read whole) to a response, which never fails. It is cloned for every
+/// request, so a clone must be cheap: an `axum::Router` is one, and so is
+/// `toolhost-http`'s app, which sends `/mcp` past axum's router.
+pub trait App:
+    tower::Service<
+        http::Request<Body>,
+        Response = http::Response<Body>,
+        Error = Infallible,
+        Future: Send + 'static,
+    > + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<S> App for S where
+    S: tower::Service<
+            http::Request<Body>,
+            Response = http::Response<Body>,
+            Error = Infallible,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// One request: read the body within its limits, then the app.
 async fn handle(
-    app: axum::Router,
+    app: impl App,
     limits: ConnectionLimits,
     in_progress: InProgress,
     request: http::Request<Incoming>,
@@ -193,7 +223,7 @@ fn idle_deadline(registry: &Registry, conn: &Conn, limits: &ConnectionLimits) ->
 
 async fn serve_connection(
     tcp: tokio::net::TcpStream,
-    app: axum::Router,
+    app: impl App,
     limits: ConnectionLimits,
     registry: Arc<Registry>,
     id: u64,
@@ -261,7 +291,7 @@ async fn serve_connection(
 /// requests in progress finish (up to 5 s).
 pub async fn serve_http(
     listener: tokio::net::TcpListener,
-    app: axum::Router,
+    app: impl App,
     limits: ConnectionLimits,
     shutdown: CancellationToken,
 ) {

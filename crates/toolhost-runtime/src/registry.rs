@@ -232,21 +232,21 @@ impl Plugins {
         let Some(h) = versions.iter().find(|h| h.version() == version) else {
             return Err(PluginUnavailable::Upgrading(id.to_owned()));
         };
-        let state = h.state();
-        let id = id.to_owned();
-        match (state.phase, state.client) {
-            (Phase::Ready, Some(c)) if !c.is_gone() => Ok(c),
-            (Phase::Starting | Phase::Ready, _) => Err(PluginUnavailable::Starting(id)),
+        // Read in place, and the id copied only into an error: this runs
+        // for every call.
+        h.read_state(|state| match (state.phase, &state.client) {
+            (Phase::Ready, Some(c)) if !c.is_gone() => Ok(c.clone()),
+            (Phase::Starting | Phase::Ready, _) => Err(PluginUnavailable::Starting(id.to_owned())),
             (Phase::Restarting, _) if state.failures >= crate::supervisor::CRASH_LOOP => {
                 Err(PluginUnavailable::CrashLoop {
-                    id,
+                    id: id.to_owned(),
                     failures: state.failures,
                 })
             }
-            (Phase::Restarting, _) => Err(PluginUnavailable::Restarting(id)),
-            (Phase::Stopped, _) => Err(PluginUnavailable::Stopped(id)),
-            (Phase::Failed, _) => Err(PluginUnavailable::Failed(id)),
-        }
+            (Phase::Restarting, _) => Err(PluginUnavailable::Restarting(id.to_owned())),
+            (Phase::Stopped, _) => Err(PluginUnavailable::Stopped(id.to_owned())),
+            (Phase::Failed, _) => Err(PluginUnavailable::Failed(id.to_owned())),
+        })
     }
 }
 

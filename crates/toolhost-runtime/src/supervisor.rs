@@ -186,6 +186,12 @@ impl PluginHandle {
         self.state.borrow().clone()
     }
 
+    /// Reads the current state in place: every call asks which client to
+    /// use, and a copy of the state would copy its strings for each.
+    pub fn read_state<R>(&self, read: impl FnOnce(&PluginState) -> R) -> R {
+        read(&self.state.borrow())
+    }
+
     /// A receiver that sees every state change.
     #[must_use]
     pub fn subscribe(&self) -> watch::Receiver<PluginState> {
