@@ -156,7 +156,9 @@ impl CallHost {
         };
         match self.mode(found.entry(), request.tasks) {
             Mode::NeedsTasks => Hosted::NeedsTasks,
-            Mode::Task(lifetime) => self.start_task(request, found, lifetime, stop).await,
+            // Boxed: a task's start is a large future, and the direct
+            // calls beside it should not carry its size (BENCHMARKS.md).
+            Mode::Task(lifetime) => Box::pin(self.start_task(request, found, lifetime, stop)).await,
             Mode::Direct => {
                 let (owner, tool) = (request.owner, request.name.clone());
                 let arguments = arguments_digest(&request.arguments.as_ref());

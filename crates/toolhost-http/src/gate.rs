@@ -36,9 +36,15 @@ pub(crate) async fn require_token(gate: &Gate, mut request: Request, next: impl 
     }
     if let Some(oauth) = &gate.oauth {
         let token = token.map(str::to_owned);
-        return match oauth
-            .admit(token.as_deref(), request, &gate.hub, gate.max_body_bytes)
-            .await
+        // Boxed: verifying an access token may fetch keys, a large
+        // future that a static token's request should not carry.
+        return match Box::pin(oauth.admit(
+            token.as_deref(),
+            request,
+            &gate.hub,
+            gate.max_body_bytes,
+        ))
+        .await
         {
             Ok((authorized, mut request)) => {
                 request.extensions_mut().insert(authorized);

@@ -124,6 +124,8 @@ struct ToRmcp<'a>(&'a Layers);
 impl Next for ToRmcp<'_> {
     fn run(self, request: Request) -> impl Future<Output = Response> + Send {
         let rmcp = &self.0.rmcp;
-        async move { rmcp.handle(request).await.into_response() }
+        // Boxed: rmcp's future is large, and the stack's one future would
+        // otherwise carry its size on the direct paths, which never use it.
+        async move { Box::pin(rmcp.handle(request)).await.into_response() }
     }
 }

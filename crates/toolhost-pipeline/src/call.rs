@@ -455,7 +455,9 @@ impl Stage<'_> {
                 }
                 Stage::Approve(mut approve) => {
                     approve.call.task_id.clone_from(&task);
-                    approve.ask().await
+                    // Boxed: a question's round trip is a large future,
+                    // and a call that asks nothing should not carry it.
+                    Box::pin(approve.ask()).await
                 }
             };
         }
@@ -815,8 +817,9 @@ impl Call<'_> {
     ) -> Step<CallResult> {
         let credentials = self.credentials(client).await?;
         let answered = if client.protocol() >= 2 {
-            self.dispatch_stream(client, slot, &checked, &credentials, deadline)
-                .await?
+            // Boxed: protocol 2's stream is a large future, and a
+            // protocol-1 call should not carry its size.
+            Box::pin(self.dispatch_stream(client, slot, &checked, &credentials, deadline)).await?
         } else {
             let r = self
                 .dispatch(client, slot, &checked, &credentials, deadline)
@@ -987,13 +990,15 @@ impl Call<'_> {
             return Ok(None);
         };
         let step = Traced::start("toolhost.backend_authorize");
+        // Boxed: the backend's gRPC call is a large future, and every call
+        // without a backend would carry its size (BENCHMARKS.md).
         let checked = step
-            .within(a.check(
+            .within(Box::pin(a.check(
                 &self.invocation_id,
                 &self.entry.descriptor,
                 self.binding,
                 arguments,
-            ))
+            )))
             .await;
         self.decision_id = checked.decision_id;
         let r = checked
