@@ -1307,11 +1307,14 @@ async fn plugin_floods_and_control_characters_never_reach_the_log_raw() {
 async fn a_restart_short_of_descriptors_waits_for_them_and_is_not_a_failure() {
     let root = Scratch::new("emfile");
     // No reserve, so connections can take every descriptor; one restart
-    // allowed, so a counted failure would show at once.
+    // allowed, so a counted failure would show at once. The retries back
+    // off to at most a second: with the default 30 s, a loaded machine
+    // that took a few seconds to see the refusal and free the descriptors
+    // left the next try further away than the wait below.
     let d = fd_limited_daemon(
         root.path(),
         "max_connections = 1000\nheader_timeout_ms = 600000",
-        "max_restarts = 1\n[limits]\nreserved_fds = 0\n[admin]\nmax_connections = 1\n",
+        "max_restarts = 1\nbackoff_max_ms = 1000\n[limits]\nreserved_fds = 0\n[admin]\nmax_connections = 1\n",
     )
     .await;
     let flood = hold_connections(&d, 400).await;
