@@ -678,15 +678,20 @@ async fn a_call_that_read_the_catalog_before_an_upgrade_is_neither_refused_nor_l
         "the drain did not wait for the hold"
     );
     let slot = held.try_reserve(8).unwrap();
-    let request = toolhost_proto::plugin::AgentToolRequest {
-        invocation_id: "held-1".into(),
-        name: "echo".into(),
-        arguments: Some(toolhost_proto::json::struct_from_json(
-            json!({ "msg": "hi", "n": 1 }).as_object().unwrap(),
-        )),
-        context: None,
+    let arguments = json!({ "msg": "hi", "n": 1 });
+    let request = toolhost_proto::request::ToolRequestRef {
+        invocation_id: "held-1",
+        name: "echo",
+        arguments: arguments.as_object().unwrap(),
+        context: toolhost_proto::request::ContextRef {
+            task_id: "t",
+            session_id: "s",
+            workspace_id: "",
+            surface: "chat",
+            credentials: &[],
+        },
     };
-    let answer = held.invoke(slot, request, WAIT, 1 << 20).await;
+    let answer = held.invoke(slot, &request, WAIT, 1 << 20).await;
     assert!(answer.is_ok_and(|a| !a.is_error), "the held call failed");
     drop((held, old));
     upgrade.await.unwrap().unwrap();

@@ -1188,7 +1188,10 @@ mod big {
         let hub = Hub::without_plugins(Arc::clone(&store));
         hub.set_agent_view(view);
         let (server_io, client_io) = tokio::io::duplex(1 << 22);
-        let handler = Handler::new(hub, Identity::Fixed(Binding::new("chat", "t", "s", None)));
+        let handler = Handler::new(
+            hub,
+            Identity::Fixed(std::sync::Arc::new(Binding::new("chat", "t", "s", None))),
+        );
         tokio::spawn(async move {
             if let Ok(running) = handler.serve(server_io).await {
                 let _ = running.waiting().await;

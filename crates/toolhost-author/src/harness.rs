@@ -57,8 +57,9 @@ use toolhost_pipeline::{
     Answer, AnswerAction, AskFuture, Binding, Caller, EventStream, Limits, LogLevel, LogMessage,
     Pipeline, PluginLink, PluginPort, Progress, Question, Unanswered,
 };
-use toolhost_proto::plugin::{AgentToolRequest, AgentToolResponse};
+use toolhost_proto::plugin::AgentToolResponse;
 use toolhost_proto::plugin_v2::{Answer as WireAnswer, PluginEvent, Start};
+use toolhost_proto::request::ToolRequestRef;
 use toolhost_runtime::{CallSlot, CallSlots, InvokeError, PluginUnavailable};
 
 /// The flags of `toolhost harness`.
@@ -151,14 +152,17 @@ impl PluginLink for TestLink {
     fn invoke(
         &self,
         slot: CallSlot,
-        request: AgentToolRequest,
+        request: &ToolRequestRef<'_>,
         deadline: Duration,
         max_answer_bytes: usize,
     ) -> toolhost_pipeline::port::BoxFuture<'_, Result<AgentToolResponse, InvokeError>> {
+        // The bytes the daemon would send, encoded as it encodes them.
+        let mut wire = Vec::with_capacity(request.encoded_len());
+        request.encode(&mut wire);
         Box::pin(async move {
             let _slot = slot;
             let _ = self.0.out.send(json!({
-                "invoke": encoded(&request),
+                "invoke": base64::engine::general_purpose::STANDARD.encode(&wire),
                 "deadline_ms": deadline.as_millis(),
             }));
             let mut rx = self.0.from_test.lock().await;

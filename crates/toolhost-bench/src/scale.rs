@@ -69,7 +69,7 @@ pub(crate) async fn connect(
     let (server_io, client_io) = tokio::io::duplex(1 << 20);
     let handler = Handler::new(
         Arc::clone(hub),
-        Identity::Fixed(Binding::new("chat", "t", "s", None)),
+        Identity::Fixed(std::sync::Arc::new(Binding::new("chat", "t", "s", None))),
     );
     tokio::spawn(async move {
         if let Ok(running) = handler.serve(server_io).await {

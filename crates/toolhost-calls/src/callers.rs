@@ -4,15 +4,17 @@
 
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use std::sync::{PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 use toolhost_pipeline::Binding;
 
 /// Bearer tokens and the bindings they stand for. Only a SHA-256 of each
 /// token is kept: a memory dump does not give the tokens away, and lookups
-/// hash first, so timing depends on the hash, not on the secret.
+/// hash first, so timing depends on the hash, not on the secret. A
+/// binding is shared, not copied, with each request that resolves it (a
+/// copy was four strings a call).
 #[derive(Debug, Default)]
 pub struct TokenTable {
-    by_hash: RwLock<HashMap<[u8; 32], Binding>>,
+    by_hash: RwLock<HashMap<[u8; 32], Arc<Binding>>>,
 }
 
 /// Who opened a session or subscription: the SHA-256 of its bearer token
@@ -55,7 +57,7 @@ impl TokenTable {
             .by_hash
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(digest, binding);
+            .insert(digest, Arc::new(binding));
         if let Some(old) = old {
             old.revoke();
         }
@@ -88,7 +90,7 @@ impl TokenTable {
 
     /// The binding of a token, if it has one.
     #[must_use]
-    pub fn resolve(&self, token: &str) -> Option<Binding> {
+    pub fn resolve(&self, token: &str) -> Option<Arc<Binding>> {
         self.resolve_digest(&digest(token))
     }
 
@@ -96,7 +98,7 @@ impl TokenTable {
     /// that keeps the digest too (the HTTP gate counts sessions by it), so
     /// a token is hashed once per request.
     #[must_use]
-    pub fn resolve_digest(&self, digest: &[u8; 32]) -> Option<Binding> {
+    pub fn resolve_digest(&self, digest: &[u8; 32]) -> Option<Arc<Binding>> {
         self.by_hash
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -129,7 +131,7 @@ mod tests {
         let t = TokenTable::new();
         t.bind("secret", Binding::new("chat", "t", "s", None));
         let b = t.resolve("secret");
-        assert!(b.as_ref().is_some_and(Binding::is_active));
+        assert!(b.as_ref().is_some_and(|b| b.is_active()));
         assert!(t.revoke("secret"));
         assert!(t.resolve("secret").is_none());
         assert!(b.is_some_and(|b| !b.is_active()));

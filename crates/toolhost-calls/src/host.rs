@@ -36,8 +36,9 @@ const SLACK: Duration = Duration::from_secs(5);
 /// A call to host.
 #[derive(Debug)]
 pub struct CallRequest {
-    /// Who calls, and for what.
-    pub binding: Binding,
+    /// Who calls, and for what (shared with the token table or the
+    /// session, not copied per call).
+    pub binding: Arc<Binding>,
     /// The tool's exposed name, as the agent gave it.
     pub name: String,
     /// The arguments, as the agent gave them.

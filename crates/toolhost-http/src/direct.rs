@@ -160,7 +160,7 @@ pub(crate) async fn read_body(
 
 /// Who makes a plain call, and what stops it.
 pub(crate) struct Caller<'a> {
-    pub(crate) binding: toolhost_pipeline::Binding,
+    pub(crate) binding: std::sync::Arc<toolhost_pipeline::Binding>,
     /// Whose quota and state the call counts against.
     pub(crate) owner: toolhost_calls::Owner,
     /// Cancelled when the call must stop: the service's shutdown, or the

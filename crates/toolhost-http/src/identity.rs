@@ -5,6 +5,7 @@
 //! layer reads; the header is parsed here and nowhere else.
 
 use axum::http::{HeaderMap, header};
+use std::sync::Arc;
 use toolhost_calls::TokenTable;
 use toolhost_mcp::Authorized;
 use toolhost_pipeline::Binding;
@@ -15,7 +16,7 @@ pub fn request_binding(
     headers: &HeaderMap,
     extensions: &axum::http::Extensions,
     tokens: &TokenTable,
-) -> Option<Binding> {
+) -> Option<Arc<Binding>> {
     match extensions.get::<Authorized>() {
         Some(a) => Some(a.binding.clone()),
         None => bearer_token(headers).and_then(|t| tokens.resolve(t)),
@@ -29,7 +30,7 @@ pub fn take_binding(
     headers: &HeaderMap,
     extensions: &mut axum::http::Extensions,
     tokens: &TokenTable,
-) -> Option<Binding> {
+) -> Option<Arc<Binding>> {
     match extensions.remove::<Authorized>() {
         Some(a) => Some(a.binding),
         None => bearer_token(headers).and_then(|t| tokens.resolve(t)),
@@ -94,7 +95,7 @@ mod tests {
     fn gated_as_task_2() -> axum::http::Extensions {
         let mut gated = axum::http::Extensions::new();
         gated.insert(Authorized {
-            binding: Binding::new("chat", "task-2", "s", None),
+            binding: Arc::new(Binding::new("chat", "task-2", "s", None)),
             owner: [0; 32],
         });
         gated
@@ -104,14 +105,14 @@ mod tests {
     fn a_request_binding_is_the_gates_or_else_the_tokens() {
         let (t, with_token) = table_with_secret();
         let none = axum::http::Extensions::new();
-        let found = request_binding(&with_token, &none, &t).map(|b| b.task_id);
+        let found = request_binding(&with_token, &none, &t).map(|b| b.task_id.clone());
         assert_eq!(found.as_deref(), Some("task-1"), "no gate ran: the table");
         assert!(
             request_binding(&HeaderMap::new(), &none, &t).is_none(),
             "no token"
         );
         let gated = gated_as_task_2();
-        let found = request_binding(&with_token, &gated, &t).map(|b| b.task_id);
+        let found = request_binding(&with_token, &gated, &t).map(|b| b.task_id.clone());
         assert_eq!(
             found.as_deref(),
             Some("task-2"),
@@ -123,10 +124,10 @@ mod tests {
     fn a_taken_binding_is_the_gates_and_leaves_no_verdict_behind() {
         let (t, with_token) = table_with_secret();
         let mut gated = gated_as_task_2();
-        let found = take_binding(&with_token, &mut gated, &t).map(|b| b.task_id);
+        let found = take_binding(&with_token, &mut gated, &t).map(|b| b.task_id.clone());
         assert_eq!(found.as_deref(), Some("task-2"), "the gate's verdict");
         assert!(gated.get::<Authorized>().is_none(), "taken, not copied");
-        let found = take_binding(&with_token, &mut gated, &t).map(|b| b.task_id);
+        let found = take_binding(&with_token, &mut gated, &t).map(|b| b.task_id.clone());
         assert_eq!(found.as_deref(), Some("task-1"), "no verdict: the table");
         let mut none = axum::http::Extensions::new();
         assert!(take_binding(&HeaderMap::new(), &mut none, &t).is_none());

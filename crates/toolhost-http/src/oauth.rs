@@ -77,7 +77,7 @@ pub struct OAuthGate {
     tool_scopes: HashMap<String, Vec<String>>,
     /// Scopes every tool of a plugin needs, by plugin id.
     plugin_scopes: HashMap<String, Vec<String>>,
-    bindings: Mutex<HashMap<[u8; 32], Binding>>,
+    bindings: Mutex<HashMap<[u8; 32], Arc<Binding>>>,
     /// Each caller's latest access token and its expiry, by owner: what a
     /// token exchange for its plugins' audiences starts from. Never sent
     /// anywhere but the caller's own issuer.
@@ -101,7 +101,7 @@ type Subject = (Arc<str>, u64);
 
 /// What a verified caller maps to (made once per token).
 enum Mapped {
-    Bound(Binding, [u8; 32]),
+    Bound(Arc<Binding>, [u8; 32]),
     NoRule,
     TooCostly,
 }
@@ -294,13 +294,16 @@ impl OAuthGate {
             known.clear();
         }
         let session_id = format!("oauth-{}", &hex(&owner)[..16]);
-        let binding = Binding::new(rule.surface.clone(), task_id, session_id, workspace_id)
-            .with_principal(Principal {
-                issuer: caller.issuer.clone(),
-                subject: caller.subject.clone(),
-                client_id: caller.client_id.clone(),
-                scopes: caller.scopes.clone(),
-            });
+        let binding = Arc::new(
+            Binding::new(rule.surface.clone(), task_id, session_id, workspace_id).with_principal(
+                Principal {
+                    issuer: caller.issuer.clone(),
+                    subject: caller.subject.clone(),
+                    client_id: caller.client_id.clone(),
+                    scopes: caller.scopes.clone(),
+                },
+            ),
+        );
         known.insert(key, binding.clone());
         Mapped::Bound(binding, owner)
     }

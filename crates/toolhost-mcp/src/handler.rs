@@ -27,7 +27,7 @@ use toolhost_pipeline::Binding;
 pub enum Identity {
     /// One binding for the whole transport (stdio: the process is the
     /// identity).
-    Fixed(Binding),
+    Fixed(Arc<Binding>),
     /// Per request, as the transport's gate established it
     /// ([`crate::identity::Authorized`] in the request's extensions: HTTP looks the
     /// bearer token up on every request, so a revoked token stops working
@@ -69,7 +69,7 @@ impl Handler {
         &self.hub
     }
 
-    fn binding(&self, extensions: &rmcp::model::Extensions) -> Result<Binding, McpError> {
+    fn binding(&self, extensions: &rmcp::model::Extensions) -> Result<Arc<Binding>, McpError> {
         let found = match &self.identity {
             Identity::Fixed(b) => Some(b.clone()),
             Identity::Gated => authorized(extensions).map(|a| a.binding.clone()),

@@ -4,14 +4,15 @@
 //! stdio); this crate never reads a header or a token.
 
 use crate::hub::Owner;
+use std::sync::Arc;
 use toolhost_pipeline::Binding;
 
 /// The caller a transport's gate established for one request, put in the
 /// request's extensions (which no client can set).
 #[derive(Debug, Clone)]
 pub struct Authorized {
-    /// The binding the request acts for.
-    pub binding: Binding,
+    /// The binding the request acts for, shared with the token table.
+    pub binding: Arc<Binding>,
     /// Whose quota its sessions, parked calls and tasks count against
     /// (a digest of the token).
     pub owner: Owner,

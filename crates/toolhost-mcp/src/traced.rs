@@ -351,7 +351,10 @@ pub async fn serve_stdio(
     shutdown: tokio_util::sync::CancellationToken,
 ) -> Result<(), std::io::Error> {
     let running = Traced::new(
-        Handler::new(hub, crate::handler::Identity::Fixed(binding)),
+        Handler::new(
+            hub,
+            crate::handler::Identity::Fixed(std::sync::Arc::new(binding)),
+        ),
         toolhost_telemetry::Transport::Stdio,
     )
     .serve_with_ct(

@@ -42,8 +42,9 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use toolhost_base::log_safe;
 use toolhost_catalog::{Entry, Reading, Store};
-use toolhost_proto::json::{json_from_struct_owned, struct_from_json};
-use toolhost_proto::plugin::{AgentToolContext, AgentToolRequest, AgentToolResponse, Credential};
+use toolhost_proto::json::json_from_struct_owned;
+use toolhost_proto::plugin::{AgentToolResponse, Credential};
+use toolhost_proto::request::{ContextRef, ToolRequestRef};
 use toolhost_runtime::{CallSlot, InvokeError, PluginUnavailable};
 use toolhost_telemetry::Step as Traced;
 use toolhost_validate::{Checked, ToolPolicy, Violation, check_arguments};
@@ -1063,38 +1064,43 @@ impl Call<'_> {
         credentials: &[Credential],
         deadline: Duration,
     ) -> Step<AgentToolResponse> {
-        let request = self.request(checked, credentials);
         let max_answer = self.pipeline.max_answer_bytes();
+        let invoke = client.invoke(
+            slot,
+            &self.request(checked, credentials),
+            deadline,
+            max_answer,
+        );
         let answer = tokio::select! {
             biased;
             () = self.cancel.cancelled() => {
                 return Err(CallFailure::new(ErrorCode::Cancelled, "the call was cancelled by the client"));
             }
-            r = client.invoke(slot, request, deadline, max_answer) => r,
+            r = invoke => r,
         };
         answer.map_err(|e| self.invoke_failure(e))
     }
 
     /// The request both protocols send: the invocation id, the local name,
-    /// the checked arguments and the binding's context.
-    pub(crate) fn request(
-        &self,
-        checked: &Checked,
-        credentials: &[Credential],
-    ) -> AgentToolRequest {
-        let d = &self.entry.descriptor;
+    /// the checked arguments and the binding's context, borrowed where the
+    /// call holds them (protocol 1 encodes it straight from these).
+    pub(crate) fn request<'r>(
+        &'r self,
+        checked: &'r Checked,
+        credentials: &'r [Credential],
+    ) -> ToolRequestRef<'r> {
         let b = self.binding;
-        AgentToolRequest {
-            invocation_id: self.invocation_id.to_owned(),
-            name: d.local_name.clone(),
-            arguments: Some(struct_from_json(&checked.arguments)),
-            context: Some(AgentToolContext {
-                task_id: b.task_id.clone(),
-                session_id: b.session_id.clone(),
-                workspace_id: b.workspace_id.clone().unwrap_or_default(),
-                surface: b.surface.clone(),
-                credentials: credentials.to_vec(),
-            }),
+        ToolRequestRef {
+            invocation_id: &self.invocation_id,
+            name: &self.entry.descriptor.local_name,
+            arguments: &checked.arguments,
+            context: ContextRef {
+                task_id: &b.task_id,
+                session_id: &b.session_id,
+                workspace_id: b.workspace_id.as_deref().unwrap_or_default(),
+                surface: &b.surface,
+                credentials,
+            },
         }
     }
 

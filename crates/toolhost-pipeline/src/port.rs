@@ -16,8 +16,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use toolhost_proto::plugin::{AgentToolRequest, AgentToolResponse};
+use toolhost_proto::plugin::AgentToolResponse;
 use toolhost_proto::plugin_v2::{Answer, PluginEvent, Start};
+use toolhost_proto::request::ToolRequestRef;
 use toolhost_runtime::{
     CallSlot, CallStream, InvokeError, PluginClient, PluginUnavailable, Plugins,
 };
@@ -60,10 +61,12 @@ pub trait PluginLink: Send + Sync {
     /// Exactly one protocol-1 invocation, in `slot`, with `deadline`;
     /// an answer over `max_answer_bytes` (encoded) is
     /// [`InvokeError::TooLarge`]. Dropping the future cancels the call.
+    /// The request is encoded (or copied) before this returns: the
+    /// future borrows only the link.
     fn invoke(
         &self,
         slot: CallSlot,
-        request: AgentToolRequest,
+        request: &ToolRequestRef<'_>,
         deadline: Duration,
         max_answer_bytes: usize,
     ) -> BoxFuture<'_, Result<AgentToolResponse, InvokeError>>;
@@ -147,7 +150,7 @@ impl PluginLink for Held {
     fn invoke(
         &self,
         slot: CallSlot,
-        request: AgentToolRequest,
+        request: &ToolRequestRef<'_>,
         deadline: Duration,
         max_answer_bytes: usize,
     ) -> BoxFuture<'_, Result<AgentToolResponse, InvokeError>> {

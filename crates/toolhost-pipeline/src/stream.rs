@@ -102,7 +102,7 @@ impl Call<'_> {
         let mut soft_at = started + deadline;
         let caller = self.caller;
         let start = wire::Start {
-            request: Some(self.request(checked, credentials)),
+            request: Some(self.request(checked, credentials).to_message()),
             can_ask: caller.can_ask(),
             wants_progress: caller.wants_progress(),
             log_level: caller.log_level().map_or(0, |l| l as i32),

@@ -14,6 +14,7 @@ use tonic::transport::Channel;
 use toolhost_proto::plugin::{AgentToolRequest, AgentToolResponse};
 use toolhost_proto::plugin_v2::plugin_client::PluginClient as GrpcV2;
 use toolhost_proto::plugin_v2::{HostEvent, PluginEvent, host_event};
+use toolhost_proto::request::ToolRequestRef;
 
 /// A cheap, cloneable handle to one ready plugin process. It goes stale when
 /// that process stops: calls made through a stale handle fail at once as
@@ -297,17 +298,31 @@ impl PluginClient {
         deadline: Duration,
     ) -> Result<AgentToolResponse, InvokeError> {
         let slot = self.in_flight.take();
-        self.invoke_in(slot, request, deadline, DEFAULT_MAX_ANSWER_BYTES)
+        let body = crate::unary::frame_message(&request);
+        self.invoke_framed(slot, body, deadline, DEFAULT_MAX_ANSWER_BYTES)
             .await
     }
 
     /// [`PluginClient::invoke`] in a reserved slot, with answers larger
     /// than `max_answer_bytes` (encoded) refused as
-    /// [`InvokeError::TooLarge`].
-    pub async fn invoke_in(
+    /// [`InvokeError::TooLarge`]. The request is encoded before this
+    /// returns, straight from what it borrows, so the future borrows only
+    /// the client.
+    pub fn invoke_in(
         &self,
         slot: CallSlot,
-        request: AgentToolRequest,
+        request: &ToolRequestRef<'_>,
+        deadline: Duration,
+        max_answer_bytes: usize,
+    ) -> impl Future<Output = Result<AgentToolResponse, InvokeError>> + Send + '_ {
+        let body = crate::unary::frame(request.encoded_len(), |buf| request.encode(buf));
+        self.invoke_framed(slot, body, deadline, max_answer_bytes)
+    }
+
+    async fn invoke_framed(
+        &self,
+        slot: CallSlot,
+        body: bytes::Bytes,
         deadline: Duration,
         max_answer_bytes: usize,
     ) -> Result<AgentToolResponse, InvokeError> {
@@ -328,7 +343,7 @@ impl PluginClient {
         let call = self.direct.call(
             "/kandev.plugin.v1.Plugin/InvokeAgentTool",
             metadata.into_headers(),
-            &request,
+            body,
             deadline,
             max_answer_bytes,
         );

@@ -61,7 +61,7 @@ pub(crate) async fn probe_direct(link: &crate::unary::DirectLink, timeout: Durat
         .call(
             "/grpc.health.v1.Health/Check",
             http::HeaderMap::new(),
-            &request,
+            crate::unary::frame_message(&request),
             timeout,
             MAX_HEALTH_ANSWER_BYTES,
         )

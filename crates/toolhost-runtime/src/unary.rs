@@ -82,18 +82,17 @@ impl DirectLink {
         }
     }
 
-    /// One unary call of `path` (`/package.Service/Method`) with `message`
-    /// (encoded, without the gRPC frame), `headers` added to the request.
-    /// Returns the answer's message, encoded.
+    /// One unary call of `path` (`/package.Service/Method`) with `body`
+    /// (the message in its gRPC frame: [`frame`]), `headers` added to the
+    /// request. Returns the answer's message, encoded.
     pub(crate) async fn call(
         &self,
         path: &'static str,
         headers: http::HeaderMap,
-        message: &impl prost::Message,
+        body: Bytes,
         deadline: Duration,
         max_answer_bytes: usize,
     ) -> Result<Bytes, Failure> {
-        let body = frame(message);
         let exchange = async {
             let mut send = self.sender().await?.ready().await.map_err(transport)?;
             let request = request(path, headers, deadline)?;
@@ -104,7 +103,16 @@ impl DirectLink {
             let answer = answer.await.map_err(transport)?;
             read_answer(answer, max_answer_bytes).await
         };
+        let started = tokio::time::Instant::now();
         match tokio::time::timeout(deadline, exchange).await {
+            // An answer read after the deadline is a timeout too, whichever
+            // the runtime saw first: the plugin's own clock for the
+            // deadline (`grpc-timeout`) starts when the request arrives,
+            // so its answer to that deadline ("cancelled") can be waiting
+            // when a loaded daemon wakes, before the daemon's timer has
+            // fired. The caller is told the one thing that is true either
+            // way: the call did not finish in time.
+            Ok(_) if started.elapsed() >= deadline => Err(Failure::Timeout),
             Ok(r) => r,
             Err(_) => Err(Failure::Timeout),
         }
@@ -179,16 +187,23 @@ impl DirectLink {
     }
 }
 
-/// The message in gRPC's frame: uncompressed flag, big-endian length.
-fn frame(message: &impl prost::Message) -> Bytes {
-    let len = message.encoded_len();
+/// A message of `len` bytes, written by `encode`, in gRPC's frame:
+/// uncompressed flag, big-endian length. One allocation of the exact size.
+pub(crate) fn frame(len: usize, encode: impl FnOnce(&mut BytesMut)) -> Bytes {
     let mut buf = BytesMut::with_capacity(5 + len);
     buf.put_u8(0);
     // A request is bounded long before 4 GiB (the daemon's argument cap).
     buf.put_u32(u32::try_from(len).unwrap_or(u32::MAX));
-    // Encoding into a buffer of the exact length cannot run out of room.
-    let _ = message.encode(&mut buf);
+    encode(&mut buf);
     buf.freeze()
+}
+
+/// A `prost` message in gRPC's frame.
+pub(crate) fn frame_message(message: &impl prost::Message) -> Bytes {
+    // Encoding into a buffer of the exact length cannot run out of room.
+    frame(message.encoded_len(), |buf| {
+        let _ = message.encode(buf);
+    })
 }
 
 fn request(
@@ -455,8 +470,14 @@ mod tests {
 
     async fn call_within(link: &DirectLink, deadline: Duration) -> Result<Bytes, Failure> {
         let path = "/kandev.plugin.v1.Plugin/InvokeAgentTool";
-        link.call(path, http::HeaderMap::new(), &message(), deadline, 1024)
-            .await
+        link.call(
+            path,
+            http::HeaderMap::new(),
+            frame_message(&message()),
+            deadline,
+            1024,
+        )
+        .await
     }
 
     async fn call(answer: Answer) -> Result<Bytes, Failure> {
@@ -583,7 +604,7 @@ mod tests {
             name: "echo".into(),
             ..Default::default()
         };
-        let f = frame(&req);
+        let f = frame_message(&req);
         assert_eq!(f[0], 0);
         assert_eq!(
             u32::from_be_bytes([f[1], f[2], f[3], f[4]]) as usize,

@@ -215,7 +215,7 @@ fn host(script: Script) -> (Arc<CallHost>, Arc<Fake>) {
 
 fn request(name: &str, tasks: TaskOffer) -> CallRequest {
     CallRequest {
-        binding: Binding::new("chat", "task-1", "session-1", None),
+        binding: Arc::new(Binding::new("chat", "task-1", "session-1", None)),
         name: format!("kandev_t_{name}"),
         arguments: None,
         wants: Wants {

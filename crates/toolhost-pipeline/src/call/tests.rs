@@ -13,7 +13,9 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use tokio::sync::Notify;
 use toolhost_catalog::{Descriptor, Snapshot};
+use toolhost_proto::plugin::AgentToolRequest;
 use toolhost_proto::plugin_v2::{Answer as WireAnswer, PluginEvent, Start};
+use toolhost_proto::request::ToolRequestRef;
 use toolhost_runtime::{CallSlots, PluginUnavailable};
 use toolhost_validate::UnknownArguments;
 
@@ -110,10 +112,11 @@ impl PluginLink for Link {
     fn invoke(
         &self,
         slot: CallSlot,
-        request: AgentToolRequest,
+        request: &ToolRequestRef<'_>,
         deadline: Duration,
         _max_answer_bytes: usize,
     ) -> BoxFuture<'_, Result<AgentToolResponse, InvokeError>> {
+        let request = request.to_message();
         Box::pin(async move {
             let _slot = slot;
             self.0.note(format!("invoke {}", deadline.as_millis()));
