@@ -127,21 +127,27 @@ impl Call<'_> {
         let mut asking: Option<Asking<'_>> = None;
         loop {
             let wake = soft_at.min(hard_at);
+            // The tool's own deadline, as protocol 1 says it (and the
+            // harness, which runs this path): the time waited only where
+            // progress kept moving the deadline.
+            let after = || if rolling { started.elapsed() } else { deadline };
             tokio::select! {
                 biased;
                 () = self.cancel.cancelled() => return Err(self.cancelled()),
                 () = tokio::time::sleep_until(wake.into()) => {
-                    // The tool's own deadline, as protocol 1 says it (and
-                    // the harness, which runs this path): the time waited
-                    // only where progress kept moving the deadline.
-                    let after = if rolling { started.elapsed() } else { deadline };
-                    return Err(self.timed_out(after, asking.is_some()));
+                    return Err(self.timed_out(after(), asking.is_some()));
                 }
                 // The plugin's events before the caller's answer: a plugin
                 // that sent a second question before its first was answered
                 // is refused before the answer goes out, whenever the
                 // answer arrives.
                 event = stream.next() => {
+                    // Read after the deadline (the timer rounds up to the
+                    // next millisecond): a timeout, as protocol 1's
+                    // answers are, whatever the event says.
+                    if Instant::now() >= wake {
+                        return Err(self.timed_out(after(), asking.is_some()));
+                    }
                     let event = event.map_err(|e| self.invoke_failure(e))?;
                     let Some(event) = event.and_then(|e| e.event) else {
                         return Err(self.plugin_broke("closed the call without a result"));
