@@ -49,6 +49,7 @@
 #![forbid(unsafe_code)]
 
 mod client;
+mod descriptors;
 mod health;
 mod leaders;
 mod logs;

@@ -374,9 +374,12 @@ impl Supervisor {
                 },
             };
             let failure = match started {
-                Err(f) if f.error.is_resource_shortage() => {
+                Err(f) if f.error.is_resource_shortage() || crate::descriptors::short_now() => {
                     // Not the plugin's fault: tried again, backing off,
-                    // without counting toward `failed`.
+                    // without counting toward `failed`. Out of descriptors
+                    // at this moment counts whatever the error says: which
+                    // step of a start runs out first is chance
+                    // (`descriptors`).
                     shortages = shortages.saturating_add(1);
                     let why = format!(
                         "plugin {} could not start for lack of resources ({shortages} tries in a row): {}",
