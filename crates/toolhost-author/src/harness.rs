@@ -155,7 +155,10 @@ impl PluginLink for TestLink {
         request: &ToolRequestRef<'_>,
         deadline: Duration,
         max_answer_bytes: usize,
-    ) -> toolhost_pipeline::port::BoxFuture<'_, Result<AgentToolResponse, InvokeError>> {
+    ) -> toolhost_pipeline::port::BoxFuture<
+        '_,
+        Result<toolhost_proto::answer::ToolAnswer, InvokeError>,
+    > {
         // The bytes the daemon would send, encoded as it encodes them.
         let mut wire = Vec::with_capacity(request.encoded_len());
         request.encode(&mut wire);
@@ -174,7 +177,7 @@ impl PluginLink for TestLink {
                 Ok(Some(FromTest::Response(r))) if r.encoded_len() > max_answer_bytes => {
                     Err(InvokeError::TooLarge(max_answer_bytes))
                 }
-                Ok(Some(FromTest::Response(r))) => Ok(r),
+                Ok(Some(FromTest::Response(r))) => Ok(r.into()),
                 Ok(Some(FromTest::Abort { code, message })) => Err(InvokeError::Refused {
                     plugin: "test".into(),
                     code,

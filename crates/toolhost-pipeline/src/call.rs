@@ -42,8 +42,8 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use toolhost_base::log_safe;
 use toolhost_catalog::{Entry, Reading, Store};
-use toolhost_proto::json::json_from_struct_owned;
-use toolhost_proto::plugin::{AgentToolResponse, Credential};
+use toolhost_proto::answer::ToolAnswer;
+use toolhost_proto::plugin::Credential;
 use toolhost_proto::request::{ContextRef, ToolRequestRef};
 use toolhost_runtime::{CallSlot, InvokeError, PluginUnavailable};
 use toolhost_telemetry::Step as Traced;
@@ -827,9 +827,7 @@ impl Call<'_> {
                 .await?;
             Answered {
                 content: vec![Block::text(r.text)],
-                structured: r
-                    .structured_content
-                    .map(|s| Value::Object(json_from_struct_owned(s))),
+                structured: r.structured.map(Value::Object),
                 is_error: r.is_error,
             }
         };
@@ -1063,7 +1061,7 @@ impl Call<'_> {
         checked: &Checked,
         credentials: &[Credential],
         deadline: Duration,
-    ) -> Step<AgentToolResponse> {
+    ) -> Step<ToolAnswer> {
         let max_answer = self.pipeline.max_answer_bytes();
         let invoke = client.invoke(
             slot,

@@ -16,7 +16,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use toolhost_proto::plugin::AgentToolResponse;
+use toolhost_proto::answer::ToolAnswer;
 use toolhost_proto::plugin_v2::{Answer, PluginEvent, Start};
 use toolhost_proto::request::ToolRequestRef;
 use toolhost_runtime::{
@@ -69,7 +69,7 @@ pub trait PluginLink: Send + Sync {
         request: &ToolRequestRef<'_>,
         deadline: Duration,
         max_answer_bytes: usize,
-    ) -> BoxFuture<'_, Result<AgentToolResponse, InvokeError>>;
+    ) -> BoxFuture<'_, Result<ToolAnswer, InvokeError>>;
 
     /// Opens the one protocol-2 stream of a call, in `slot`, and sends
     /// `start`; each plugin event over `max_event_bytes` is refused.
@@ -153,7 +153,7 @@ impl PluginLink for Held {
         request: &ToolRequestRef<'_>,
         deadline: Duration,
         max_answer_bytes: usize,
-    ) -> BoxFuture<'_, Result<AgentToolResponse, InvokeError>> {
+    ) -> BoxFuture<'_, Result<ToolAnswer, InvokeError>> {
         Box::pin(
             self.client
                 .invoke_in(slot, request, deadline, max_answer_bytes),

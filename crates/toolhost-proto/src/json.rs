@@ -83,7 +83,7 @@ pub fn json_from_value_owned(v: Value) -> Json {
     }
 }
 
-fn number(n: f64) -> Json {
+pub(crate) fn number(n: f64) -> Json {
     if n.fract() == 0.0 && n.abs() <= EXACT_INT {
         // Exact: |n| <= 2^53 fits i64 without rounding.
         #[allow(clippy::cast_possible_truncation)]

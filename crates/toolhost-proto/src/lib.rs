@@ -2,9 +2,10 @@
 //! protox (no `protoc` needed); the rest of the plugin contract
 //! ([`contract`]: environment, handshake, health, the Unix-socket
 //! connector); the one conversion both sides of the plugin hop need:
-//! `google.protobuf.Struct` to and from JSON; and the daemon's request to a
+//! `google.protobuf.Struct` to and from JSON; the daemon's request to a
 //! plugin ([`request`]), encoded from that JSON without building the
-//! message first.
+//! message first; and a plugin's answer ([`answer`]), decoded into JSON
+//! without building it either.
 //!
 //! Its one behaviour is the contract both ends of the plugin hop must read
 //! alike: [`contract`] parses and writes the handshake line and connects to
@@ -29,6 +30,9 @@ pub use generated::toolhost::admin::v1 as admin;
 /// (docs/PROTOCOL.md §7), served by plugins that declare `protocol = 2`.
 pub use generated::toolhost::plugin::v2 as plugin_v2;
 
+pub mod answer;
+#[cfg(test)]
+mod arbitrary;
 pub mod codec;
 pub mod contract;
 pub mod generated;

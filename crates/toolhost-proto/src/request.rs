@@ -223,32 +223,11 @@ fn put_value(v: &Json, buf: &mut impl BufMut) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use serde_json::json;
 
     fn encoded(r: &ToolRequestRef<'_>) -> Vec<u8> {
         let mut buf = Vec::with_capacity(r.encoded_len());
         r.encode(&mut buf);
         buf
-    }
-
-    fn arb_json() -> impl Strategy<Value = Json> {
-        let leaf = prop_oneof![
-            Just(Json::Null),
-            any::<bool>().prop_map(Json::Bool),
-            any::<i64>().prop_map(|n| json!(n)),
-            any::<u64>().prop_map(|n| json!(n)),
-            any::<f64>()
-                .prop_filter("JSON numbers are finite", |f| f.is_finite())
-                .prop_map(|f| json!(f)),
-            ".{0,200}".prop_map(Json::String),
-        ];
-        leaf.prop_recursive(5, 64, 8, |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..8).prop_map(Json::Array),
-                prop::collection::btree_map(".{0,12}", inner, 0..8)
-                    .prop_map(|m| Json::Object(m.into_iter().collect())),
-            ]
-        })
     }
 
     fn arb_credential() -> impl Strategy<Value = Credential> {
@@ -282,7 +261,7 @@ mod tests {
     proptest! {
         #[test]
         fn the_bytes_are_prosts_and_decode_to_the_message(
-            args in prop::collection::btree_map(".{0,16}", arb_json(), 0..10),
+            args in prop::collection::btree_map(".{0,16}", crate::arbitrary::json(), 0..10),
             id in ".{0,40}",
             name in "[a-z_]{0,20}",
             ids in (".{0,10}", ".{0,10}", ".{0,10}", ".{0,10}"),

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
-use toolhost_proto::plugin::{AgentToolRequest, AgentToolResponse};
+use toolhost_proto::answer::ToolAnswer;
+use toolhost_proto::plugin::AgentToolRequest;
 use toolhost_proto::plugin_v2::plugin_client::PluginClient as GrpcV2;
 use toolhost_proto::plugin_v2::{HostEvent, PluginEvent, host_event};
 use toolhost_proto::request::ToolRequestRef;
@@ -296,7 +297,7 @@ impl PluginClient {
         &self,
         request: AgentToolRequest,
         deadline: Duration,
-    ) -> Result<AgentToolResponse, InvokeError> {
+    ) -> Result<ToolAnswer, InvokeError> {
         let slot = self.in_flight.take();
         let body = crate::unary::frame_message(&request);
         self.invoke_framed(slot, body, deadline, DEFAULT_MAX_ANSWER_BYTES)
@@ -314,7 +315,7 @@ impl PluginClient {
         request: &ToolRequestRef<'_>,
         deadline: Duration,
         max_answer_bytes: usize,
-    ) -> impl Future<Output = Result<AgentToolResponse, InvokeError>> + Send + '_ {
+    ) -> impl Future<Output = Result<ToolAnswer, InvokeError>> + Send + '_ {
         let body = crate::unary::frame(request.encoded_len(), |buf| request.encode(buf));
         self.invoke_framed(slot, body, deadline, max_answer_bytes)
     }
@@ -325,7 +326,7 @@ impl PluginClient {
         body: bytes::Bytes,
         deadline: Duration,
         max_answer_bytes: usize,
-    ) -> Result<AgentToolResponse, InvokeError> {
+    ) -> Result<ToolAnswer, InvokeError> {
         if self.gone.is_cancelled() {
             return Err(self.unavailable("the plugin process had already stopped"));
         }
@@ -353,7 +354,7 @@ impl PluginClient {
         // every poll of every call in flight (BENCHMARKS.md).
         let answer = call.await;
         let status = match answer {
-            Ok(bytes) => match <AgentToolResponse as prost::Message>::decode(bytes) {
+            Ok(bytes) => match ToolAnswer::decode(&bytes) {
                 Ok(answer) => {
                     span.status(tonic::Code::Ok);
                     return Ok(answer);

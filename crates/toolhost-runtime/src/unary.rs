@@ -228,25 +228,48 @@ fn request(
         http::HeaderValue::from_static("application/grpc"),
     );
     h.insert(http::header::TE, http::HeaderValue::from_static("trailers"));
-    if let Ok(v) = http::HeaderValue::from_str(&grpc_timeout(deadline)) {
+    if let Ok(v) = http::HeaderValue::from_bytes(grpc_timeout(deadline).as_bytes()) {
         h.insert("grpc-timeout", v);
     }
     Ok(request)
 }
 
 /// gRPC's `TimeoutValue`: at most 8 digits and a unit; the finest unit
-/// that fits.
-fn grpc_timeout(d: Duration) -> String {
+/// that fits. Written on the stack: the header value is the one copy.
+fn grpc_timeout(d: Duration) -> TimeoutValue {
     const MAX: u128 = 99_999_999;
     let micros = d.as_micros().max(1);
-    if micros <= MAX {
-        return format!("{micros}u");
+    let (mut n, unit) = if micros <= MAX {
+        (micros, b'u')
+    } else if d.as_millis() <= MAX {
+        (d.as_millis(), b'm')
+    } else {
+        (u128::from(d.as_secs()).min(MAX), b'S')
+    };
+    let mut bytes = [0u8; 9];
+    bytes[8] = unit;
+    let mut start = 8;
+    loop {
+        start -= 1;
+        bytes[start] = b'0' + u8::try_from(n % 10).unwrap_or(0);
+        n /= 10;
+        if n == 0 {
+            break;
+        }
     }
-    let millis = d.as_millis();
-    if millis <= MAX {
-        return format!("{millis}m");
+    TimeoutValue { bytes, start }
+}
+
+/// A `grpc-timeout` value: up to 8 digits and a unit, right-aligned.
+struct TimeoutValue {
+    bytes: [u8; 9],
+    start: usize,
+}
+
+impl TimeoutValue {
+    fn as_bytes(&self) -> &[u8] {
+        &self.bytes[self.start..]
     }
-    format!("{}S", d.as_secs().min(MAX as u64))
 }
 
 /// Reads one answer: its headers (a trailers-only answer is a status), one
@@ -591,11 +614,14 @@ mod tests {
 
     #[test]
     fn a_timeout_uses_the_finest_unit_that_fits_in_eight_digits() {
-        assert_eq!(grpc_timeout(Duration::from_millis(30)), "30000u");
-        assert_eq!(grpc_timeout(Duration::ZERO), "1u");
-        assert_eq!(grpc_timeout(Duration::from_secs(100)), "100000m");
-        assert_eq!(grpc_timeout(Duration::from_secs(200_000)), "200000S");
-        assert_eq!(grpc_timeout(Duration::MAX), "99999999S");
+        let t = |d| String::from_utf8_lossy(grpc_timeout(d).as_bytes()).into_owned();
+        assert_eq!(t(Duration::from_millis(30)), "30000u");
+        assert_eq!(t(Duration::ZERO), "1u");
+        assert_eq!(t(Duration::from_micros(99_999_999)), "99999999u");
+        assert_eq!(t(Duration::from_micros(100_000_000)), "100000m");
+        assert_eq!(t(Duration::from_secs(100)), "100000m");
+        assert_eq!(t(Duration::from_secs(200_000)), "200000S");
+        assert_eq!(t(Duration::MAX), "99999999S");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use tokio::sync::Notify;
 use toolhost_catalog::{Descriptor, Snapshot};
-use toolhost_proto::plugin::AgentToolRequest;
+use toolhost_proto::plugin::{AgentToolRequest, AgentToolResponse};
 use toolhost_proto::plugin_v2::{Answer as WireAnswer, PluginEvent, Start};
 use toolhost_proto::request::ToolRequestRef;
 use toolhost_runtime::{CallSlots, PluginUnavailable};
@@ -115,7 +115,7 @@ impl PluginLink for Link {
         request: &ToolRequestRef<'_>,
         deadline: Duration,
         _max_answer_bytes: usize,
-    ) -> BoxFuture<'_, Result<AgentToolResponse, InvokeError>> {
+    ) -> BoxFuture<'_, Result<ToolAnswer, InvokeError>> {
         let request = request.to_message();
         Box::pin(async move {
             let _slot = slot;
@@ -125,13 +125,19 @@ impl PluginLink for Link {
             if let Some(g) = gate {
                 g.notified().await;
             }
-            self.0.answer.lock().unwrap().clone().unwrap_or_else(|| {
-                Ok(AgentToolResponse {
-                    text: "done".into(),
-                    structured_content: None,
-                    is_error: false,
+            self.0
+                .answer
+                .lock()
+                .unwrap()
+                .clone()
+                .unwrap_or_else(|| {
+                    Ok(AgentToolResponse {
+                        text: "done".into(),
+                        structured_content: None,
+                        is_error: false,
+                    })
                 })
-            })
+                .map(Into::into)
         })
     }
 
