@@ -143,18 +143,57 @@ pub(crate) async fn read_body(
     direct: &Direct,
     request: Request,
 ) -> Result<(axum::http::request::Parts, axum::body::Bytes), Result<Request, Response>> {
-    let body_len = request.body().size_hint().exact();
-    if body_len.is_none_or(|n| n > direct.max_body_bytes) {
+    let Some(n) = request
+        .body()
+        .size_hint()
+        .exact()
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|n| *n as u64 <= direct.max_body_bytes)
+    else {
         return Err(Ok(request));
-    }
+    };
     let (parts, body) = request.into_parts();
-    match axum::body::to_bytes(body, usize::MAX).await {
-        Ok(bytes) => Ok((parts, bytes)),
-        Err(_) => Err(Err((
+    match whole_body(body, n).await {
+        Some(bytes) => Ok((parts, bytes)),
+        None => Err(Err((
             StatusCode::BAD_REQUEST,
             "Bad Request: the body could not be read",
         )
             .into_response())),
+    }
+}
+
+/// A body of exactly `len` bytes (its `Content-Length`), or `None` if it
+/// could not be read or is not that long. A small request arrives in one
+/// frame, and that frame's bytes are the body as they are: no list of
+/// buffers to gather them in (`axum::body::to_bytes`'s), no copy.
+async fn whole_body(mut body: Body, len: usize) -> Option<axum::body::Bytes> {
+    let mut gathered: Option<Vec<u8>> = None;
+    while let Some(frame) =
+        std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await
+    {
+        let Ok(data) = frame.ok()?.into_data() else {
+            continue; // trailers: not part of the body
+        };
+        match &mut gathered {
+            // Hyper counts a body's length down as it arrives, so the end
+            // is known without another read.
+            None if data.len() == len && body.is_end_stream() => return Some(data),
+            None => {
+                let mut buffer = Vec::with_capacity(len);
+                buffer.extend_from_slice(&data);
+                gathered = Some(buffer);
+            }
+            Some(buffer) => buffer.extend_from_slice(&data),
+        }
+        if gathered.as_ref().is_some_and(|b| b.len() > len) {
+            return None;
+        }
+    }
+    match gathered {
+        Some(buffer) if buffer.len() == len => Some(buffer.into()),
+        None if len == 0 => Some(axum::body::Bytes::new()),
+        _ => None,
     }
 }
 
@@ -269,10 +308,16 @@ async fn answer(
     (message, ended)
 }
 
+/// The buffer a JSON answer is written into first: most answers fit.
+const ANSWER_BUFFER_BYTES: usize = 1024;
+
 /// rmcp's answer to a stateless JSON request: 200, `application/json`.
 pub(crate) fn json_response(message: &ServerJsonRpcMessage) -> Response {
-    match serde_json::to_vec(message) {
-        Ok(body) => {
+    // serde_json's own buffer starts at 128 bytes and doubles: a tool's
+    // answer of a few hundred bytes cost two reallocations.
+    let mut body = Vec::with_capacity(ANSWER_BUFFER_BYTES);
+    match serde_json::to_writer(&mut body, message) {
+        Ok(()) => {
             let mut r = Response::new(Body::from(body));
             r.headers_mut().insert(
                 header::CONTENT_TYPE,
@@ -432,6 +477,46 @@ fn host_allowed(uri: &Uri, headers: &HeaderMap, allowed: &[Authority]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A body that arrives in the given pieces.
+    struct Pieces(std::collections::VecDeque<&'static [u8]>);
+
+    impl http_body::Body for Pieces {
+        type Data = axum::body::Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+            let next = self.0.pop_front();
+            std::task::Poll::Ready(
+                next.map(|p| Ok(http_body::Frame::data(axum::body::Bytes::from_static(p)))),
+            )
+        }
+
+        fn is_end_stream(&self) -> bool {
+            self.0.is_empty()
+        }
+    }
+
+    fn pieces(p: &[&'static [u8]]) -> Body {
+        Body::new(Pieces(p.iter().copied().collect()))
+    }
+
+    #[tokio::test]
+    async fn a_body_is_whole_in_one_piece_or_many_and_exactly_its_length() {
+        let one = whole_body(pieces(&[b"{\"a\":1}"]), 7).await;
+        assert_eq!(one.as_deref(), Some(&b"{\"a\":1}"[..]));
+        let many = whole_body(pieces(&[b"{\"a\"", b":", b"1}"]), 7).await;
+        assert_eq!(many.as_deref(), Some(&b"{\"a\":1}"[..]));
+        assert_eq!(whole_body(pieces(&[]), 0).await.as_deref(), Some(&b""[..]));
+        // Shorter or longer than its length: not a body to answer.
+        assert_eq!(whole_body(pieces(&[b"{\"a\""]), 7).await, None);
+        assert_eq!(whole_body(pieces(&[b"{\"a\"", b":1}xx"]), 7).await, None);
+        assert_eq!(whole_body(pieces(&[b"{}", b"{}"]), 2).await, None);
+        assert_eq!(whole_body(pieces(&[]), 3).await, None);
+    }
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
